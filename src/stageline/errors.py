@@ -1,0 +1,170 @@
+"""Every error stageline raises on purpose, under one root.
+
+```
+StagelineError
+├── UsageError                  exit 2, HTTP 400/404: the caller asked for something wrong
+│   ├── ConfigError             stageline.toml or a STAGELINE_* variable is invalid
+│   ├── InputError              a run input is malformed or cannot be checkpointed
+│   ├── TemplateNotFound        no template by that name or path (lists the known ones)
+│   ├── TemplateError           a template is invalid (names file and line)
+│   ├── StageNotFound           a stage name or import path does not resolve
+│   └── RunNotFound             no run with that id
+├── ConflictError               exit 4, HTTP 409: the request clashes with the run's state
+│   ├── LeaseHeld               another process is advancing the run (names the holder)
+│   ├── TemplateChanged         the template changed since the run started (names both versions)
+│   └── InvalidTransition       e.g. retrying a run that succeeded
+├── StorageError                exit 6, HTTP 503: the database is unreachable or broken
+└── RunError                    raised inside a run; recorded on the node, never shown as a traceback
+    ├── LoopBoundExceeded       a loop went past its declared bound
+    └── FanInConflict           parallel stages wrote one key that has no reducer
+```
+
+Each class carries ``exit_code`` and ``http_status`` so the CLI and the API map errors the
+same way.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ConflictError",
+    "FanInConflict",
+    "InputError",
+    "InvalidTransition",
+    "LeaseHeld",
+    "LoopBoundExceeded",
+    "RunError",
+    "RunNotFound",
+    "StageNotFound",
+    "StagelineError",
+    "StorageError",
+    "TemplateChanged",
+    "TemplateError",
+    "TemplateNotFound",
+    "UsageError",
+]
+
+
+class StagelineError(Exception):
+    """Root of every error stageline raises on purpose."""
+
+    exit_code: int = 70
+    http_status: int = 500
+
+
+class UsageError(StagelineError):
+    """The caller asked for something wrong; nothing was changed."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class ConfigError(UsageError):
+    """Configuration (stageline.toml or STAGELINE_* variables) is invalid."""
+
+
+class InputError(UsageError):
+    """A run input is malformed or cannot be checkpointed."""
+
+
+class TemplateNotFound(UsageError):
+    """No template by that name or path."""
+
+    http_status = 404
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        listing = ", ".join(known) if known else "(none)"
+        super().__init__(f"unknown template {name!r}; known templates: {listing}")
+
+
+class TemplateError(UsageError):
+    """A template is invalid; the message names the file and line where it can."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+        self.source = source
+        self.line = line
+        where = ""
+        if source is not None:
+            where = f"{source}:{line}: " if line is not None else f"{source}: "
+        super().__init__(f"{where}{message}")
+
+
+class StageNotFound(UsageError):
+    """A stage name or import path does not resolve."""
+
+
+class RunNotFound(UsageError):
+    """No run with that id."""
+
+    http_status = 404
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id!r} (see `stageline runs`)")
+
+
+class ConflictError(StagelineError):
+    """The request clashes with the run's current state."""
+
+    exit_code = 4
+    http_status = 409
+
+
+class LeaseHeld(ConflictError):
+    """Another live process holds the run's lease."""
+
+    def __init__(self, run_id: str, holder: str, expires_at: str) -> None:
+        self.run_id = run_id
+        self.holder = holder
+        super().__init__(
+            f"run {run_id} is being advanced by {holder} (lease until {expires_at}); "
+            "wait for it to finish or stop that process"
+        )
+
+
+class TemplateChanged(ConflictError):
+    """The template changed since the run started."""
+
+    def __init__(self, run_id: str, recorded: str, current: str) -> None:
+        self.recorded = recorded
+        self.current = current
+        super().__init__(
+            f"run {run_id} started on template version {recorded}, but the template is now "
+            f"{current}; pass --force to resume it on the new version"
+        )
+
+
+class InvalidTransition(ConflictError):
+    """The run is not in a state that allows this action."""
+
+
+class StorageError(StagelineError):
+    """The database is unreachable, or setting it up failed."""
+
+    exit_code = 6
+    http_status = 503
+
+
+class RunError(StagelineError):
+    """Raised inside a run; it fails the node and the run, and is recorded, not printed."""
+
+    failure_phase: str = "stage"
+
+
+class LoopBoundExceeded(RunError):
+    """A loop went past its declared bound."""
+
+    failure_phase = "loop_bound"
+
+    def __init__(self, loop: str, bound: int) -> None:
+        self.loop = loop
+        self.bound = bound
+        super().__init__(f"loop {loop!r} exceeded its bound of {bound} iterations")
+
+
+class FanInConflict(RunError):
+    """Parallel stages wrote one state key that has no reducer."""
+
+    failure_phase = "fan_in"

@@ -1,0 +1,119 @@
+"""What a stage receives besides the state: run identity, services, a logger, metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from stageline.llm import ChatModel
+
+__all__ = ["Journal", "RunContext", "StageContext", "StageLogger"]
+
+_log = logging.getLogger("stageline.stage")
+
+
+class Journal(Protocol):
+    """Where node lifecycle facts go; the runner implements it over the ledger."""
+
+    def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> None: ...
+
+    def node_finished(
+        self,
+        *,
+        node: str,
+        task_id: str,
+        try_no: int,
+        stage: str,
+        status: str,
+        started: float,
+        metrics: Mapping[str, float],
+        error: str | None = None,
+        failure_phase: str | None = None,
+    ) -> None: ...
+
+    def node_event(
+        self, *, node: str, kind: str, level: str, message: str, data: Mapping[str, Any]
+    ) -> None: ...
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """LangGraph runtime context for one run: travels beside the state, never inside it."""
+
+    run_id: str
+    attempt: int
+    template: str
+    services: Mapping[str, Any]
+    journal: Journal
+    run_dir: Path
+    model: ChatModel
+
+
+class StageLogger:
+    """A logger whose lines become ``stage.log`` events in the run ledger."""
+
+    def __init__(self, ctx: StageContext) -> None:
+        self._ctx = ctx
+
+    def _emit(self, level: str, message: str, data: Mapping[str, Any]) -> None:
+        _log.log(logging.getLevelName(level.upper()), "[%s] %s", self._ctx.node, message)
+        self._ctx.run.journal.node_event(
+            node=self._ctx.node, kind="stage.log", level=level, message=message, data=data
+        )
+
+    def debug(self, message: str, **data: Any) -> None:
+        self._emit("debug", message, data)
+
+    def info(self, message: str, **data: Any) -> None:
+        self._emit("info", message, data)
+
+    def warning(self, message: str, **data: Any) -> None:
+        self._emit("warning", message, data)
+
+    def error(self, message: str, **data: Any) -> None:
+        self._emit("error", message, data)
+
+
+@dataclass(kw_only=True)
+class StageContext:
+    """The second argument of every stage."""
+
+    run: RunContext
+    node: str
+    try_no: int = 1
+    """LangGraph's attempt number for this node within one run attempt (RetryPolicy)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def attempt(self) -> int:
+        """The run's attempt: 1, then +1 for each ``retry``."""
+        return self.run.attempt
+
+    @property
+    def services(self) -> Mapping[str, Any]:
+        return self.run.services
+
+    @property
+    def model(self) -> ChatModel:
+        return self.run.model
+
+    @property
+    def run_dir(self) -> Path:
+        return self.run.run_dir
+
+    @property
+    def log(self) -> StageLogger:
+        return StageLogger(self)
+
+    def metric(self, name: str, value: float) -> None:
+        """Record a per-node metric; a repeated name adds up (tokens over several calls)."""
+        self.metrics[name] = self.metrics.get(name, 0.0) + float(value)

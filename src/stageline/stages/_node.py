@@ -1,0 +1,113 @@
+"""Turn a stage into a LangGraph node that journals its attempts and enforces loop bounds."""
+
+from __future__ import annotations
+
+import inspect
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
+
+from stageline.errors import LoopBoundExceeded
+from stageline.stages._context import RunContext, StageContext
+from stageline.stages._stage import Stage
+
+__all__ = ["LOOPS_KEY", "failure_phase", "make_node", "merge_loop_counts"]
+
+LOOPS_KEY = "stageline_loops"
+"""Reserved state key: how many times each declared loop's head has run."""
+
+
+def merge_loop_counts(left: Mapping[str, int] | None, right: Mapping[str, int] | None) -> dict[str, int]:
+    """Reducer for ``LOOPS_KEY``: counts add up."""
+    merged = dict(left or {})
+    for key, value in (right or {}).items():
+        merged[key] = merged.get(key, 0) + value
+    return merged
+
+
+def failure_phase(exc: BaseException) -> str:
+    """The phase a node failed in: what the error names, ``timeout``, or ``stage``."""
+    phase = getattr(exc, "failure_phase", None)
+    if isinstance(phase, str):
+        return phase
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return "stage"
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) -> Any:
+    """The LangGraph node for ``made`` under the name ``node``.
+
+    ``loop`` is ``(loop name, bound)`` when this node heads a declared loop: each run of the
+    node counts one iteration, and one past the bound fails the run naming the loop.
+    """
+    fn = made.fn
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def run_node(state: Any, runtime: Runtime[RunContext]) -> Any:
+        rc = runtime.context
+        info = runtime.execution_info
+        task_id = info.task_id if info is not None else node
+        try_no = info.node_attempt if info is not None else 1
+        ctx = StageContext(run=rc, node=node, try_no=try_no)
+        rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
+        try:
+            if loop is not None:
+                count = (_get(state, LOOPS_KEY) or {}).get(loop[0], 0)
+                if count >= loop[1]:
+                    raise LoopBoundExceeded(loop[0], loop[1])
+            result = await fn(state, ctx) if is_async else fn(state, ctx)
+            if inspect.isawaitable(result):
+                result = await result
+        except GraphBubbleUp:
+            # An interrupt (gate, question): LangGraph replays the node on resume, and the
+            # replay finishes this same record.
+            rc.journal.node_finished(
+                node=node, task_id=task_id, try_no=try_no, stage=made.name, status="waiting",
+                started=ctx.started, metrics=ctx.metrics,
+            )
+            raise
+        except BaseException as exc:
+            rc.journal.node_finished(
+                node=node, task_id=task_id, try_no=try_no, stage=made.name, status="failed",
+                started=ctx.started, metrics=ctx.metrics, error=_describe(exc),
+                failure_phase=failure_phase(exc),
+            )
+            raise
+        update = _as_update(result, node)
+        if loop is not None:
+            update = {**update, LOOPS_KEY: {loop[0]: 1}}
+        rc.journal.node_finished(
+            node=node, task_id=task_id, try_no=try_no, stage=made.name, status="succeeded",
+            started=ctx.started, metrics=ctx.metrics,
+        )
+        return update
+
+    run_node.__name__ = run_node.__qualname__ = node
+    return run_node
+
+
+def _get(state: Any, key: str) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def _as_update(result: Any, node: str) -> dict[str, Any]:
+    if result is None:
+        return {}
+    if isinstance(result, Mapping):
+        return dict(result)
+    if hasattr(result, "model_dump"):
+        return dict(result.model_dump(exclude_unset=True))
+    raise TypeError(f"stage {node!r} returned {type(result).__name__}; a stage returns a dict")
+
+

@@ -1,0 +1,507 @@
+"""A thin builder over LangGraph's ``StateGraph``: stages, edges, routes, fan-out, bounded loops."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import sys
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Annotated, Any, TypedDict, get_args, get_origin, get_type_hints
+
+from langgraph.graph import END, START, StateGraph
+
+from stageline.errors import TemplateError
+from stageline.stages import LOOPS_KEY, RunContext, Stage, make_node, merge_loop_counts
+
+__all__ = ["END", "Loop", "Template"]
+
+Where = tuple[str, int | None]
+
+
+def _caller() -> Where:
+    """File and line of the first frame outside this module (for error messages)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return ("<template>", None)
+    return (frame.f_code.co_filename, frame.f_lineno)
+
+
+def _end(target: str) -> str:
+    return END if target in (END, "END", "end") else target
+
+
+@dataclass(frozen=True, kw_only=True)
+class Loop:
+    """A declared loop: its head node runs at most ``max_iterations`` times in one run."""
+
+    name: str
+    head: str
+    max_iterations: int
+    on_exhausted: str | None = None
+    """Where a route that would re-enter the head goes once the budget is spent."""
+    where: Where = ("<template>", None)
+
+
+@dataclass(kw_only=True)
+class _Route:
+    source: str
+    router: Callable[[Any], Any]
+    targets: dict[str, str]
+    where: Where
+
+
+@dataclass(kw_only=True)
+class _Fanout:
+    source: str
+    targets: tuple[str, ...]
+    join: str | None
+    where: Where
+
+
+@dataclass(kw_only=True)
+class _Node:
+    name: str
+    stage: Stage
+    where: Where
+
+
+class Template:
+    """A named, versioned graph of stages over a state schema (TypedDict or pydantic model)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        state: type[Any],
+        version: str = "1",
+        description: str = "",
+        checkpoint_types: Iterable[type[Any]] = (),
+        source: str | None = None,
+    ) -> None:
+        self.name = name
+        self.state = state
+        self.version = str(version)
+        self.description = description
+        self.source = source or _caller()[0]
+        self.checkpoint_types: list[type[Any]] = list(checkpoint_types)
+        self._nodes: dict[str, _Node] = {}
+        self._edges: list[tuple[str, str, Where]] = []
+        self._routes: list[_Route] = []
+        self._fanouts: list[_Fanout] = []
+        self._loops: dict[str, Loop] = {}
+        self._start: tuple[str, Where] | None = None
+        self._validated = False
+
+    # -- building ---------------------------------------------------------------------------
+
+    def add_stage(
+        self, node: str | Stage | Callable[..., Any], stage_or_fn: Any = None, *, where: Where | None = None
+    ) -> Template:
+        """Add a node running a stage (a ``Stage`` or a plain ``(state, ctx)`` function)."""
+        if stage_or_fn is None:
+            stage_or_fn, node = node, getattr(node, "__name__", None) or getattr(node, "name", "")
+            if isinstance(stage_or_fn, Stage):
+                node = stage_or_fn.name.rpartition(":")[2].rpartition(".")[2]
+        assert isinstance(node, str)
+        where = where or _caller()
+        if node in self._nodes:
+            raise TemplateError(f"node {node!r} is defined twice", source=where[0], line=where[1])
+        if node in (START, END) or node == LOOPS_KEY:
+            raise TemplateError(f"{node!r} is a reserved name", source=where[0], line=where[1])
+        made = stage_or_fn if isinstance(stage_or_fn, Stage) else Stage(fn=stage_or_fn, name=node)
+        self._nodes[node] = _Node(name=node, stage=made, where=where)
+        if self._start is None:
+            self._start = (node, where)
+        self._touch()
+        return self
+
+    def set_start(self, node: str, *, where: Where | None = None) -> Template:
+        self._start = (node, where or _caller())
+        self._touch()
+        return self
+
+    def add_edge(self, source: str, target: str, *, where: Where | None = None) -> Template:
+        self._edges.append((source, _end(target), where or _caller()))
+        self._touch()
+        return self
+
+    def add_sequence(self, *nodes: str, where: Where | None = None) -> Template:
+        """Edges ``a -> b -> c``."""
+        where = where or _caller()
+        for source, target in zip(nodes, nodes[1:], strict=False):
+            self.add_edge(source, target, where=where)
+        return self
+
+    def add_route(
+        self,
+        source: str,
+        router: Callable[[Any], Any],
+        targets: Mapping[str, str] | Sequence[str],
+        *,
+        where: Where | None = None,
+    ) -> Template:
+        """After ``source``, go where ``router(state)`` says: a key of ``targets`` (or a node)."""
+        mapping = (
+            {str(k): _end(v) for k, v in targets.items()}
+            if isinstance(targets, Mapping)
+            else {_end(t): _end(t) for t in targets}
+        )
+        self._routes.append(_Route(source=source, router=router, targets=mapping, where=where or _caller()))
+        self._touch()
+        return self
+
+    def add_fanout(
+        self, source: str, targets: Sequence[str], *, join: str | None = None, where: Where | None = None
+    ) -> Template:
+        """Run ``targets`` in parallel after ``source``; ``join`` runs once all have finished."""
+        self._fanouts.append(
+            _Fanout(source=source, targets=tuple(targets), join=join and _end(join), where=where or _caller())
+        )
+        self._touch()
+        return self
+
+    def add_loop(
+        self,
+        name: str,
+        *,
+        head: str,
+        max_iterations: int,
+        on_exhausted: str | None = None,
+        where: Where | None = None,
+    ) -> Template:
+        """Declare a loop whose ``head`` runs at most ``max_iterations`` times per run."""
+        where = where or _caller()
+        if not isinstance(max_iterations, int) or isinstance(max_iterations, bool) or max_iterations < 1:
+            raise TemplateError(
+                f"loop {name!r} needs a bound of at least 1, got {max_iterations!r}",
+                source=where[0], line=where[1],
+            )
+        self._loops[name] = Loop(
+            name=name, head=head, max_iterations=max_iterations,
+            on_exhausted=on_exhausted and _end(on_exhausted), where=where,
+        )
+        self._touch()
+        return self
+
+    def register_types(self, *types: type[Any]) -> Template:
+        """Allow these types in this template's checkpoints."""
+        self.checkpoint_types.extend(types)
+        return self
+
+    def _touch(self) -> None:
+        self._validated = False
+        self.__dict__.pop("digest", None)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(self._nodes)
+
+    def stage_of(self, node: str) -> Stage:
+        return self._nodes[node].stage
+
+    @property
+    def loops(self) -> list[Loop]:
+        return list(self._loops.values())
+
+    @cached_property
+    def digest(self) -> str:
+        """A hash of the graph's shape, stage options and stage code."""
+
+        def code(fn: Any) -> str:
+            try:
+                return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
+            except (OSError, TypeError):
+                return getattr(fn, "__qualname__", repr(fn))
+
+        shape = {
+            "name": self.name,
+            "state": sorted((k, repr(v)) for k, v in _hints(self.state).items()),
+            "nodes": [
+                [n.name, n.stage.name, code(n.stage.fn), repr(n.stage.retry), n.stage.timeout]
+                for n in self._nodes.values()
+            ],
+            "edges": sorted([s, t] for s, t, _ in self._edges),
+            "routes": [[r.source, code(r.router), sorted(r.targets.items())] for r in self._routes],
+            "fanouts": [[f.source, list(f.targets), f.join] for f in self._fanouts],
+            "loops": sorted([lp.name, lp.head, lp.max_iterations, lp.on_exhausted] for lp in self.loops),
+        }
+        return hashlib.sha256(json.dumps(shape, default=str).encode()).hexdigest()[:12]
+
+    @property
+    def full_version(self) -> str:
+        """``version+digest``: what a run records and what resume compares."""
+        return f"{self.version}+{self.digest}"
+
+    def _successors(self) -> dict[str, set[str]]:
+        succ: dict[str, set[str]] = {n: set() for n in self._nodes}
+        for s, t, _ in self._edges:
+            succ.setdefault(s, set()).add(t)
+        for r in self._routes:
+            succ.setdefault(r.source, set()).update(r.targets.values())
+            for loop in self._loops.values():
+                if loop.head in r.targets.values() and loop.on_exhausted:
+                    succ[r.source].add(loop.on_exhausted)
+        for f in self._fanouts:
+            succ.setdefault(f.source, set()).update(f.targets)
+            if f.join:
+                for t in f.targets:
+                    succ.setdefault(t, set()).add(f.join)
+        return succ
+
+    # -- validation -------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Refuse a template that cannot run as declared; errors name the file and line."""
+        if self._validated:
+            return
+
+        def fail(msg: str, where: Where) -> None:
+            raise TemplateError(msg, source=where[0], line=where[1])
+
+        if not self._nodes:
+            fail(f"template {self.name!r} has no stages", (self.source, None))
+        assert self._start is not None
+        if self._start[0] not in self._nodes:
+            fail(f"start node {self._start[0]!r} is not a stage of this template", self._start[1])
+
+        def check(node: str, where: Where, role: str) -> None:
+            if node != END and node not in self._nodes:
+                known = ", ".join(self._nodes)
+                fail(f"{role} {node!r} is not a node of this template (nodes: {known})", where)
+
+        for s, t, where in self._edges:
+            check(s, where, "edge from")
+            check(t, where, "edge to")
+        for r in self._routes:
+            check(r.source, r.where, "route from")
+            for t in r.targets.values():
+                check(t, r.where, "route to")
+        for f in self._fanouts:
+            check(f.source, f.where, "fan-out from")
+            for t in f.targets:
+                check(t, f.where, "fan-out to")
+            if f.join:
+                check(f.join, f.where, "fan-out join")
+        for loop in self._loops.values():
+            check(loop.head, loop.where, f"loop {loop.name!r} head")
+            if loop.on_exhausted:
+                check(loop.on_exhausted, loop.where, f"loop {loop.name!r} on_exhausted")
+
+        succ = self._successors()
+        seen: set[str] = set()
+        todo = [self._start[0]]
+        while todo:
+            n = todo.pop()
+            if n in seen or n == END:
+                continue
+            seen.add(n)
+            todo.extend(succ.get(n, ()))
+        for n, node in self._nodes.items():
+            if n not in seen:
+                fail(f"node {n!r} is unreachable from the start node {self._start[0]!r}", node.where)
+
+        self._check_fan_in(fail)
+        self._check_loops(succ, fail)
+        self._validated = True
+
+    def _check_fan_in(self, fail: Callable[[str, Where], None]) -> None:
+        hints = _hints(self.state)
+        for f in self._fanouts:
+            writers: dict[str, list[str]] = {}
+            for t in f.targets:
+                for key in self._nodes[t].stage.writes or ():
+                    writers.setdefault(key, []).append(t)
+            for key, nodes in writers.items():
+                if len(nodes) > 1 and not _has_reducer(hints.get(key)):
+                    fail(
+                        f"parallel stages {', '.join(nodes)} all write {key!r}, which has no "
+                        f"reducer; declare it as Annotated[list, operator.add] (YAML: reducer: append)",
+                        f.where,
+                    )
+
+    def _check_loops(self, succ: dict[str, set[str]], fail: Callable[[str, Where], None]) -> None:
+        heads = {lp.head for lp in self._loops.values()}
+        for component in _cycles(succ):
+            if not component & heads:
+                nodes = sorted(component)
+                first = self._back_edge_where(component) or self._nodes[nodes[0]].where
+                fail(
+                    f"loop through {' -> '.join(nodes)} has no declared bound; "
+                    "declare it with add_loop(name, head=..., max_iterations=N) (YAML: loops:)",
+                    first,
+                )
+
+    def _back_edge_where(self, component: set[str]) -> Where | None:
+        for s, t, where in self._edges:
+            if s in component and t in component:
+                return where
+        for r in self._routes:
+            if r.source in component and component & set(r.targets.values()):
+                return r.where
+        return None
+
+    # -- compiling --------------------------------------------------------------------------
+
+    def graph_schema(self) -> type[Any]:
+        """The state schema LangGraph runs: the template's plus the loop counters."""
+        return _with_loops(self.state)
+
+    def build(self) -> StateGraph[Any, RunContext, Any, Any]:
+        """The validated ``StateGraph``, ready to compile with a checkpointer."""
+        self.validate()
+        assert self._start is not None
+        graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(
+            self.graph_schema(), context_schema=RunContext, input_schema=self.state,
+            output_schema=self.state,
+        )
+        heads = {lp.head: lp for lp in self._loops.values()}
+        for name, node in self._nodes.items():
+            loop = heads.get(name)
+            graph.add_node(
+                name,
+                make_node(name, node.stage, loop=(loop.name, loop.max_iterations) if loop else None),
+                retry_policy=node.stage.retry,
+                timeout=node.stage.timeout,
+                metadata={"stage": node.stage.name, "capability": node.stage.capability,
+                          "cost_class": node.stage.cost_class},
+            )
+        graph.add_edge(START, self._start[0])
+        has_out: set[str] = set()
+        for s, t, _ in self._edges:
+            graph.add_edge(s, t)
+            has_out.add(s)
+        for r in self._routes:
+            graph.add_conditional_edges(r.source, *self._route(r))
+            has_out.add(r.source)
+        for f in self._fanouts:
+            for t in f.targets:
+                graph.add_edge(f.source, t)
+            if f.join:
+                graph.add_edge(list(f.targets), f.join)
+                has_out.update(f.targets)
+            has_out.add(f.source)
+        for name in self._nodes:
+            if name not in has_out:
+                graph.add_edge(name, END)
+        return graph
+
+    def _route(self, r: _Route) -> tuple[Callable[[Any], str], dict[str, str]]:
+        targets = dict(r.targets)
+        exhausted: dict[str, tuple[Loop, str]] = {}
+        for loop in self._loops.values():
+            if loop.on_exhausted and loop.head in targets.values():
+                key = f"__exhausted__{loop.name}"
+                targets[key] = loop.on_exhausted
+                exhausted[loop.head] = (loop, key)
+        router = r.router
+        source = r.source
+
+        def route(state: Any) -> str:
+            choice = router(state)
+            key = str(choice)
+            if key not in targets:
+                raise TemplateError(
+                    f"route after {source!r} chose {choice!r}, which is not one of "
+                    f"{sorted(k for k in targets if not k.startswith('__'))}"
+                )
+            target = targets[key]
+            if target in exhausted:
+                loop, alt = exhausted[target]
+                counts = _get(state, LOOPS_KEY) or {}
+                if counts.get(loop.name, 0) >= loop.max_iterations:
+                    return alt
+            return key
+
+        route.__name__ = f"route_after_{source}"
+        return route, targets
+
+    def mermaid(self) -> str:
+        """The graph as Mermaid text."""
+        return self.build().compile().get_graph().draw_mermaid()
+
+
+def _get(state: Any, key: str) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def _hints(schema: type[Any]) -> dict[str, Any]:
+    try:
+        return get_type_hints(schema, include_extras=True)
+    except Exception:  # unresolvable forward references: fall back to raw annotations
+        return dict(getattr(schema, "__annotations__", {}))
+
+
+def _has_reducer(hint: Any) -> bool:
+    if get_origin(hint) is Annotated:
+        return any(callable(m) for m in get_args(hint)[1:])
+    return False
+
+
+def _with_loops(schema: type[Any]) -> type[Any]:
+    hints = _hints(schema)
+    if LOOPS_KEY in hints:
+        return schema
+    loops_hint = Annotated[dict[str, int], merge_loop_counts]
+    if typing.is_typeddict(schema):
+        fields = {**hints, LOOPS_KEY: loops_hint}
+        return TypedDict(schema.__name__, fields, total=False)  # type: ignore[operator]
+    try:
+        from pydantic import BaseModel, Field, create_model
+    except ImportError:  # pragma: no cover - pydantic is a dependency
+        BaseModel = None  # type: ignore[assignment,misc]
+    if BaseModel is not None and isinstance(schema, type) and issubclass(schema, BaseModel):
+        return create_model(  # type: ignore[call-overload,no-any-return]
+            schema.__name__, __base__=schema,
+            **{LOOPS_KEY: (loops_hint, Field(default_factory=dict))},
+        )
+    raise TemplateError(f"state schema {schema!r} must be a TypedDict or a pydantic model")
+
+
+def _cycles(succ: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components that contain a cycle (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in succ.get(v, ()):
+            if w == END:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp: set[str] = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in succ.get(v, ()):
+                out.append(comp)
+
+    for v in list(succ):
+        if v not in index and v != END:
+            visit(v)
+    return out
+

@@ -1,0 +1,145 @@
+"""Finding templates: built-ins, the ``stageline.templates`` entry points, ``templates/``, paths."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from stageline.errors import TemplateError, TemplateNotFound
+from stageline.templates._builder import Template
+
+__all__ = ["BUILTINS", "TemplateInfo", "list_templates", "load_template"]
+
+BUILTINS: dict[str, str] = {
+    "blog_post": "stageline.templates.builtin.blog_post",
+}
+"""Built-in template name -> module holding ``template``."""
+
+ENTRY_POINT_GROUP = "stageline.templates"
+_SUFFIXES = (".yaml", ".yml", ".py")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemplateInfo:
+    name: str
+    origin: str
+    """``builtin``, ``entry point``, ``templates folder`` or ``path``."""
+    source: str
+
+
+def _from_object(obj: Any, source: str) -> Template:
+    if isinstance(obj, Template):
+        return obj
+    if callable(obj):
+        made = obj()
+        if isinstance(made, Template):
+            return made
+    raise TemplateError(f"{source} does not provide a stageline Template", source=source)
+
+
+def _from_module(module_name: str) -> Template:
+    module = importlib.import_module(module_name)
+    for attr in ("template", "make_template"):
+        if hasattr(module, attr):
+            return _from_object(getattr(module, attr), module_name)
+    raise TemplateError(f"module {module_name} defines no `template`", source=module_name)
+
+
+def _from_python_file(path: Path) -> Template:
+    module_name = f"stageline_user_templates.{path.stem}_{abs(hash(str(path.resolve())))}"
+    if module_name in sys.modules:
+        return _from_module(module_name)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TemplateError("cannot import this file", source=str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        if isinstance(exc, TemplateError):
+            raise
+        line = _traceback_line(exc, path)
+        raise TemplateError(f"{type(exc).__name__}: {exc}", source=str(path), line=line) from exc
+    for attr in ("template", "make_template"):
+        if hasattr(module, attr):
+            return _from_object(getattr(module, attr), str(path))
+    raise TemplateError("defines no `template` (a stageline Template)", source=str(path))
+
+
+def _traceback_line(exc: BaseException, path: Path) -> int | None:
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def load_template_file(path: Path) -> Template:
+    """A template from a ``.yaml``/``.yml`` or ``.py`` file, validated."""
+    if not path.is_file():
+        raise TemplateError("no such file", source=str(path))
+    if path.suffix in (".yaml", ".yml"):
+        from stageline.templates._yaml import load_yaml_template
+
+        made = load_yaml_template(path)
+    elif path.suffix == ".py":
+        made = _from_python_file(path)
+    else:
+        raise TemplateError("a template file ends in .yaml, .yml or .py", source=str(path))
+    made.validate()
+    return made
+
+
+def _folder_files(dirs: Iterable[Path]) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in dirs:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if path.suffix in _SUFFIXES and not path.name.startswith(("_", ".")):
+                found.setdefault(path.stem, path)
+    return found
+
+
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def list_templates(template_dirs: Iterable[Path] = ()) -> list[TemplateInfo]:
+    """Every template findable by name, first found wins: built-ins, entry points, folders."""
+    infos: dict[str, TemplateInfo] = {}
+    for name, module in BUILTINS.items():
+        infos[name] = TemplateInfo(name=name, origin="builtin", source=module)
+    for name, ep in _entry_points().items():
+        infos.setdefault(name, TemplateInfo(name=name, origin="entry point", source=ep.value))
+    for name, path in _folder_files(template_dirs).items():
+        infos.setdefault(name, TemplateInfo(name=name, origin="templates folder", source=str(path)))
+    return sorted(infos.values(), key=lambda i: i.name)
+
+
+def load_template(ref: str, template_dirs: Iterable[Path] = ()) -> Template:
+    """A template by name or by file path, validated."""
+    dirs = list(template_dirs)
+    path = Path(ref)
+    if path.suffix in _SUFFIXES and (path.exists() or "/" in ref or "\\" in ref):
+        return load_template_file(path)
+    if ref in BUILTINS:
+        made = _from_module(BUILTINS[ref])
+    elif ref in (eps := _entry_points()):
+        made = _from_object(eps[ref].load(), f"entry point {ref}")
+    elif ref in (files := _folder_files(dirs)):
+        return load_template_file(files[ref])
+    else:
+        raise TemplateNotFound(ref, [i.name for i in list_templates(dirs)])
+    made.validate()
+    return made
