@@ -1,0 +1,73 @@
+"""The ledger's store interface, shared by every backend."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+
+__all__ = ["LedgerStore", "Publisher", "holder_is_dead", "this_holder"]
+
+Publisher = Callable[[list[Event]], None]
+"""Called with events once they are committed (sinks hang off it)."""
+
+
+def this_holder() -> str:
+    """A lease holder name for this process: ``host:pid:token`` (token tells runners apart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def holder_is_dead(holder: str) -> bool:
+    """True when ``holder`` is a process on this host that no longer exists."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class LedgerStore(Protocol):
+    """The durable record of runs; SQLite, Postgres and the in-memory double implement it."""
+
+    url: str
+    publisher: Publisher | None
+
+    async def setup(self) -> None: ...
+    async def schema_version(self) -> int: ...
+    async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run: ...
+    async def get_run(self, run_id: str) -> Run: ...
+    async def list_runs(
+        self, *, status: str | None = None, template: str | None = None, limit: int = 100
+    ) -> list[Run]: ...
+    async def transition(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        events: Iterable[Event] = (),
+        expect: Iterable[RunStatus] | None = None,
+        **fields: Any,
+    ) -> Run: ...
+    async def request_cancel(self, run_id: str) -> Run: ...
+    async def acquire_lease(self, run_id: str, holder: str, ttl: float) -> Run: ...
+    async def renew_lease(self, run_id: str, holder: str, ttl: float) -> Run | None: ...
+    async def release_lease(self, run_id: str, holder: str) -> None: ...
+    def stage_node(self, record: NodeRecord) -> None: ...
+    def stage_event(self, event: Event) -> None: ...
+    async def flush(self) -> None: ...
+    async def append_events(self, run_id: str, evs: Iterable[Event]) -> list[Event]: ...
+    async def node_records(self, run_id: str) -> list[NodeRecord]: ...
+    async def events(
+        self, run_id: str, *, after: int = 0, categories: Iterable[str] | None = None
+    ) -> list[Event]: ...
+    async def delete_run(self, run_id: str) -> None: ...

@@ -1,0 +1,166 @@
+"""The in-memory ledger: the test double, and ``--ephemeral`` runs. Nothing survives exit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
+from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+
+__all__ = ["MemoryLedger", "open_memory"]
+
+
+class MemoryLedger:
+    """Same behaviour as the SQL ledger, held in dicts."""
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self.publisher: Publisher | None = None
+        self._runs: dict[str, Run] = {}
+        self._nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
+        self._events: dict[str, list[Event]] = {}
+
+    async def setup(self) -> None:
+        return None
+
+    async def schema_version(self) -> int:
+        from stageline.ledger._schema import MIGRATIONS
+
+        return len(MIGRATIONS)
+
+    def _get(self, run_id: str) -> Run:
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise RunNotFound(run_id) from None
+
+    async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
+        if run.run_id in self._runs:
+            raise InvalidTransition(f"run {run.run_id} already exists")
+        self._runs[run.run_id] = run
+        self._events[run.run_id] = []
+        self._publish(self._write(run.run_id, list(events)))
+        return run
+
+    async def get_run(self, run_id: str) -> Run:
+        return self._get(run_id)
+
+    async def list_runs(
+        self, *, status: str | None = None, template: str | None = None, limit: int = 100
+    ) -> list[Run]:
+        found = [
+            r for r in self._runs.values()
+            if (status is None or r.status == status) and (template is None or r.template == template)
+        ]
+        return sorted(found, key=lambda r: r.created_at, reverse=True)[:limit]
+
+    async def transition(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        events: Iterable[Event] = (),
+        expect: Iterable[RunStatus] | None = None,
+        **fields: Any,
+    ) -> Run:
+        run = self._get(run_id)
+        if expect is not None and run.status not in set(expect):
+            raise InvalidTransition(f"run {run_id} is {run.status}; cannot make it {status}")
+        run = replace(run, status=status, updated_at=time.time(), **fields)
+        self._runs[run_id] = run
+        self._publish(self._write(run_id, list(events)))
+        return self._runs[run_id]
+
+    async def request_cancel(self, run_id: str) -> Run:
+        run = replace(self._get(run_id), cancel_requested=True, updated_at=time.time())
+        self._runs[run_id] = run
+        return run
+
+    async def acquire_lease(self, run_id: str, holder: str, ttl: float) -> Run:
+        run = self._get(run_id)
+        now = time.time()
+        free = (
+            run.lease_holder is None
+            or (run.lease_expires_at or 0) < now
+            or run.lease_holder == holder
+            or holder_is_dead(run.lease_holder)
+        )
+        if not free:
+            raise LeaseHeld(
+                run_id, run.lease_holder or "?",
+                time.strftime("%H:%M:%S", time.localtime(run.lease_expires_at or now)),
+            )
+        run = replace(run, lease_holder=holder, lease_expires_at=now + ttl)
+        self._runs[run_id] = run
+        return run
+
+    async def renew_lease(self, run_id: str, holder: str, ttl: float) -> Run | None:
+        run = self._get(run_id)
+        if run.lease_holder != holder:
+            return None
+        run = replace(run, lease_expires_at=time.time() + ttl)
+        self._runs[run_id] = run
+        return run
+
+    async def release_lease(self, run_id: str, holder: str) -> None:
+        run = self._get(run_id)
+        if run.lease_holder == holder:
+            self._runs[run_id] = replace(run, lease_holder=None, lease_expires_at=None)
+
+    def stage_node(self, record: NodeRecord) -> None:
+        self._nodes[(record.run_id, record.task_id, record.attempt, record.try_no)] = record
+
+    def stage_event(self, event: Event) -> None:
+        self._publish(self._write(event.run_id, [event]))
+
+    async def flush(self) -> None:
+        return None
+
+    async def append_events(self, run_id: str, evs: Iterable[Event]) -> list[Event]:
+        self._get(run_id)
+        written = self._write(run_id, list(evs))
+        self._publish(written)
+        return written
+
+    def _write(self, run_id: str, evs: list[Event]) -> list[Event]:
+        if not evs:
+            return []
+        run = self._get(run_id)
+        numbered = [replace(e, seq=run.last_seq + i + 1) for i, e in enumerate(evs)]
+        self._runs[run_id] = replace(run, last_seq=run.last_seq + len(evs))
+        self._events.setdefault(run_id, []).extend(numbered)
+        return numbered
+
+    def _publish(self, written: list[Event]) -> None:
+        if written and self.publisher is not None:
+            self.publisher(written)
+
+    async def node_records(self, run_id: str) -> list[NodeRecord]:
+        found = [n for k, n in self._nodes.items() if k[0] == run_id]
+        return sorted(found, key=lambda n: (n.started_at, n.node))
+
+    async def events(
+        self, run_id: str, *, after: int = 0, categories: Iterable[str] | None = None
+    ) -> list[Event]:
+        wanted = set(categories) if categories is not None else None
+        return [
+            e for e in self._events.get(run_id, [])
+            if e.seq > after and (wanted is None or e.category in wanted)
+        ]
+
+    async def delete_run(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+        self._events.pop(run_id, None)
+        for key in [k for k in self._nodes if k[0] == run_id]:
+            del self._nodes[key]
+
+
+def open_memory(serde: SerializerProtocol) -> tuple[MemoryLedger, InMemorySaver]:
+    return MemoryLedger(), InMemorySaver(serde=serde)
