@@ -37,6 +37,25 @@ def ensure_checkpointable(serde: JsonPlusSerializer, value: Any) -> str | None:
         back = serde.loads_typed((kind, blob))
     except Exception as exc:
         return f"{type(value).__name__} cannot be read back ({exc})"
+    return _changed(value, back, "")
+
+
+def _changed(value: Any, back: Any, where: str) -> str | None:
+    """Why ``back`` is not ``value`` read back (types, down through dicts and lists), or None."""
     if type(back) is not type(value) and not (isinstance(value, tuple) and isinstance(back, list)):
-        return f"{type(value).__name__} is not on the checkpoint allowlist (read back as {type(back).__name__})"
+        at = f" at {where}" if where else ""
+        return (
+            f"{type(value).__name__}{at} is not on the checkpoint allowlist "
+            f"(read back as {type(back).__name__})"
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            why = _changed(item, back.get(key), f"{where}[{key!r}]")
+            if why:
+                return why
+    elif isinstance(value, list | tuple):
+        for i, (item, again) in enumerate(zip(value, back, strict=False)):
+            why = _changed(item, again, f"{where}[{i}]")
+            if why:
+                return why
     return None

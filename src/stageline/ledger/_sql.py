@@ -62,7 +62,7 @@ class SqlLedger:
         self._gate = asyncio.Lock()
         """Held across a whole ledger transaction, and across staged write + saver commit."""
         self._upsert = upsert
-        self._compiled: dict[int, str] = {}
+        self._compiled: dict[int, tuple[ClauseElement, str]] = {}
         self._staged_nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._staged_events: list[Event] = []
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -73,12 +73,14 @@ class SqlLedger:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _sql(self, stmt: ClauseElement) -> str:
+        # Keyed by id: only module-level (long-lived) statements come here, and the entry keeps
+        # the statement alive so its id cannot be reused by another one.
         key = id(stmt)
-        sql = self._compiled.get(key)
-        if sql is None:
-            sql = str(stmt.compile(dialect=self._x.dialect))
-            self._compiled[key] = sql
-        return sql
+        hit = self._compiled.get(key)
+        if hit is None or hit[0] is not stmt:
+            hit = (stmt, str(stmt.compile(dialect=self._x.dialect)))
+            self._compiled[key] = hit
+        return hit[1]
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Executor]:
@@ -104,7 +106,7 @@ class SqlLedger:
                 for stmt in migration(dialect):
                     await x.execute(stmt, {})
                 await x.execute(
-                    self._sql(insert(schema_version)), {"version": number, "applied_at": time.time()}
+                    self._sql(_INSERT_VERSION), {"version": number, "applied_at": time.time()}
                 )
 
     async def schema_version(self) -> int:
@@ -116,7 +118,9 @@ class SqlLedger:
 
     async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
         async with self._tx() as x:
-            await x.execute(self._sql(insert(runs)), run.to_row())
+            if await x.fetch(self._sql(_SELECT_RUN), {"run_id": run.run_id}):
+                raise InvalidTransition(f"run {run.run_id} already exists")
+            await x.execute(self._sql(_INSERT_RUN), run.to_row())
             written = await self._write_events(x, run.run_id, list(events))
         self._publish(written)
         return run
@@ -157,13 +161,15 @@ class SqlLedger:
         ``expect`` refuses the change unless the run is in one of those statuses.
         """
         values = {**fields, "status": str(status), "updated_at": time.time()}
-        stmt = update(runs).where(runs.c.run_id == bindparam("_run_id"))
+        stmt = update(runs).where(runs.c.run_id == run_id)
         if expect is not None:
             allowed = [str(s) for s in expect]
             stmt = stmt.where(runs.c.status.in_(allowed))
-        stmt = stmt.values(**{k: bindparam(k) for k in values})
-        compiled = stmt.compile(dialect=self._x.dialect, compile_kwargs={"render_postcompile": True})
-        params = {**compiled.params, "_run_id": run_id, **values}
+        stmt = stmt.values(**values)
+        compiled = stmt.compile(
+            dialect=self._x.dialect, compile_kwargs={"render_postcompile": True}
+        )
+        params = compiled.params
         async with self._tx() as x:
             staged = await self._write_staged(x)
             count = await x.execute(str(compiled), params)
@@ -315,7 +321,7 @@ class SqlLedger:
         last = int(rows[0]["last_seq"])
         first = last - len(evs) + 1
         numbered = [_with_seq(ev, first + i) for i, ev in enumerate(evs)]
-        await x.execute_many(self._sql(insert(events)), [ev.to_row() for ev in numbered])
+        await x.execute_many(self._sql(_INSERT_EVENTS), [ev.to_row() for ev in numbered])
         return numbered
 
     def _publish(self, written: list[Event]) -> None:
@@ -360,11 +366,8 @@ class SqlLedger:
 
     async def delete_run(self, run_id: str) -> None:
         async with self._tx() as x:
-            for table in (events, node_records, runs):
-                await x.execute(
-                    self._sql(delete(table).where(table.c.run_id == bindparam("run_id"))),
-                    {"run_id": run_id},
-                )
+            for stmt in _DELETE_RUN:
+                await x.execute(self._sql(stmt), {"run_id": run_id})
 
 
 def _with_seq(ev: Event, seq: int) -> Event:
@@ -379,6 +382,18 @@ def _ddl(table: Any, dialect: Dialect) -> list[str]:
     return [str(CreateTable(table, if_not_exists=True).compile(dialect=dialect))]
 
 
+_INSERT_VERSION = insert(schema_version)
+_INSERT_RUN = insert(runs)
+_INSERT_EVENTS = insert(events)
+_DELETE_RUN = tuple(
+    delete(t).where(t.c.run_id == bindparam("run_id")) for t in (events, node_records, runs)
+)
+_INSERT_VERSION = insert(schema_version)
+_INSERT_RUN = insert(runs)
+_INSERT_EVENT = insert(events)
+_DELETE_RUN = tuple(
+    delete(t).where(t.c.run_id == bindparam("run_id")) for t in (events, node_records, runs)
+)
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))
 _SELECT_NODES = (

@@ -57,6 +57,8 @@ class LedgerJournal:
         self._ledger.stage_node(record)
         if record.status is NodeStatus.FAILED:
             self.last_failure = record
+        elif self.last_failure is not None and self.last_failure.task_id == task_id:
+            self.last_failure = None  # a retry of that node succeeded: it did not fail the run
         data: dict[str, Any] = {"attempt": self.attempt, "try": try_no,
                                 "duration": round(now - started, 6)}
         if metrics:

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.errors import GraphDrained, InvalidUpdateError
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphDrained, InvalidUpdateError, NodeTimeoutError
 from langgraph.runtime import RunControl
 
 from stageline.checkpoints import checkpoint_serde, ensure_checkpointable
@@ -89,8 +90,9 @@ class Runner:
         self.bus = bus or EventBus()
         self.ledger.publisher = self.bus.publish
         self._model = model
-        self._holder = this_holder()
         self._graphs: dict[tuple[int, str], Any] = {}
+        self._templates: dict[str, Template] = {}
+        """Templates given as objects, by name, so resume and retry find them in this process."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -120,16 +122,27 @@ class Runner:
 
     def load(self, ref: str | Template) -> Template:
         if isinstance(ref, Template):
+            self._templates[ref.name] = ref
             return ref
+        if ref in self._templates:
+            return self._templates[ref]
         return load_template(ref, self.settings.template_dirs)
 
     def _graph(self, template: Template) -> Any:
         key = (id(template), template.digest)
         graph = self._graphs.get(key)
         if graph is None:
-            graph = template.build().compile(checkpointer=self.backend.saver)
+            graph = template.build().compile(checkpointer=self._saver(template))
             self._graphs[key] = graph
         return graph
+
+    def _saver(self, template: Template) -> BaseCheckpointSaver[Any]:
+        """The checkpoint saver, its allowlist widened by the types the template registers."""
+        saver = self.backend.saver
+        if not template.checkpoint_types:
+            return saver
+        return saver.with_allowlist([(t.__module__, t.__qualname__)
+                                     for t in template.checkpoint_types])
 
     def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None:
         hints = _schema_keys(template.state)
@@ -141,7 +154,7 @@ class Runner:
             )
         if LOOPS_KEY in inputs:
             raise InputError(f"{LOOPS_KEY!r} is reserved for stageline")
-        serde = self.backend.saver.serde
+        serde = self._saver(template).serde
         for key, value in inputs.items():
             why = ensure_checkpointable(serde, value)  # type: ignore[arg-type]
             if why:
@@ -228,9 +241,7 @@ class Runner:
         run = await self.ledger.get_run(run_id)
         state: dict[str, Any] = {}
         with contextlib.suppress(StagelineError):
-            made = self.load(run.template)
-            snapshot = await self._graph(made).aget_state(_config(run_id))
-            state = _public_state(snapshot.values)
+            state = await self._state(self.load(run.template), run_id)
         return RunSummary(run=run, records=await self.ledger.node_records(run_id), state=state)
 
     def _checked_template(self, run: Run, force: bool) -> Template:
@@ -240,8 +251,22 @@ class Runner:
         return made
 
     async def _has_checkpoint(self, made: Template, run_id: str) -> bool:
-        snapshot = await self._graph(made).aget_state(_config(run_id))
+        try:
+            snapshot = await self._graph(made).aget_state(_config(run_id))
+        except InvalidUpdateError:  # pending writes that clash: there is a checkpoint
+            return True
         return bool(snapshot.values) or bool(snapshot.next)
+
+    async def _state(self, made: Template, run_id: str) -> dict[str, Any]:
+        """The run's latest state; its last checkpoint's when pending writes clash (fan-in)."""
+        try:
+            snapshot = await self._graph(made).aget_state(_config(run_id))
+        except InvalidUpdateError:
+            saved = await self._saver(made).aget_tuple(typing.cast(Any, _config(run_id)))
+            values = saved.checkpoint["channel_values"] if saved else {}
+            keys = _schema_keys(made.state)
+            return _public_state({k: v for k, v in values.items() if k in keys})
+        return _public_state(snapshot.values)
 
     # -- advancing --------------------------------------------------------------------------
 
@@ -257,7 +282,8 @@ class Runner:
     ) -> RunSummary:
         run_id = run.run_id
         ttl = self.settings.lease_ttl
-        await self.ledger.acquire_lease(run_id, self._holder, ttl)
+        holder = this_holder()  # one per advance: a second advance in this process is refused too
+        await self.ledger.acquire_lease(run_id, holder, ttl)
         try:
             attempt = attempt or run.attempt
             fields: dict[str, Any] = {"attempt": attempt, "error": None, "failure_phase": None,
@@ -276,22 +302,21 @@ class Runner:
                 run_id=run_id, attempt=attempt, template=template.name, services=services,
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
             )
-            keeper = asyncio.create_task(self._keep_lease(run_id, ttl, control))
+            keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
             try:
                 outcome = await self._drive(template, run_id, payload, context, control)
             finally:
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await keeper
-            final = await self._finish(run_id, outcome, journal)
+            await self._finish(run_id, outcome, journal)
         finally:
             with contextlib.suppress(StagelineError):
-                await self.ledger.release_lease(run_id, self._holder)
-        graph = self._graph(template)
-        snapshot = await graph.aget_state(_config(run_id))
+                await self.ledger.release_lease(run_id, holder)
         return RunSummary(
-            run=final, records=await self.ledger.node_records(run_id),
-            state=_public_state(snapshot.values),
+            run=await self.ledger.get_run(run_id),  # as recorded, lease released
+            records=await self.ledger.node_records(run_id),
+            state=await self._state(template, run_id),
         )
 
     async def _drive(
@@ -349,13 +374,15 @@ class Runner:
                           data={"failure_phase": phase})],
         )
 
-    async def _keep_lease(self, run_id: str, ttl: float, control: RunControl) -> None:
+    async def _keep_lease(
+        self, run_id: str, holder: str, ttl: float, control: RunControl
+    ) -> None:
         """Renew the lease while the run advances; turn a cancel request into a drain."""
         interval = min(ttl / 3, 1.0)
         while True:
             await asyncio.sleep(interval)
             try:
-                run = await self.ledger.renew_lease(run_id, self._holder, ttl)
+                run = await self.ledger.renew_lease(run_id, holder, ttl)
             except StagelineError:
                 _log.warning("could not renew the lease of run %s", run_id, exc_info=True)
                 continue
@@ -401,6 +428,8 @@ def _describe_failure(exc: BaseException) -> tuple[str, str]:
             f"parallel stages wrote one state key that has no reducer: {exc}".splitlines()[0],
             "fan_in",
         )
+    if isinstance(exc, NodeTimeoutError):
+        return f"NodeTimeoutError: {exc}", "timeout"
     if isinstance(exc, LeaseHeld):
         return str(exc), "internal_error"
     text = str(exc) or type(exc).__name__

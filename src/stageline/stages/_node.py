@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphBubbleUp, NodeTimeoutError
 from langgraph.runtime import Runtime
 
 from stageline.errors import LoopBoundExceeded
@@ -33,7 +34,7 @@ def failure_phase(exc: BaseException) -> str:
     phase = getattr(exc, "failure_phase", None)
     if isinstance(phase, str):
         return phase
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimeoutError | NodeTimeoutError):
         return "timeout"
     return "stage"
 
@@ -76,10 +77,14 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
             )
             raise
         except BaseException as exc:
+            error, phase = _describe(exc), failure_phase(exc)
+            if _timed_out(exc, made, ctx.started):
+                # LangGraph cancels a node past its timeout and raises NodeTimeoutError outside it.
+                error = f"NodeTimeoutError: {node!r} exceeded its {made.timeout}s timeout"
+                phase = "timeout"
             rc.journal.node_finished(
                 node=node, task_id=task_id, try_no=try_no, stage=made.name, status="failed",
-                started=ctx.started, metrics=ctx.metrics, error=_describe(exc),
-                failure_phase=failure_phase(exc),
+                started=ctx.started, metrics=ctx.metrics, error=error, failure_phase=phase,
             )
             raise
         update = _as_update(result, node)
@@ -93,6 +98,14 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
 
     run_node.__name__ = run_node.__qualname__ = node
     return run_node
+
+
+def _timed_out(exc: BaseException, made: Stage, started: float) -> bool:
+    return (
+        isinstance(exc, asyncio.CancelledError)
+        and made.timeout is not None
+        and time.time() - started >= made.timeout * 0.9
+    )
 
 
 def _get(state: Any, key: str) -> Any:

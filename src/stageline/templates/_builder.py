@@ -340,6 +340,13 @@ class Template:
                 )
 
     def _back_edge_where(self, component: set[str]) -> Where | None:
+        back = self._back_edges()
+        for s, t, where in self._edges:
+            if (s, t) in back and s in component:
+                return where
+        for r in self._routes:
+            if r.source in component and any((r.source, t) in back for t in r.targets.values()):
+                return r.where
         for s, t, where in self._edges:
             if s in component and t in component:
                 return where
@@ -347,6 +354,27 @@ class Template:
             if r.source in component and component & set(r.targets.values()):
                 return r.where
         return None
+
+    def _back_edges(self) -> set[tuple[str, str]]:
+        """Edges that close a cycle (lead back to a node on the path from the start node)."""
+        succ = self._successors()
+        back: set[tuple[str, str]] = set()
+        done: set[str] = set()
+        path: set[str] = set()
+
+        def visit(n: str) -> None:
+            path.add(n)
+            for t in sorted(succ.get(n, ())):
+                if t in path:
+                    back.add((n, t))
+                elif t not in done and t != END:
+                    visit(t)
+            path.discard(n)
+            done.add(n)
+
+        if self._start is not None:
+            visit(self._start[0])
+        return back
 
     # -- compiling --------------------------------------------------------------------------
 

@@ -1,0 +1,5 @@
+"""``python -m stageline.cli``: the same as the ``stageline`` command."""
+
+from stageline.cli import main
+
+main()

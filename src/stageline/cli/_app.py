@@ -1,0 +1,324 @@
+"""The ``stageline`` commands: each parses its arguments and calls the runner or the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+from stageline.cli._codes import EPILOG, EXIT_INTERRUPTED, exit_code_for
+from stageline.cli._detach import spawn_resume
+from stageline.cli._inputs import parse_inputs
+from stageline.cli._render import (
+    ProgressSink,
+    console,
+    event_line,
+    print_json,
+    print_json_line,
+    records_table,
+    result_lines,
+    run_header,
+    runs_table,
+    templates_table,
+)
+from stageline.config import load_settings
+from stageline.ledger import EventCategory, RunStatus
+from stageline.runner import Runner, RunSummary, new_run_id
+from stageline.templates import list_templates, load_template
+
+__all__ = ["app"]
+
+FOLLOW_POLL = 0.5
+"""Seconds between two looks at the ledger while following a live run."""
+
+QUEUED_HINT_AFTER = 10.0
+"""Seconds a followed run may stay queued before we say how to advance it."""
+
+_LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+app = typer.Typer(
+    name="stageline",
+    help="Durable pipelines for LLM agents, on LangGraph, with a run ledger.",
+    epilog=EPILOG,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run id.")]
+ForceFlag = Annotated[
+    bool, typer.Option("--force", help="Continue even though the template changed since.")
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"stageline {version('stageline')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """Durable pipelines for LLM agents, on LangGraph, with a run ledger."""
+
+
+# -- templates -------------------------------------------------------------------------------
+
+
+@app.command()
+def templates(as_json: JsonFlag = False) -> None:
+    """List the templates found by name: built-ins, entry points, the templates folder."""
+    infos = list_templates(load_settings().template_dirs)
+    if as_json:
+        print_json([asdict(info) for info in infos])
+    else:
+        console().print(templates_table(infos))
+
+
+@app.command()
+def graph(
+    template: Annotated[str, typer.Argument(metavar="TEMPLATE", help="A template name or file.")],
+) -> None:
+    """Print a template's graph as Mermaid text."""
+    made = load_template(template, load_settings().template_dirs)
+    typer.echo(made.mermaid().rstrip("\n"))
+
+
+# -- advancing runs --------------------------------------------------------------------------
+
+
+def _advance(run_id: str, action: Callable[[Runner], Awaitable[RunSummary]]) -> None:
+    """Advance one run in the foreground with live progress; exit with its outcome."""
+    out = console()
+    began = time.monotonic()
+
+    async def advance() -> RunSummary:
+        async with Runner.open(sinks=(ProgressSink(out),)) as runner:
+            return await action(runner)
+
+    try:
+        summary = asyncio.run(advance())
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted; continue run {run_id} with `stageline resume {run_id}`", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    for line in result_lines(summary.run, summary.state, time.monotonic() - began):
+        out.print(line)
+    raise typer.Exit(exit_code_for(summary.status))
+
+
+@app.command()
+def run(
+    template: Annotated[
+        str, typer.Argument(metavar="TEMPLATE", help="A template name or file (.yaml, .py).")
+    ],
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input",
+            "-i",
+            metavar="KEY=VALUE",
+            help="An input: key=value (a string) or key:=<json>. Repeatable.",
+        ),
+    ] = None,
+    input_file: Annotated[
+        str | None,
+        typer.Option(
+            "--input-file",
+            metavar="FILE",
+            help="A JSON or YAML mapping of inputs ('-' reads stdin); -i wins.",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", metavar="ID", help="The new run's id (default: generated)."),
+    ] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Queue the run and advance it in the background.")
+    ] = False,
+) -> None:
+    """Start a run of TEMPLATE and follow it to its end (or queue it with --detach)."""
+    values = parse_inputs(inputs or (), input_file)
+    rid = run_id or new_run_id()
+    if detach:
+        asyncio.run(_detach(template, values, rid))
+        return
+    _advance(rid, lambda runner: runner.start(template, values, run_id=rid))
+
+
+async def _detach(template: str, values: dict[str, object], run_id: str) -> None:
+    async with Runner.open() as runner:
+        queued = await runner.create(template, values, run_id=run_id)
+        log = runner.settings.run_dir(queued.run_id) / "worker.log"
+    pid = spawn_resume(queued.run_id, log)
+    out = console()
+    out.print(f"queued run {queued.run_id}; advancing it in the background (pid {pid})")
+    out.print(f"  follow:  stageline logs {queued.run_id} --follow")
+    out.print(f"  details: stageline show {queued.run_id}")
+    out.print(f"  worker output: {log}")
+
+
+@app.command()
+def resume(run_id: RunArg, force: ForceFlag = False) -> None:
+    """Continue a run from its last checkpoint (a queued run, or one whose process died)."""
+    _advance(run_id, lambda runner: runner.resume(run_id, force=force))
+
+
+@app.command()
+def retry(run_id: RunArg, force: ForceFlag = False) -> None:
+    """Re-run a failed run from its failed node, as the next attempt."""
+    _advance(run_id, lambda runner: runner.retry(run_id, force=force))
+
+
+@app.command()
+def cancel(run_id: RunArg) -> None:
+    """Cancel a run: at once, or, if a live process advances it, after its current step."""
+    asyncio.run(_cancel(run_id))
+
+
+async def _cancel(run_id: str) -> None:
+    async with Runner.open() as runner:
+        done = await runner.cancel(run_id)
+    if done.status is RunStatus.CANCELLED:
+        console().print(f"cancelled run {run_id}")
+    else:
+        holder = f" ({done.lease_holder})" if done.lease_holder else ""
+        console().print(
+            f"cancel requested: the process advancing run {run_id}{holder} "
+            "stops it after its current step"
+        )
+
+
+# -- reading the ledger ----------------------------------------------------------------------
+
+
+@app.command()
+def runs(
+    status: Annotated[
+        RunStatus | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only runs with this status: " + ", ".join(RunStatus) + ".",
+        ),
+    ] = None,
+    template: Annotated[
+        str | None,
+        typer.Option("--template", metavar="TEMPLATE", help="Only runs of this template."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, metavar="N", help="At most this many runs.")
+    ] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs, newest first."""
+    asyncio.run(_runs(status, template, limit, as_json))
+
+
+async def _runs(status: RunStatus | None, template: str | None, limit: int, as_json: bool) -> None:
+    async with Runner.open() as runner:
+        found = await runner.ledger.list_runs(
+            status=str(status) if status else None, template=template, limit=limit
+        )
+    if as_json:
+        print_json([r.to_dict() for r in found])
+    elif not found:
+        console().print("no runs yet; start one with `stageline run TEMPLATE`")
+    else:
+        console().print(runs_table(found))
+
+
+@app.command()
+def show(run_id: RunArg, as_json: JsonFlag = False) -> None:
+    """Show a run: its header and one record per node attempt."""
+    asyncio.run(_show(run_id, as_json))
+
+
+async def _show(run_id: str, as_json: bool) -> None:
+    async with Runner.open() as runner:
+        summary = await runner.status(run_id)
+    if as_json:
+        print_json(summary.to_dict())
+        return
+    out = console()
+    out.print(run_header(summary.run))
+    out.print()
+    if summary.records:
+        out.print(records_table(summary.records))
+    else:
+        out.print("no node has run yet")
+    outputs = {k: v for k, v in summary.state.items() if k.endswith("_path") and v}
+    for key, value in outputs.items():
+        out.print(f"{key}: {value}")
+
+
+@app.command()
+def logs(
+    run_id: RunArg,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the run stops.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON only: an array (JSON lines with --follow).")
+    ] = False,
+    kind: Annotated[
+        list[EventCategory] | None,
+        typer.Option(
+            "--kind",
+            metavar="KIND",
+            help="Only events of this category: lifecycle, log, tool, output or error. Repeatable.",
+        ),
+    ] = None,
+) -> None:
+    """Print a run's events in order."""
+    asyncio.run(_logs(run_id, follow, as_json, [str(k) for k in kind or ()]))
+
+
+async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> None:
+    out = console()
+    collected: list[dict[str, object]] = []
+    after = 0
+    began = time.monotonic()
+    hinted = False
+    async with Runner.open() as runner:
+        while True:
+            # The status is read before the events, so none written before it ended is missed.
+            current = await runner.ledger.get_run(run_id)
+            batch = await runner.ledger.events(run_id, after=after, categories=kinds or None)
+            for event in batch:
+                after = max(after, event.seq)
+                if as_json and follow:
+                    print_json_line(event.to_dict())
+                elif as_json:
+                    collected.append(event.to_dict())
+                else:
+                    out.print(event_line(event))
+            if not follow or current.status not in _LIVE:
+                break
+            if (
+                current.status is RunStatus.QUEUED
+                and not hinted
+                and time.monotonic() - began > QUEUED_HINT_AFTER
+            ):
+                hinted = True
+                log = runner.settings.run_dir(run_id) / "worker.log"
+                typer.echo(
+                    f"run {run_id} is still queued; advance it with `stageline resume "
+                    f"{run_id}` (a detached worker writes to {log})",
+                    err=True,
+                )
+            await asyncio.sleep(FOLLOW_POLL)
+    if as_json and not follow:
+        print_json(collected)

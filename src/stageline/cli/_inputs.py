@@ -1,0 +1,67 @@
+"""Run inputs from the command line: ``-i key=value``, ``-i key:=<json>``, ``--input-file``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stageline.errors import InputError
+
+__all__ = ["parse_assignment", "parse_inputs", "read_input_file"]
+
+
+def parse_assignment(raw: str) -> tuple[str, Any]:
+    """``key=value`` (a string) or ``key:=<json>`` (parsed as JSON)."""
+    key, sep, value = raw.partition("=")
+    if not sep:
+        raise InputError(f"-i {raw!r}: expected key=value (a string) or key:=<json>")
+    as_json = key.endswith(":")
+    if as_json:
+        key = key[:-1]
+    key = key.strip()
+    if not key:
+        raise InputError(f"-i {raw!r}: the key before '=' is empty")
+    if not as_json:
+        return key, value
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"-i {raw!r}: the value after ':=' is not JSON ({exc})") from exc
+
+
+def read_input_file(name: str) -> dict[str, Any]:
+    """A JSON or YAML mapping from a file (``-`` reads standard input)."""
+    label = f"--input-file {name}"
+    try:
+        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"{label}: cannot read it: {reason}") from exc
+    try:
+        data = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}"
+        raise InputError(f"{label}: not valid JSON or YAML{where}: {first}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise InputError(f"{label}: must hold a mapping of input names to values")
+    return data
+
+
+def parse_inputs(assignments: Iterable[str], input_file: str | None = None) -> dict[str, Any]:
+    """The run's inputs: the file's mapping first, then each ``-i`` over it."""
+    inputs = read_input_file(input_file) if input_file else {}
+    for raw in assignments:
+        key, value = parse_assignment(raw)
+        inputs[key] = value
+    return inputs

@@ -1,0 +1,280 @@
+"""What the CLI prints: live progress, tables, run headers and JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from stageline.ledger import Event, NodeRecord, Run, RunStatus
+from stageline.templates import TemplateInfo
+
+__all__ = [
+    "ProgressSink",
+    "console",
+    "event_line",
+    "print_json",
+    "print_json_line",
+    "records_table",
+    "result_lines",
+    "run_header",
+    "runs_table",
+    "templates_table",
+]
+
+_STATUS_STYLE = {
+    "queued": "cyan",
+    "running": "blue",
+    "waiting": "yellow",
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "magenta",
+    "rejected": "magenta",
+}
+
+
+def console() -> Console:
+    """A console on stdout; markup and highlighting off so run data prints as it is."""
+    return Console(highlight=False, markup=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    """JSON, and nothing else, on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def print_json_line(data: Any) -> None:
+    """One JSON document on one line (JSON Lines), for streams."""
+    sys.stdout.write(json.dumps(data, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def when(ts: float | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts).strftime(fmt)
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 60:
+        return f"{value:.2f}s"
+    minutes, rest = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes}m{rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if float(value).is_integer() or abs(value) >= 1000:
+        return str(round(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def metrics_text(metrics: Mapping[str, Any], sep: str = " ") -> str:
+    return sep.join(f"{k}={_number(v)}" for k, v in metrics.items())
+
+
+def _table() -> Table:
+    """A borderless table, two spaces between columns, so it fits 80 columns."""
+    return Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+
+
+def status_text(status: str) -> Text:
+    return Text(str(status), style=_STATUS_STYLE.get(str(status), ""))
+
+
+def _first_line(text: str | None, limit: int = 120) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# -- live progress ---------------------------------------------------------------------------
+
+
+class ProgressSink:
+    """Prints each node as it starts and ends, with the time since the command began."""
+
+    def __init__(self, out: Console) -> None:
+        self._out = out
+        self._began = time.monotonic()
+
+    def emit(self, event: Event, **future_kwargs: Any) -> None:
+        line = _progress(event)
+        if line is None:
+            return
+        clock = Text(f"{time.monotonic() - self._began:7.2f}s  ", style="dim")
+        self._out.print(Text.assemble(clock, line))
+
+
+def _try(event: Event) -> str:
+    tried = event.data.get("try", 1)
+    return f" (try {tried})" if isinstance(tried, int) and tried > 1 else ""
+
+
+def _progress(event: Event) -> Text | None:
+    node = event.node or "?"
+    took = event.data.get("duration")
+    took_text = f" {seconds(took)}" if isinstance(took, int | float) else ""
+    if event.kind == "node.started":
+        return Text.assemble(("▶ ", "blue"), node, (_try(event), "dim"))
+    if event.kind == "node.succeeded":
+        return Text.assemble(("✔ ", "green"), node, (took_text, "dim"))
+    if event.kind == "node.failed":
+        return Text.assemble(
+            ("✖ ", "red"),
+            node,
+            (_try(event), "dim"),
+            ": ",
+            (_first_line(event.message) or "failed", "red"),
+        )
+    if event.kind == "node.waiting":
+        return Text.assemble(("⏸ ", "yellow"), node, " is waiting for a person")
+    if event.kind == "run.drained":
+        return Text(f"run stopped between steps: {event.message}", style="yellow")
+    return None
+
+
+def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Text]:
+    """The one-line outcome of a foreground run, and where to look next."""
+    status = run.status
+    head = Text.assemble(
+        (
+            "✔ "
+            if status is RunStatus.SUCCEEDED
+            else "✖ "
+            if status.terminal or status is RunStatus.FAILED
+            else "⏸ ",
+            _STATUS_STYLE.get(str(status), ""),
+        ),
+        f"run {run.run_id} ",
+        status_text(status),
+        f" in {seconds(elapsed)}",
+    )
+    for key, value in state.items():
+        if key.endswith("_path") and value:
+            head.append(f"  {key}: {value}")
+    lines = [head]
+    if status is RunStatus.FAILED:
+        where = f" at node {run.failed_node}" if run.failed_node else ""
+        phase = f" ({run.failure_phase})" if run.failure_phase else ""
+        lines.append(Text(f"  failed{where}{phase}: {_first_line(run.error, 300)}", style="red"))
+        lines.append(Text(f"  retry with: stageline retry {run.run_id}", style="dim"))
+    if status is RunStatus.QUEUED:
+        lines.append(Text(f"  continue with: stageline resume {run.run_id}", style="dim"))
+    lines.append(Text(f"  details: stageline show {run.run_id}", style="dim"))
+    return lines
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+
+def templates_table(infos: Iterable[TemplateInfo]) -> Table:
+    table = _table()
+    for column in ("name", "origin", "source"):
+        table.add_column(column, overflow="fold")
+    for info in infos:
+        table.add_row(info.name, info.origin, info.source)
+    return table
+
+
+def runs_table(runs: Iterable[Run]) -> Table:
+    table = _table()
+    for column in ("run", "template", "status", "attempt", "created", "duration"):
+        table.add_column(column, no_wrap=column != "template", overflow="fold")
+    table.add_column("error", overflow="fold")
+    for run in runs:
+        took = None if run.finished_at is None else run.finished_at - run.created_at
+        table.add_row(
+            run.run_id,
+            run.template,
+            status_text(run.status),
+            str(run.attempt),
+            when(run.created_at, "%Y-%m-%d %H:%M"),
+            seconds(took),
+            _first_line(run.error, 60),
+        )
+    return table
+
+
+def run_header(run: Run) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    grid.add_row("run", run.run_id)
+    grid.add_row("template", run.template)
+    grid.add_row("version", run.template_version)
+    grid.add_row("status", status_text(run.status))
+    grid.add_row("attempt", str(run.attempt))
+    grid.add_row("created", when(run.created_at))
+    grid.add_row("updated", when(run.updated_at))
+    grid.add_row("finished", when(run.finished_at))
+    if run.cancel_requested:
+        grid.add_row("cancel", "requested")
+    if run.status is RunStatus.FAILED or run.error:
+        grid.add_row("error", Text(run.error or "-", style="red"))
+        grid.add_row("phase", run.failure_phase or "-")
+        grid.add_row("failed node", run.failed_node or "-")
+    return grid
+
+
+def records_table(records: Iterable[NodeRecord]) -> Table:
+    rows = list(records)
+    retried = any(r.attempt > 1 for r in rows)
+    table = _table()
+    columns = [
+        "node",
+        *(["attempt"] if retried else []),
+        "try",
+        "status",
+        "started",
+        "duration",
+        "metrics",
+        "error",
+    ]
+    for column in columns:
+        table.add_column(column, no_wrap=column not in ("metrics", "error"), overflow="fold")
+    for record in rows:
+        error = _first_line(record.error, 80)
+        if error and record.failure_phase:
+            error = f"[{record.failure_phase}] {error}"
+        table.add_row(
+            record.node,
+            *([str(record.attempt)] if retried else []),
+            str(record.try_no),
+            status_text(record.status),
+            when(record.started_at, "%H:%M:%S"),
+            seconds(record.duration),
+            metrics_text(record.metrics, "\n"),
+            error,
+        )
+    return table
+
+
+def event_line(event: Event) -> Text:
+    """One event as a log line: time, sequence, category, kind, node, message."""
+    stamp = datetime.fromtimestamp(event.ts).strftime("%H:%M:%S.%f")[:-3]
+    style = {"error": "red", "critical": "bold red", "warning": "yellow"}.get(event.level, "")
+    line = Text.assemble(
+        (f"{stamp} #{event.seq:<4} ", "dim"), (f"{event.category:<9} ", "dim"), (event.kind, style)
+    )
+    if event.node:
+        line.append(f" {event.node}")
+    took = event.data.get("duration")
+    if isinstance(took, int | float):
+        line.append(f" {seconds(took)}", style="dim")
+    if event.message:
+        line.append(f"  {event.message}", style=style)
+    return line

@@ -1,0 +1,395 @@
+"""Templates written in YAML, mapped onto the ``Template`` builder; errors name file and line.
+
+```yaml
+name: review_pipeline         # required
+version: "2"                  # optional, default "1" (a string or an integer)
+description: ...              # optional
+state:                        # the state schema; each key: a type name or a mapping
+  topic: str                  # types: str, int, float, bool, list, dict, any
+  reviews: {type: list, reducer: append}   # append (operator.add), merge (dict merge),
+                                           # or an import path to a (current, update) callable
+stages:                       # node name -> stage reference, or a mapping
+  research: mypkg.stages:research          # registered name, or module:attr / module.attr
+  outline: {use: mypkg.stages:outline, retry: 3, timeout: 30, writes: [outline]}
+  # retry: max attempts, or a mapping of RetryPolicy fields (retry_on: import path(s));
+  # timeout: seconds; writes: the state keys the stage writes (checked for fan-in reducers)
+start: research               # optional; default: the first stage listed
+edges:                        # [from, to] pairs or {from: a, to: b}; END ends the run
+  - [research, outline]
+fanout:                       # run `to` in parallel after `from`; `join` runs once all finish
+  - {from: draft, to: [critic_a, critic_b], join: aggregate}
+routes:                       # after `from`, go where `by(state)` says
+  - {from: review, by: mypkg.routes:route_review, to: {plan: plan, done: END}}  # or a list
+loops:                        # every cycle needs one; `head` runs at most `max` times per run
+  - {name: plan_review, head: plan, max: 3, on_exhausted: parked}   # name defaults to head
+```
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import operator
+from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypedDict
+
+import yaml
+from langgraph.types import RetryPolicy
+
+from stageline.errors import StageNotFound, TemplateError, UsageError
+from stageline.stages import LOOPS_KEY, Stage, lookup_stage
+from stageline.templates._builder import Template
+
+__all__ = ["load_yaml_template"]
+
+TOP_KEYS = ("name", "version", "description", "state", "stages", "start", "edges", "fanout",
+            "routes", "loops")
+TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "list": list,
+                         "dict": dict, "any": Any}
+_NUMBER, _COUNT, _FLAG = "a number", "a positive integer", "true or false"
+_RETRY_FIELDS = {"initial_interval": _NUMBER, "backoff_factor": _NUMBER, "max_interval": _NUMBER,
+                 "max_attempts": _COUNT, "jitter": _FLAG}
+
+
+def _ok(value: Any, kind: str) -> bool:
+    """Whether ``value`` is ``_NUMBER``, ``_COUNT`` or ``_FLAG`` (a boolean is not a number)."""
+    if kind == _FLAG or isinstance(value, bool):
+        return kind == _FLAG and isinstance(value, bool)
+    return isinstance(value, int) and value >= 1 if kind == _COUNT else isinstance(
+        value, int | float)
+
+
+class _Map(dict[Any, Any]):
+    """A YAML mapping that remembers its line, each key's line and each key's source text."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line, self.lines, self.raw = line, dict[Any, int](), dict[Any, str]()
+
+    def at(self, key: Any) -> int:
+        """The line of ``key``, or of the mapping when the key is absent."""
+        return self.lines.get(key, self.line)
+
+
+class _Seq(list[Any]):
+    """A YAML sequence that remembers its line and each item's line."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line, self.lines = line, list[int]()
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A safe loader whose mappings and sequences remember lines and refuse duplicate keys."""
+
+
+def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[_Map]:
+    """A ``_Map``; a key may override one merged in with ``<<`` but may not repeat."""
+    data = _Map(node.start_mark.line + 1)
+    yield data
+    own, seen = [(k.tag, k.value) for k, _ in node.value], set[tuple[str, Any]]()
+    loader.flatten_mapping(node)
+    for key_node, value_node in node.value:
+        key, text = loader.construct_object(key_node, deep=True), (key_node.tag, key_node.value)
+        if not isinstance(key, Hashable) or (text in seen and own.count(text) > 1):
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}"
+                if isinstance(key, Hashable) else "found an unhashable key", key_node.start_mark)
+        seen.add(text)
+        data[key] = loader.construct_object(value_node, deep=True)
+        data.lines[key], data.raw[key] = key_node.start_mark.line + 1, str(key_node.value)
+
+
+def _construct_seq(loader: _LineLoader, node: yaml.SequenceNode) -> Iterator[_Seq]:
+    """A ``_Seq``."""
+    data = _Seq(node.start_mark.line + 1)
+    yield data
+    for child in node.value:
+        data.append(loader.construct_object(child, deep=True))
+        data.lines.append(child.start_mark.line + 1)
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
+
+
+class _Reducer:
+    """A reducer with a stable ``repr``, so the template digest is the same in every process."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any], ref: str) -> None:
+        self.fn, self.ref = fn, ref
+        self.__name__ = getattr(fn, "__name__", ref)  # LangGraph compares reducers by name
+
+    def __call__(self, left: Any, right: Any) -> Any:
+        return self.fn(left, right)
+
+    def __repr__(self) -> str:
+        return f"reducer:{self.ref}"
+
+
+def _merge(left: Any, right: Any) -> dict[Any, Any]:
+    """The ``merge`` reducer: the current dict updated with the new one."""
+    return {**(left or {}), **(right or {})}
+
+
+def _import(ref: str) -> Any:
+    """The callable at ``module:attr`` or ``module.attr`` (the rules of ``lookup_stage``)."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep:
+        module_name, _, attr = ref.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError("not an import path (module:attr or module.attr)")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"{type(target).__name__} object is not callable")
+    return target
+
+
+class _Reader:
+    """Reads one YAML template; every mistake is a ``TemplateError`` at a line of the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.src = path, str(path)
+        self.line: int | None = None  # the entry being read, for errors no check foresaw
+
+    def fail(self, message: str, line: int | None) -> NoReturn:
+        """Raise a ``TemplateError`` at ``line`` of this file."""
+        raise TemplateError(message, source=self.src, line=line)
+
+    def where(self, line: int) -> tuple[str, int]:
+        """The builder's ``where`` for ``line``."""
+        self.line = line
+        return (self.src, line)
+
+    def mapping(self, value: Any, what: str, line: int, allowed: tuple[str, ...] | None = None,
+                required: tuple[str, ...] = ()) -> _Map:
+        """``value`` as a mapping with only ``allowed`` and all ``required`` keys."""
+        if not isinstance(value, _Map):
+            self.fail(f"{what} must be a mapping, got {value!r}", line)
+        for key in value:
+            if allowed is not None and key not in allowed:
+                self.fail(f"unknown key {key!r} in {what}; allowed keys: {', '.join(allowed)}",
+                          value.at(key))
+        if missing := [key for key in required if key not in value]:
+            self.fail(f"{what} needs `{missing[0]}`", line)
+        return value
+
+    def text(self, value: Any, what: str, line: int) -> str:
+        """``value`` as a non-empty string."""
+        if not isinstance(value, str) or not value:
+            self.fail(f"{what} must be a non-empty string, got {value!r}", line)
+        return value
+
+    def names(self, value: Any, what: str, line: int) -> list[str]:
+        """``value`` as a non-empty list of strings."""
+        if not isinstance(value, _Seq) or not value:
+            self.fail(f"{what} must be a non-empty list, got {value!r}", line)
+        return [self.text(v, what, at) for v, at in zip(value, value.lines, strict=True)]
+
+    def resolve(self, ref: Any, what: str, line: int, arity: int) -> Any:
+        """The callable at import path ``ref``, taking ``arity`` positional arguments."""
+        ref = self.text(ref, what, line)
+        try:
+            fn = _import(ref)
+        except Exception as exc:
+            self.fail(f"cannot resolve {what} {ref!r}: {type(exc).__name__}: {exc}", line)
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):  # builtins without a signature are taken on trust
+            return fn
+        n = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        if n != arity and not isinstance(fn, type):
+            self.fail(f"{what} {ref!r} takes {n} positional arguments, not {arity}", line)
+        return fn
+
+    def items(self, top: _Map, key: str, what: str = "", allowed: tuple[str, ...] | None = None,
+              required: tuple[str, ...] = ()) -> Iterator[tuple[Any, int]]:
+        """The entries listed under top-level ``key`` with their lines, as checked mappings."""
+        seq = top.get(key)
+        if seq is not None and not isinstance(seq, _Seq):
+            self.fail(f"`{key}` must be a list", top.at(key))
+        for item, line in zip(seq or (), seq.lines if seq else (), strict=True):
+            self.line = line
+            yield (item if allowed is None else self.mapping(item, what, line, allowed, required),
+                   line)
+
+    # -- sections ---------------------------------------------------------------------------
+
+    def state(self, name: str, spec: Any, line: int) -> type[Any]:
+        """The state schema: a ``TypedDict``, reducers as ``Annotated`` metadata."""
+        fields: dict[str, Any] = {}
+        spec = _Map(line) if spec is None else self.mapping(spec, "state", line)
+        for key, decl in spec.items():
+            at = self.line = spec.at(key)
+            if not isinstance(key, str) or key == LOOPS_KEY:
+                self.fail(f"bad state key {key!r} (a string other than {LOOPS_KEY!r})", at)
+            type_name, reducer, type_at, reducer_at = decl, None, at, at
+            if isinstance(decl, _Map):
+                decl = self.mapping(decl, f"state key {key!r}", at, ("type", "reducer"))
+                type_name, reducer = decl.get("type", "any"), decl.get("reducer")
+                type_at, reducer_at = decl.at("type"), decl.at("reducer")
+            if not isinstance(type_name, str) or type_name not in TYPES:
+                self.fail(f"state key {key!r} has unknown type {type_name!r}; "
+                          f"types: {', '.join(TYPES)}", type_at)
+            fields[key] = TYPES[type_name]
+            if reducer is not None:
+                fields[key] = Annotated[fields[key], self.reducer(reducer, key, reducer_at)]
+        return TypedDict(name, fields, total=False)  # type: ignore[operator,no-any-return]
+
+    def reducer(self, ref: Any, key: str, line: int) -> Callable[[Any, Any], Any]:
+        """``append``, ``merge`` or the two-argument callable at an import path."""
+        if ref in ("append", "merge"):
+            return operator.add if ref == "append" else _Reducer(_merge, "merge")
+        if not isinstance(ref, str) or (":" not in ref and "." not in ref):
+            self.fail(f"state key {key!r} has unknown reducer {ref!r}; use append, merge "
+                      "or an import path (module:function)", line)
+        return _Reducer(self.resolve(ref, f"reducer of state key {key!r}", line, 2), ref)
+
+    def stage(self, node: Any, spec: Any, line: int, state_keys: list[str]) -> Stage:
+        """The stage a ``stages:`` entry names, with its retry, timeout and writes applied."""
+        self.line = line
+        if not isinstance(node, str) or node in ("END", "end") or ":" in node or "|" in node:
+            self.fail(f"bad node name {node!r}: a string, not END, without ':' or '|'", line)
+        opts = _Map(line)
+        if isinstance(spec, _Map):
+            opts = self.mapping(spec, f"stage {node!r}", line,
+                                ("use", "retry", "timeout", "writes"), ("use",))
+        ref = self.text(opts.get("use", spec), f"the stage of node {node!r}", opts.at("use"))
+        try:
+            made = lookup_stage(ref)
+        except Exception as exc:
+            reason = str(exc).removeprefix(f"unknown stage {ref!r}: ")
+            if not isinstance(exc, StageNotFound):
+                reason = f"cannot import it: {type(exc).__name__}: {exc}"
+            self.fail(f"unknown stage {ref!r} for node {node!r}: {reason}", opts.at("use"))
+        for opt in ("retry", "timeout", "writes"):
+            value, at = opts.get(opt), opts.at(opt)
+            if opt == "writes" and value is not None:
+                value = [value] if isinstance(value, str) else self.names(value, "writes", at)
+                if missing := [k for k in value if k not in state_keys]:
+                    self.fail(f"node {node!r} writes {', '.join(map(repr, missing))}, not declared "
+                              f"under state: ({', '.join(state_keys) or 'none'})", at)
+            elif opt == "timeout" and value is not None and not _ok(value, _NUMBER):
+                self.fail(f"node {node!r}: timeout must be a number of seconds, got {value!r}", at)
+            elif opt == "retry" and value is not None and not isinstance(value, int):
+                value = self.retry(f"node {node!r}: retry", value, at)
+            try:
+                made = made if value is None else made.with_options(**{opt: value})
+            except (UsageError, TypeError, ValueError) as exc:
+                self.fail(f"node {node!r}: bad {opt}: {exc}", at)
+        return made
+
+    def retry(self, what: str, value: Any, line: int) -> dict[str, Any]:
+        """A mapping of ``RetryPolicy`` fields, checked; ``retry_on`` names exception classes."""
+        spec = self.mapping(value, f"{what} (a number of attempts or a mapping)", line,
+                            RetryPolicy._fields)
+        for key, kind in _RETRY_FIELDS.items():
+            if key in spec and not _ok(spec[key], kind):
+                self.fail(f"{what} {key} must be {kind}, got {spec[key]!r}", spec.at(key))
+        if (refs := spec.get("retry_on")) is None:
+            return dict(spec)
+        at, one = spec.at("retry_on"), isinstance(refs, str)
+        found = [self.resolve(r, f"{what} retry_on", at, 1)
+                 for r in ([refs] if one else self.names(refs, f"{what} retry_on", at))]
+        return {**spec, "retry_on": found[0] if one else tuple(found)}
+
+    # -- the whole file ---------------------------------------------------------------------
+
+    def load(self) -> Template:
+        """Parse, build and validate the template."""
+        try:
+            data = yaml.load(self.path.read_bytes(), Loader=_LineLoader)
+        except OSError as exc:
+            self.fail(f"cannot read the template: {exc}", None)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            text = ", ".join(filter(None, [exc.context, exc.problem]))
+            self.fail(f"invalid YAML: {text}" + (f" (column {mark.column + 1})" if mark else ""),
+                      mark.line + 1 if mark else None)
+        except yaml.YAMLError as exc:
+            self.fail(f"invalid YAML: {exc}", None)
+        if data is None:
+            self.fail("the file is empty; a template needs `name` and `stages`", 1)
+        top = self.mapping(data, "a template", getattr(data, "line", 1), TOP_KEYS,
+                           ("name", "stages"))
+        try:
+            return self.build(top)
+        except TemplateError:
+            raise
+        except Exception as exc:  # an odd value no check foresaw: still name the entry's line
+            self.fail(f"{type(exc).__name__}: {exc}", self.line)
+
+    def build(self, top: _Map) -> Template:
+        """The template, section by section, then ``validate()``."""
+        name = self.text(top["name"], "name", top.at("name"))
+        version, description = top.get("version", "1"), top.get("description") or ""
+        if isinstance(version, bool) or not isinstance(version, str | int):
+            self.fail(f"version must be a string (quote it), got {version!r}", top.at("version"))
+        if not isinstance(description, str):
+            self.fail("description must be a string", top.at("description"))
+        state = self.state(name, top.get("state"), top.at("state"))
+        template = Template(name, state=state, version=str(version), description=description,
+                            source=self.src)
+        stages = self.mapping(top["stages"], "stages", top.at("stages"))
+        if not stages:
+            self.fail("`stages` lists no stages", top.at("stages"))
+        for node, spec in stages.items():
+            made = self.stage(node, spec, stages.at(node), list(state.__annotations__))
+            template.add_stage(node, made, where=self.where(stages.at(node)))
+        if "start" in top:
+            start = self.text(top["start"], "start", top.at("start"))
+            template.set_start(start, where=self.where(top.at("start")))
+        for item, line in self.items(top, "edges"):
+            if isinstance(item, _Map):
+                item = self.mapping(item, "an edge", line, ("from", "to"), ("from", "to"))
+                item = [item["from"], item["to"]]
+            if not isinstance(item, list) or len(item) != 2:
+                self.fail(f"an edge is [from, to] or {{from: a, to: b}}, got {item!r}", line)
+            source, target = (self.text(n, "an edge end", line) for n in item)
+            template.add_edge(source, target, where=self.where(line))
+        fanout_keys = ("from", "to", "join")
+        for m, line in self.items(top, "fanout", "a fan-out", fanout_keys, fanout_keys[:2]):
+            join = self.text(m["join"], "join", line) if "join" in m else None
+            template.add_fanout(self.text(m["from"], "fan-out from", line),
+                                self.names(m["to"], "fan-out to", line), join=join,
+                                where=self.where(line))
+        route_keys = ("from", "by", "to")
+        for m, line in self.items(top, "routes", "a route", route_keys, route_keys):
+            source = self.text(m["from"], "route from", line)
+            router = self.resolve(m["by"], f"router of the route from {source!r}", line, 1)
+            targets: dict[str, str] | list[str] = {}
+            if not isinstance(to := m["to"], _Map):
+                targets = self.names(to, "route to", line)
+            for key, value in to.items() if isinstance(to, _Map) else ():
+                assert isinstance(targets, dict)  # `yes:` reads as True: take "True" and "yes"
+                targets[str(key)] = self.text(value, "route target", to.at(key))
+                targets.setdefault(to.raw[key], targets[str(key)])
+            template.add_route(source, router, targets, where=self.where(line))
+        self.loops(template, top)
+        template.validate()
+        return template
+
+    def loops(self, template: Template, top: _Map) -> None:
+        """The ``loops:`` section; a loop's name defaults to its head."""
+        seen: set[str] = set()
+        for m, line in self.items(top, "loops", "a loop", ("name", "head", "max", "on_exhausted"),
+                                  ("head", "max")):
+            head = self.text(m["head"], "loop head", line)
+            name = self.text(m.get("name", head), "loop name", line)
+            if name in seen:
+                self.fail(f"loop {name!r} is declared twice", line)
+            if not _ok(m["max"], _COUNT):
+                self.fail(f"loop {name!r}: `max` must be {_COUNT}, got {m['max']!r}", m.at("max"))
+            seen.add(name)
+            parked = m.get("on_exhausted")
+            template.add_loop(
+                name, head=head, max_iterations=m["max"], where=self.where(line),
+                on_exhausted=None if parked is None else self.text(parked, "on_exhausted", line))
+
+
+def load_yaml_template(path: Path) -> Template:
+    """The template a YAML file describes, validated; every mistake is a ``TemplateError``."""
+    return _Reader(Path(path)).load()
