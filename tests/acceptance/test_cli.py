@@ -264,11 +264,6 @@ def test_detach_queues_the_run_and_logs_follow_it_to_the_end(cli: Cli, tmp_path:
     assert "✔ second" in (tmp_path / "home" / "runs" / "bg1" / "worker.log").read_text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Template.digest hashes repr(RetryPolicy), which holds a function address, so "
-    "blog_post's version differs in every process and the detached resume refuses it",
-)
 def test_detached_blog_post_finishes(cli: Cli, tmp_path: Path) -> None:
     _ok(cli("run", "blog_post", "-i", "topic=background", "--detach", "--run-id", "bg2"))
     worker_log = tmp_path / "home" / "runs" / "bg2" / "worker.log"

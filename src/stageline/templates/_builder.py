@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -223,9 +224,10 @@ class Template:
 
         shape = {
             "name": self.name,
-            "state": sorted((k, repr(v)) for k, v in _hints(self.state).items()),
+            "state": sorted((k, _stable_repr(v)) for k, v in _hints(self.state).items()),
             "nodes": [
-                [n.name, n.stage.name, code(n.stage.fn), repr(n.stage.retry), n.stage.timeout]
+                [n.name, n.stage.name, code(n.stage.fn), _stable_repr(n.stage.retry),
+                 n.stage.timeout]
                 for n in self._nodes.values()
             ],
             "edges": sorted([s, t] for s, t, _ in self._edges),
@@ -454,6 +456,22 @@ class Template:
     def mermaid(self) -> str:
         """The graph as Mermaid text."""
         return self.build().compile().get_graph().draw_mermaid()
+
+
+def _stable_repr(value: Any) -> str:
+    """A repr that is the same in every process: callables by name, never by address."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return repr(value)
+    if isinstance(value, type) or callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_stable_repr(v) for v in value) + "]"
+    if get_origin(value) is Annotated:
+        args = get_args(value)
+        return f"Annotated[{_stable_repr(args[0])}, {', '.join(_stable_repr(a) for a in args[1:])}]"
+    if hasattr(value, "_asdict"):  # NamedTuple, e.g. LangGraph's RetryPolicy
+        return f"{type(value).__name__}({_stable_repr(list(value._asdict().items()))})"
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
 
 
 def _get(state: Any, key: str) -> Any:
