@@ -56,6 +56,7 @@ class LedgerStore(Protocol):
         *,
         events: Iterable[Event] = (),
         expect: Iterable[RunStatus] | None = None,
+        release: bool = False,
         **fields: Any,
     ) -> Run: ...
     async def request_cancel(self, run_id: str) -> Run: ...

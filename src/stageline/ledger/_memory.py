@@ -68,9 +68,12 @@ class MemoryLedger:
         *,
         events: Iterable[Event] = (),
         expect: Iterable[RunStatus] | None = None,
+        release: bool = False,
         **fields: Any,
     ) -> Run:
         run = self._get(run_id)
+        if release:
+            fields.update(lease_holder=None, lease_expires_at=None)
         if expect is not None and run.status not in set(expect):
             raise InvalidTransition(f"run {run_id} is {run.status}; cannot make it {status}")
         run = replace(run, status=status, updated_at=time.time(), **fields)

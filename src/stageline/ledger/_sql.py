@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
-from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, or_, select, update
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql import ClauseElement
 
@@ -40,6 +40,10 @@ class Executor(Protocol):
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None: ...
 
+    async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
+        """Several ``execute_many`` calls in one round trip where the driver allows it."""
+        ...
+
     async def commit(self) -> None: ...
 
     async def rollback(self) -> None: ...
@@ -59,12 +63,12 @@ class SqlLedger:
         self._x = executor
         self._lock = lock
         """The saver's lock: one statement stream on the shared connection at a time."""
-        self._gate = asyncio.Lock()
-        """Held across a whole ledger transaction, and across staged write + saver commit."""
         self._upsert = upsert
         self._compiled: dict[int, tuple[ClauseElement, str]] = {}
         self._staged_nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._staged_events: list[Event] = []
+        self._seq: dict[str, int] = {}
+        """Last event seq of each run whose lease this ledger's process holds (see _write_events)."""
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self.publisher: Publisher | None = None
@@ -84,13 +88,20 @@ class SqlLedger:
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Executor]:
-        async with self._gate, self._lock:
+        async with self._lock:
+            seqs = dict(self._seq)
             try:
                 yield self._x
             except BaseException:
+                self._seq = seqs
                 await self._x.rollback()
                 raise
             await self._x.commit()
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[Executor]:
+        async with self._lock:
+            yield self._x
 
     async def setup(self) -> None:
         """Apply pending migrations."""
@@ -110,23 +121,25 @@ class SqlLedger:
                 )
 
     async def schema_version(self) -> int:
-        async with self._tx() as x:
+        async with self._read() as x:
             rows = await x.fetch(self._sql(_SELECT_VERSION), {})
         return int(rows[0]["v"] or 0) if rows else 0
 
     # -- runs -------------------------------------------------------------------------------
 
     async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
+        """Insert a run (created leased when ``run.lease_holder`` is set) with its first events."""
         async with self._tx() as x:
-            if await x.fetch(self._sql(_SELECT_RUN), {"run_id": run.run_id}):
+            if not await x.execute(self._sql(self._insert_run), run.to_row()):
                 raise InvalidTransition(f"run {run.run_id} already exists")
-            await x.execute(self._sql(_INSERT_RUN), run.to_row())
+            if run.lease_holder:
+                self._seq[run.run_id] = run.last_seq
             written = await self._write_events(x, run.run_id, list(events))
         self._publish(written)
         return run
 
     async def get_run(self, run_id: str) -> Run:
-        async with self._tx() as x:
+        async with self._read() as x:
             rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
         if not rows:
             raise RunNotFound(run_id)
@@ -142,7 +155,7 @@ class SqlLedger:
             stmt = stmt.where(runs.c.template == template)
         stmt = stmt.order_by(runs.c.created_at.desc()).limit(limit)
         compiled = stmt.compile(dialect=self._x.dialect)
-        async with self._tx() as x:
+        async with self._read() as x:
             rows = await x.fetch(str(compiled), compiled.params)
         return [Run.from_row(r) for r in rows]
 
@@ -153,35 +166,39 @@ class SqlLedger:
         *,
         events: Iterable[Event] = (),
         expect: Iterable[RunStatus] | None = None,
+        release: bool = False,
         **fields: Any,
     ) -> Run:
         """Set a run's status (and fields) and append events, in one transaction.
 
         Staged writes go first, so a terminal event always follows the node records it sums up.
-        ``expect`` refuses the change unless the run is in one of those statuses.
+        ``expect`` refuses the change unless the run is in one of those statuses; ``release``
+        gives up this process's lease in the same transaction.
         """
         values = {**fields, "status": str(status), "updated_at": time.time()}
+        if release:
+            values.update(lease_holder=None, lease_expires_at=None)
         stmt = update(runs).where(runs.c.run_id == run_id)
         if expect is not None:
-            allowed = [str(s) for s in expect]
-            stmt = stmt.where(runs.c.status.in_(allowed))
-        stmt = stmt.values(**values)
-        compiled = stmt.compile(
-            dialect=self._x.dialect, compile_kwargs={"render_postcompile": True}
-        )
-        params = compiled.params
+            stmt = stmt.where(runs.c.status.in_([str(s) for s in expect]))
         async with self._tx() as x:
             staged = await self._write_staged(x)
-            count = await x.execute(str(compiled), params)
-            if count == 0:
-                rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
-                if not rows:
+            written = await self._write_events(x, run_id, list(events))
+            if release and run_id in self._seq:
+                values["last_seq"] = self._seq[run_id]
+            compiled = stmt.values(**values).returning(*runs.c).compile(
+                dialect=self._x.dialect, compile_kwargs={"render_postcompile": True}
+            )
+            rows = await x.fetch(str(compiled), compiled.params)
+            if not rows:
+                found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+                if not found:
                     raise RunNotFound(run_id)
                 raise InvalidTransition(
-                    f"run {run_id} is {rows[0]['status']}; cannot make it {status}"
+                    f"run {run_id} is {found[0]['status']}; cannot make it {status}"
                 )
-            written = await self._write_events(x, run_id, list(events))
-            rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+        if release:
+            self._seq.pop(run_id, None)
         self._publish(staged + written)
         return Run.from_row(rows[0])
 
@@ -218,6 +235,9 @@ class SqlLedger:
                 )
                 rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
                 current = Run.from_row(rows[0])
+            if count:
+                found = await x.fetch(self._sql(_MAX_SEQ), {"run_id": run_id})
+                self._seq[run_id] = int(found[0]["s"] or 0)
         if count == 0:
             raise LeaseHeld(
                 run_id, current.lease_holder or "?",
@@ -237,10 +257,12 @@ class SqlLedger:
 
     async def release_lease(self, run_id: str, holder: str) -> None:
         async with self._tx() as x:
+            await self._store_seq(x, run_id)
             await x.execute(
                 self._sql(_RELEASE_LEASE),
                 {"run_id": run_id, "holder": holder, "none_holder": None, "none_expires": None},
             )
+        self._seq.pop(run_id, None)
 
     # -- node records and events ------------------------------------------------------------
 
@@ -276,53 +298,99 @@ class SqlLedger:
             written = await self._write_staged(x)
         self._publish(written)
 
-    async def write_staged_before_checkpoint(self) -> list[Event]:
-        """Called by the saver, holding ``gate``: write staged rows into its transaction."""
-        if not (self._staged_nodes or self._staged_events):
-            return []
-        async with self._lock:
-            return await self._write_staged(self._x)
-
     @property
-    def gate(self) -> asyncio.Lock:
-        return self._gate
+    def lock(self) -> asyncio.Lock:
+        """Serializes statements on the connection the ledger shares with the saver."""
+        return self._lock
 
-    async def _write_staged(self, x: Executor) -> list[Event]:
+    def take_staged(self) -> tuple[list[tuple[str, list[dict[str, Any]]]], list[Event], Callable[[], None]]:
+        """Hand staged rows to a commit that is about to happen: ``(ops, events, undo)``.
+
+        The backend's checkpoint connection calls this just before it commits, so the rows land
+        in the checkpoint's own transaction; ``undo`` puts them back if that commit fails. Only
+        runs whose lease this process holds are numbered here (no statement needed); others
+        stay staged for ``flush``.
+        """
         nodes = list(self._staged_nodes.values())
-        pending = self._staged_events
-        self._staged_nodes = {}
-        self._staged_events = []
-        if self._flush_handle is not None:
+        mine = [ev for ev in self._staged_events if ev.run_id in self._seq]
+        if not nodes and not mine:
+            return [], [], _noop
+        others = [ev for ev in self._staged_events if ev.run_id not in self._seq]
+        saved_nodes, saved_events, saved_seq = self._staged_nodes, self._staged_events, dict(self._seq)
+        self._staged_nodes, self._staged_events = {}, others
+        if self._flush_handle is not None and not others:
             self._flush_handle.cancel()
             self._flush_handle = None
+        ops: list[tuple[str, list[dict[str, Any]]]] = []
+        if nodes:
+            ops.append((self._sql(self._node_upsert), [n.to_row() for n in nodes]))
+        by_run: dict[str, list[Event]] = {}
+        for ev in mine:
+            by_run.setdefault(ev.run_id, []).append(ev)
+        written: list[Event] = []
+        for run_id, evs in by_run.items():
+            written += self._number(run_id, evs)
+        if written:
+            ops.append((self._sql(_INSERT_EVENTS), [ev.to_row() for ev in written]))
+
+        def undo() -> None:
+            self._staged_nodes = {**saved_nodes, **self._staged_nodes}
+            self._staged_events = saved_events + [
+                e for e in self._staged_events if e not in saved_events
+            ]
+            self._seq = saved_seq
+
+        return ops, written, undo
+
+    async def _write_staged(self, x: Executor) -> list[Event]:
+        ops, written, undo = self.take_staged()
         try:
-            if nodes:
-                await x.execute_many(self._sql(self._node_upsert), [n.to_row() for n in nodes])
+            await x.execute_batch(ops)
+            rest = self._staged_events
+            self._staged_events = []
             by_run: dict[str, list[Event]] = {}
-            for ev in pending:
+            for ev in rest:
                 by_run.setdefault(ev.run_id, []).append(ev)
-            written: list[Event] = []
             for run_id, evs in by_run.items():
-                written += await self._write_events(x, run_id, evs)
-            return written
+                written = written + await self._write_events(x, run_id, evs)
         except BaseException:
-            # Put them back: the caller's transaction is rolled back or never committed.
-            for n in nodes:
-                self._staged_nodes.setdefault((n.run_id, n.task_id, n.attempt, n.try_no), n)
-            self._staged_events = pending + self._staged_events
+            undo()
             raise
+        return written
 
     async def _write_events(self, x: Executor, run_id: str, evs: list[Event]) -> list[Event]:
+        """Number and insert events. The lease holder numbers its runs' events from a counter
+        (no extra statement on the hot path); anyone else numbers them after the highest seq
+        written, under the run row's lock."""
         if not evs:
             return []
-        rows = await x.fetch(self._sql(_BUMP_SEQ), {"run_id": run_id, "n": len(evs)})
-        if not rows:
-            raise RunNotFound(run_id)
-        last = int(rows[0]["last_seq"])
-        first = last - len(evs) + 1
-        numbered = [_with_seq(ev, first + i) for i, ev in enumerate(evs)]
+        if run_id in self._seq:
+            numbered = self._number(run_id, evs)
+        else:
+            rows = await x.fetch(self._sql(_BUMP_SEQ), {"run_id": run_id, "n": len(evs)})
+            if not rows:
+                raise RunNotFound(run_id)
+            first = int(rows[0]["last_seq"]) - len(evs) + 1
+            numbered = [_with_seq(ev, first + i) for i, ev in enumerate(evs)]
         await x.execute_many(self._sql(_INSERT_EVENTS), [ev.to_row() for ev in numbered])
         return numbered
+
+    def _number(self, run_id: str, evs: list[Event]) -> list[Event]:
+        first = self._seq[run_id] + 1
+        self._seq[run_id] += len(evs)
+        return [_with_seq(ev, first + i) for i, ev in enumerate(evs)]
+
+    async def _store_seq(self, x: Executor, run_id: str) -> None:
+        if run_id in self._seq:
+            await x.execute(self._sql(_SET_SEQ), {"run_id": run_id, "seq": self._seq[run_id]})
+
+    @property
+    def _insert_run(self) -> Any:
+        stmt = self.__dict__.get("_insert_run_stmt")
+        if stmt is None:
+            stmt = self._upsert(runs).on_conflict_do_nothing(index_elements=["run_id"])
+            self.__dict__["_insert_run_stmt"] = stmt
+        return stmt
 
     def _publish(self, written: list[Event]) -> None:
         if written and self.publisher is not None:
@@ -349,14 +417,14 @@ class SqlLedger:
         return written
 
     async def node_records(self, run_id: str) -> list[NodeRecord]:
-        async with self._tx() as x:
+        async with self._read() as x:
             rows = await x.fetch(self._sql(_SELECT_NODES), {"run_id": run_id})
         return [NodeRecord.from_row(r) for r in rows]
 
     async def events(
         self, run_id: str, *, after: int = 0, categories: Iterable[str] | None = None
     ) -> list[Event]:
-        async with self._tx() as x:
+        async with self._read() as x:
             rows = await x.fetch(self._sql(_SELECT_EVENTS), {"run_id": run_id, "after": after})
         found = [Event.from_row(r) for r in rows]
         if categories is not None:
@@ -368,6 +436,10 @@ class SqlLedger:
         async with self._tx() as x:
             for stmt in _DELETE_RUN:
                 await x.execute(self._sql(stmt), {"run_id": run_id})
+
+
+def _noop() -> None:
+    return None
 
 
 def _with_seq(ev: Event, seq: int) -> Event:
@@ -383,14 +455,7 @@ def _ddl(table: Any, dialect: Dialect) -> list[str]:
 
 
 _INSERT_VERSION = insert(schema_version)
-_INSERT_RUN = insert(runs)
 _INSERT_EVENTS = insert(events)
-_DELETE_RUN = tuple(
-    delete(t).where(t.c.run_id == bindparam("run_id")) for t in (events, node_records, runs)
-)
-_INSERT_VERSION = insert(schema_version)
-_INSERT_RUN = insert(runs)
-_INSERT_EVENT = insert(events)
 _DELETE_RUN = tuple(
     delete(t).where(t.c.run_id == bindparam("run_id")) for t in (events, node_records, runs)
 )
@@ -406,11 +471,17 @@ _SELECT_EVENTS = (
     .where(and_(events.c.run_id == bindparam("run_id"), events.c.seq > bindparam("after")))
     .order_by(events.c.seq)
 )
+_MAX_SEQ = select(func.coalesce(func.max(events.c.seq), literal_column("0")).label("s")).where(
+    events.c.run_id == bindparam("run_id")
+)
 _BUMP_SEQ = (
     update(runs)
     .where(runs.c.run_id == bindparam("run_id"))
-    .values(last_seq=runs.c.last_seq + bindparam("n"))
+    .values(last_seq=_MAX_SEQ.scalar_subquery() + bindparam("n"))
     .returning(runs.c.last_seq)
+)
+_SET_SEQ = (
+    update(runs).where(runs.c.run_id == bindparam("run_id")).values(last_seq=bindparam("seq"))
 )
 _TAKE_LEASE = (
     update(runs)

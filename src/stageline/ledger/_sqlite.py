@@ -16,7 +16,7 @@ from sqlalchemy.dialects import sqlite
 from stageline.errors import StorageError
 from stageline.ledger._sql import SqlLedger
 
-__all__ = ["LedgerSqliteSaver", "open_sqlite"]
+__all__ = ["open_sqlite"]
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -27,18 +27,25 @@ class _SqliteExecutor:
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self.conn = conn
 
+    # Each call is one hop to aiosqlite's thread; cursors are left to the garbage collector
+    # rather than closed with a second hop.
+
     async def fetch(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        async with self.conn.execute(sql, dict(params)) as cur:
-            cols = [d[0] for d in cur.description or ()]
-            rows = await cur.fetchall()
-        return [dict(zip(cols, row, strict=True)) for row in rows]
+        cur = await self.conn.execute(sql, dict(params))
+        cols = [d[0] for d in cur.description or ()]
+        return [dict(zip(cols, row, strict=True)) for row in await cur.fetchall()]
 
     async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
-        async with self.conn.execute(sql, dict(params)) as cur:
-            return cur.rowcount
+        cur = await self.conn.execute(sql, dict(params))
+        return cur.rowcount
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
         await self.conn.executemany(sql, [dict(p) for p in params])
+
+    async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
+        if ops:
+            # One hop: aiosqlite's own worker-thread call, as its public methods use it.
+            await self.conn._execute(_run_batch, self.conn._conn, ops)
 
     async def commit(self) -> None:
         await self.conn.commit()
@@ -47,27 +54,44 @@ class _SqliteExecutor:
         await self.conn.rollback()
 
 
-class LedgerSqliteSaver(AsyncSqliteSaver):
-    """LangGraph's SQLite saver, writing the ledger's staged rows in its own transactions."""
+def _run_batch(raw: sqlite3.Connection, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
+    for sql, rows in ops:
+        raw.executemany(sql, rows)
 
-    def __init__(self, conn: aiosqlite.Connection, *, serde: SerializerProtocol, ledger: SqlLedger):
-        super().__init__(conn, serde=serde)
-        self.ledger = ledger
 
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        async with self.ledger.gate:
-            written = await self.ledger.write_staged_before_checkpoint()
-            result = await super().aput(config, checkpoint, metadata, new_versions)
-        self.ledger._publish(written)
-        return result
+def _run_batch_and_commit(
+    raw: sqlite3.Connection, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+) -> None:
+    _run_batch(raw, ops)
+    raw.commit()
 
-    async def aput_writes(
-        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        async with self.ledger.gate:
-            written = await self.ledger.write_staged_before_checkpoint()
-            await super().aput_writes(config, writes, task_id, task_path)
-        self.ledger._publish(written)
+
+class _CheckpointConnection:
+    """The aiosqlite connection as LangGraph's saver sees it: ``commit()`` first writes the
+    ledger's staged rows, in the same transaction and the same hop to the worker thread.
+
+    So a step costs no extra commit or round trip, and a node's record is durable exactly when
+    the checkpoint write that marks the node done is.
+    """
+
+    def __init__(self, conn: aiosqlite.Connection, ledger: SqlLedger) -> None:
+        self._real = conn
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    async def commit(self) -> None:
+        ops, written, undo = self._ledger.take_staged()
+        if not ops:
+            await self._real.commit()
+            return
+        try:
+            await self._real._execute(_run_batch_and_commit, self._real._conn, ops)
+        except BaseException:
+            undo()
+            raise
+        self._ledger._publish(written)
 
 
 def sqlite_path(url: str) -> Path:
@@ -76,7 +100,7 @@ def sqlite_path(url: str) -> Path:
     return Path(rest[1:] if rest.startswith("/") and not rest.startswith("//") else rest[1:])
 
 
-async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, LedgerSqliteSaver]:
+async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, AsyncSqliteSaver]:
     """Open (creating if needed) the SQLite file, migrate it, and set up LangGraph's tables."""
     path = sqlite_path(url)
     try:
@@ -87,10 +111,9 @@ async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, L
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        lock = asyncio.Lock()
-        ledger = SqlLedger(_SqliteExecutor(conn), lock=lock, upsert=sqlite.insert, url=url)
-        saver = LedgerSqliteSaver(conn, serde=serde, ledger=ledger)
-        saver.lock = lock  # one statement stream on the shared connection
+        ledger = SqlLedger(_SqliteExecutor(conn), lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
+        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger), serde=serde)  # type: ignore[arg-type]
+        saver.lock = ledger.lock  # one statement stream on the shared connection
         await ledger.setup()
         await saver.setup()
     except sqlite3.Error as exc:

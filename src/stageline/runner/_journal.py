@@ -21,10 +21,16 @@ class LedgerJournal:
         self.run_id = run_id
         self.attempt = attempt
         self.last_failure: NodeRecord | None = None
+        self.records: dict[tuple[str, int], NodeRecord] = {}
+        """What this attempt recorded, by (task, try): a fresh run's summary needs no read."""
+
+    def _stage(self, record: NodeRecord) -> None:
+        self.records[(record.task_id, record.try_no)] = record
+        self._ledger.stage_node(record)
 
     def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> None:
         now = time.time()
-        self._ledger.stage_node(
+        self._stage(
             NodeRecord(
                 run_id=self.run_id, task_id=task_id, attempt=self.attempt, try_no=try_no,
                 node=node, stage=stage, status=NodeStatus.RUNNING, started_at=now,
@@ -54,7 +60,7 @@ class LedgerJournal:
             stage=stage, status=NodeStatus(status), started_at=started, finished_at=now,
             metrics=dict(metrics), error=error, failure_phase=failure_phase,
         )
-        self._ledger.stage_node(record)
+        self._stage(record)
         if record.status is NodeStatus.FAILED:
             self.last_failure = record
         elif self.last_failure is not None and self.last_failure.task_id == task_id:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import logging
 import time
@@ -192,9 +193,23 @@ class Runner:
     ) -> RunSummary:
         """Create a run and advance it until it ends or waits."""
         made = self.load(template)
-        run = await self.create(made if not isinstance(template, str) else template, inputs,
-                                run_id=run_id)
-        return await self._advance(run, made, dict(inputs), services or {}, kind="run.started")
+        self._check_inputs(made, inputs)
+        ref = template if isinstance(template, str) else made.name
+        holder = this_holder()
+        run_id = run_id or new_run_id()
+        # Created running and leased in one transaction: a fresh run costs one commit to begin.
+        run = await self.ledger.create_run(
+            Run(
+                run_id=run_id, template=_stable_ref(ref), template_version=made.full_version,
+                status=RunStatus.RUNNING, inputs=dict(inputs), lease_holder=holder,
+                lease_expires_at=time.time() + self.settings.lease_ttl,
+            ),
+            events=[Event(run_id=run_id, kind="run.started",
+                          data={"attempt": 1, "template": made.name,
+                                "version": made.full_version})],
+        )
+        return await self._advance(run, made, dict(inputs), services or {}, holder=holder,
+                                   fresh=True)
 
     async def resume(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -208,7 +223,9 @@ class Runner:
         made = self._checked_template(run, force)
         payload = None if run.status is not RunStatus.QUEUED or await self._has_checkpoint(made, run_id) \
             else dict(run.inputs)
-        return await self._advance(run, made, payload, services or {}, kind="run.resumed")
+        return await self._advance(
+            run, made, payload, services or {}, holder=await self._claim(run, made, "run.resumed")
+        )
 
     async def retry(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -219,8 +236,11 @@ class Runner:
             raise InvalidTransition(f"run {run_id} is {run.status}; only a failed run can be retried")
         made = self._checked_template(run, force)
         payload = None if await self._has_checkpoint(made, run_id) else dict(run.inputs)
-        return await self._advance(run, made, payload, services or {}, kind="run.retried",
-                                   attempt=run.attempt + 1)
+        holder = await self._claim(run, made, "run.retried", attempt=run.attempt + 1)
+        return await self._advance(
+            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services or {},
+            holder=holder,
+        )
 
     async def cancel(self, run_id: str) -> Run:
         """Cancel a run: at once if no live process advances it, else between its next steps."""
@@ -270,6 +290,29 @@ class Runner:
 
     # -- advancing --------------------------------------------------------------------------
 
+    async def _claim(self, run: Run, template: Template, kind: str, *, attempt: int | None = None) -> str:
+        """Take the run's lease and mark it running; returns the lease holder's name."""
+        holder = this_holder()  # one per advance: a second advance in this process is refused too
+        await self.ledger.acquire_lease(run.run_id, holder, self.settings.lease_ttl)
+        attempt = attempt or run.attempt
+        fields: dict[str, Any] = {"attempt": attempt, "error": None, "failure_phase": None,
+                                  "failed_node": None, "cancel_requested": False}
+        if template.full_version != run.template_version:
+            fields["template_version"] = template.full_version
+        try:
+            # `expect`: the run may have moved on between reading it and taking the lease.
+            await self.ledger.transition(
+                run.run_id, RunStatus.RUNNING, expect=[run.status], **fields,
+                events=[Event(run_id=run.run_id, kind=kind,
+                              data={"attempt": attempt, "template": template.name,
+                                    "version": template.full_version})],
+            )
+        except BaseException:
+            with contextlib.suppress(StagelineError):
+                await self.ledger.release_lease(run.run_id, holder)
+            raise
+        return holder
+
     async def _advance(
         self,
         run: Run,
@@ -277,65 +320,64 @@ class Runner:
         payload: Any,
         services: Mapping[str, Any],
         *,
-        kind: str,
-        attempt: int | None = None,
+        holder: str,
+        fresh: bool = False,
     ) -> RunSummary:
+        """Drive a run whose lease ``holder`` holds until it ends, waits or stops."""
         run_id = run.run_id
         ttl = self.settings.lease_ttl
-        holder = this_holder()  # one per advance: a second advance in this process is refused too
-        await self.ledger.acquire_lease(run_id, holder, ttl)
+        finished: Run | None = None
         try:
-            attempt = attempt or run.attempt
-            fields: dict[str, Any] = {"attempt": attempt, "error": None, "failure_phase": None,
-                                      "failed_node": None, "cancel_requested": False}
-            if template.full_version != run.template_version:
-                fields["template_version"] = template.full_version
-            await self.ledger.transition(
-                run_id, RunStatus.RUNNING, **fields,
-                events=[Event(run_id=run_id, kind=kind,
-                              data={"attempt": attempt, "template": template.name,
-                                    "version": template.full_version})],
-            )
             control = RunControl()
-            journal = LedgerJournal(self.ledger, run_id, attempt)
+            journal = LedgerJournal(self.ledger, run_id, run.attempt)
             context = RunContext(
-                run_id=run_id, attempt=attempt, template=template.name, services=services,
+                run_id=run_id, attempt=run.attempt, template=template.name, services=services,
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
             )
             keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
             try:
-                outcome = await self._drive(template, run_id, payload, context, control)
+                outcome, state = await self._drive(template, run_id, payload, context, control)
             finally:
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await keeper
-            await self._finish(run_id, outcome, journal)
+            finished = await self._finish(run_id, outcome, journal)
         finally:
-            with contextlib.suppress(StagelineError):
-                await self.ledger.release_lease(run_id, holder)
-        return RunSummary(
-            run=await self.ledger.get_run(run_id),  # as recorded, lease released
-            records=await self.ledger.node_records(run_id),
-            state=await self._state(template, run_id),
-        )
+            if finished is None:
+                with contextlib.suppress(StagelineError):
+                    await self.ledger.release_lease(run_id, holder)
+        if state is None:
+            state = await self._state(template, run_id)
+        if fresh:  # every record of a fresh run is this attempt's, already written
+            records = sorted(journal.records.values(), key=lambda r: (r.started_at, r.node))
+        else:
+            records = await self.ledger.node_records(run_id)
+        return RunSummary(run=finished, records=records, state=state)
 
     async def _drive(
         self, template: Template, run_id: str, payload: Any, context: RunContext, control: RunControl
-    ) -> BaseException | str | None:
-        """Run the graph; returns None when it ended, 'waiting', 'cancel', or the error."""
+    ) -> tuple[BaseException | str | None, dict[str, Any] | None]:
+        """Run the graph. Returns the outcome (None when it ended, 'waiting', a drain reason, or
+        the error) and the latest state seen in the stream (None if it must be read back)."""
         graph = self._graph(template)
+        state: dict[str, Any] | None = None
+        waiting = False
         try:
-            async for _ in graph.astream(
+            async for chunk in graph.astream(
                 payload, _config(run_id), context=context, durability="sync",
-                stream_mode="updates", control=control,
+                stream_mode="values", control=control,
             ):
-                pass
+                if "__interrupt__" in chunk:
+                    waiting = True
+                    chunk = {k: v for k, v in chunk.items() if k != "__interrupt__"}
+                state = chunk
         except GraphDrained as drained:
-            return drained.reason
+            return drained.reason, None
+        except InvalidUpdateError as exc:
+            return exc, None
         except Exception as exc:
-            return exc
-        snapshot = await graph.aget_state(_config(run_id))
-        return "waiting" if snapshot.next else None
+            return exc, None if state is None else _public_state(state)
+        return ("waiting" if waiting else None), None if state is None else _public_state(state)
 
     async def _finish(
         self, run_id: str, outcome: BaseException | str | None, journal: LedgerJournal
@@ -343,21 +385,21 @@ class Runner:
         now = time.time()
         if outcome is None:
             return await self.ledger.transition(
-                run_id, RunStatus.SUCCEEDED, finished_at=now,
+                run_id, RunStatus.SUCCEEDED, finished_at=now, release=True,
                 events=[Event(run_id=run_id, kind="run.succeeded")],
             )
         if outcome == "waiting":
             return await self.ledger.transition(
-                run_id, RunStatus.WAITING, events=[Event(run_id=run_id, kind="run.waiting")]
+                run_id, RunStatus.WAITING, release=True, events=[Event(run_id=run_id, kind="run.waiting")]
             )
         if outcome == "cancel":
             return await self.ledger.transition(
-                run_id, RunStatus.CANCELLED, finished_at=now,
+                run_id, RunStatus.CANCELLED, finished_at=now, release=True,
                 events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
             )
         if isinstance(outcome, str):  # drained for shutdown: another process may resume it
             return await self.ledger.transition(
-                run_id, RunStatus.QUEUED, events=[Event(run_id=run_id, kind="run.drained",
+                run_id, RunStatus.QUEUED, release=True, events=[Event(run_id=run_id, kind="run.drained",
                                                         message=outcome)],
             )
         failed = journal.last_failure
@@ -366,7 +408,7 @@ class Runner:
             error, phase = failed.error or error, failed.failure_phase or phase
         _log.debug("run %s failed", run_id, exc_info=outcome)
         return await self.ledger.transition(
-            run_id, RunStatus.FAILED, finished_at=now, error=error, failure_phase=phase,
+            run_id, RunStatus.FAILED, finished_at=now, error=error, failure_phase=phase, release=True,
             failed_node=failed.node if failed else None,
             events=[Event(run_id=run_id, kind="run.failed", level="critical", message=error,
                           category=EventCategory.ERROR,
