@@ -130,7 +130,7 @@ def test_read_commands_print_json_only(cli: Cli) -> None:
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     kinds = [e["kind"] for e in events]
-    assert kinds[0] == "run.queued" and kinds[-1] == "run.succeeded"
+    assert kinds[0] == "run.started" and kinds[-1] == "run.succeeded"
     assert kinds.count("node.succeeded") == len(BLOG_NODES)
     logged = json.loads(_ok(cli("logs", run_id, "--json", "--kind", "log")).stdout)
     assert logged and {e["category"] for e in logged} == {"log"}

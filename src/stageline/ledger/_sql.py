@@ -443,9 +443,14 @@ def _noop() -> None:
 
 
 def _with_seq(ev: Event, seq: int) -> Event:
-    from dataclasses import replace
+    # Events handed to the ledger are unnumbered until written: number them in place (a
+    # dataclasses.replace per event showed up on the hot path); copy one already numbered.
+    if ev.seq:
+        from dataclasses import replace
 
-    return replace(ev, seq=seq)
+        return replace(ev, seq=seq)
+    object.__setattr__(ev, "seq", seq)
+    return ev
 
 
 def _ddl(table: Any, dialect: Dialect) -> list[str]:

@@ -400,8 +400,6 @@ class Template:
                 make_node(name, node.stage, loop=(loop.name, loop.max_iterations) if loop else None),
                 retry_policy=node.stage.retry,
                 timeout=node.stage.timeout,
-                metadata={"stage": node.stage.name, "capability": node.stage.capability,
-                          "cost_class": node.stage.cost_class},
             )
         graph.add_edge(START, self._start[0])
         has_out: set[str] = set()
