@@ -15,7 +15,18 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
-from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, or_, select, update
+from sqlalchemy import (
+    and_,
+    bindparam,
+    delete,
+    false,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql import ClauseElement
 
@@ -65,6 +76,7 @@ class SqlLedger:
         """The saver's lock: one statement stream on the shared connection at a time."""
         self._upsert = upsert
         self._compiled: dict[int, tuple[ClauseElement, str]] = {}
+        self._compiled_text: dict[tuple[Any, ...], str] = {}
         self._staged_nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._staged_events: list[Event] = []
         self._seq: dict[str, int] = {}
@@ -178,18 +190,16 @@ class SqlLedger:
         values = {**fields, "status": str(status), "updated_at": time.time()}
         if release:
             values.update(lease_holder=None, lease_expires_at=None)
-        stmt = update(runs).where(runs.c.run_id == run_id)
-        if expect is not None:
-            stmt = stmt.where(runs.c.status.in_([str(s) for s in expect]))
+        allowed = [str(s) for s in expect] if expect is not None else None
         async with self._tx() as x:
             staged = await self._write_staged(x)
             written = await self._write_events(x, run_id, list(events))
             if release and run_id in self._seq:
                 values["last_seq"] = self._seq[run_id]
-            compiled = stmt.values(**values).returning(*runs.c).compile(
-                dialect=self._x.dialect, compile_kwargs={"render_postcompile": True}
-            )
-            rows = await x.fetch(str(compiled), compiled.params)
+            params = {**values, "_run_id": run_id}
+            params.update({f"_expect_{i}": s for i, s in enumerate(allowed or ())})
+            rows = await x.fetch(self._transition_sql(tuple(sorted(values)), len(allowed or ()),
+                                                      allowed is not None), params)
             if not rows:
                 found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
                 if not found:
@@ -201,6 +211,21 @@ class SqlLedger:
             self._seq.pop(run_id, None)
         self._publish(staged + written)
         return Run.from_row(rows[0])
+
+    def _transition_sql(self, fields: tuple[str, ...], n_expect: int, expecting: bool) -> str:
+        """The UPDATE ... RETURNING for these fields, compiled once (compiling is slow)."""
+        key = ("transition", fields, n_expect, expecting)
+        sql = self._compiled_text.get(key)
+        if sql is None:
+            stmt = update(runs).where(runs.c.run_id == bindparam("_run_id"))
+            if expecting:
+                stmt = stmt.where(
+                    or_(false(), *(runs.c.status == bindparam(f"_expect_{i}") for i in range(n_expect)))
+                )
+            stmt = stmt.values(**{f: bindparam(f) for f in fields}).returning(*runs.c)
+            sql = str(stmt.compile(dialect=self._x.dialect))
+            self._compiled_text[key] = sql
+        return sql
 
     async def request_cancel(self, run_id: str) -> Run:
         async with self._tx() as x:
