@@ -1,25 +1,107 @@
-"""Shared fixtures: settings for a temporary project, and ledger backends by URL."""
+"""Shared fixtures: settings for a temporary project, and ledger backends by URL.
+
+Postgres: ``STAGELINE_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``)
+names a server and a database to connect to for administration. A template database is
+migrated once per session and each test gets a fresh ``CREATE DATABASE ... TEMPLATE`` copy.
+Where ``CI=true`` an unreachable server fails the tests; elsewhere they are skipped.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
 from stageline.checkpoints import checkpoint_serde
 from stageline.config import Settings, load_settings
 from stageline.ledger import Backend, open_backend
 
-BACKEND_URLS: dict[str, Callable[[Path], str]] = {
-    "memory": lambda tmp: "memory://",
-    "sqlite": lambda tmp: f"sqlite:///{tmp / 'ledger.db'}",
+POSTGRES_ADMIN_URL = os.environ.get(
+    "STAGELINE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+"""Where the Postgres tests make their databases (they never touch its own tables)."""
+
+BACKEND_URLS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
+    "memory": lambda request, tmp: "memory://",
+    "sqlite": lambda request, tmp: f"sqlite:///{tmp / 'ledger.db'}",
+    "postgres": lambda request, tmp: request.getfixturevalue("postgres_url"),
 }
 """Every ledger backend the conformance suite runs against: add a URL, add a backend."""
 
-if os.environ.get("STAGELINE_TEST_POSTGRES_URL"):
-    BACKEND_URLS["postgres"] = lambda tmp: os.environ["STAGELINE_TEST_POSTGRES_URL"]
+
+def postgres_db_url(name: str) -> str:
+    """The admin URL pointed at database ``name``."""
+    return urlsplit(POSTGRES_ADMIN_URL)._replace(path=f"/{name}").geturl()
+
+
+def _admin_connection() -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
+
+
+def _drop_database(name: str) -> None:
+    with _admin_connection() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A database with stageline's and LangGraph's tables, made once per session."""
+    try:
+        admin = _admin_connection()
+    except psycopg.Error as exc:
+        why = f"Postgres at {POSTGRES_ADMIN_URL} is unreachable ({exc}".splitlines()[0] + ")"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{why}; the Postgres tests must run where CI=true")
+        pytest.skip(f"{why}; set STAGELINE_TEST_POSTGRES to run the Postgres tests")
+    name = f"stageline_tpl_{uuid.uuid4().hex[:10]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+
+    async def migrate() -> None:
+        opened = await open_backend(postgres_db_url(name), checkpoint_serde())
+        await opened.aclose()
+
+    try:
+        asyncio.run(migrate())
+        yield name
+    finally:
+        _drop_database(name)
+
+
+@pytest.fixture
+def postgres_admin(postgres_template: str) -> Callable[[], psycopg.Connection[tuple[object, ...]]]:
+    """Opens an autocommit connection to the Postgres server, for what a test does as admin."""
+    return _admin_connection
+
+
+@pytest.fixture
+def postgres_url(postgres_template: str) -> Iterator[str]:
+    """A fresh, migrated database of its own for one test."""
+    name = f"stageline_t_{uuid.uuid4().hex[:12]}"
+    with _admin_connection() as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
+    try:
+        yield postgres_db_url(name)
+    finally:
+        _drop_database(name)
+
+
+@pytest.fixture
+def postgres_empty_url(postgres_template: str) -> Iterator[str]:
+    """A fresh database with no tables at all."""
+    name = f"stageline_e_{uuid.uuid4().hex[:12]}"
+    with _admin_connection() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield postgres_db_url(name)
+    finally:
+        _drop_database(name)
 
 
 def make_settings(tmp_path: Path, url: str | None = None) -> Settings:
@@ -51,9 +133,14 @@ def sqlite_settings(tmp_path: Path, sqlite_url: str) -> Settings:
     return make_settings(tmp_path, sqlite_url)
 
 
+@pytest.fixture
+def postgres_settings(tmp_path: Path, postgres_url: str) -> Settings:
+    return make_settings(tmp_path, postgres_url)
+
+
 @pytest.fixture(params=sorted(BACKEND_URLS))
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return BACKEND_URLS[request.param](tmp_path)
+    return BACKEND_URLS[request.param](request, tmp_path)
 
 
 @pytest.fixture

@@ -8,15 +8,21 @@ StagelineError
 │   ├── TemplateNotFound        no template by that name or path (lists the known ones)
 │   ├── TemplateError           a template is invalid (names file and line)
 │   ├── StageNotFound           a stage name or import path does not resolve
-│   └── RunNotFound             no run with that id
+│   ├── RunNotFound             no run with that id
+│   ├── AnswerInvalid           an answer does not fit its question (names the question)
+│   └── HarnessNotReady         a harness cannot run here (binary, environment or model missing)
 ├── ConflictError               exit 4, HTTP 409: the request clashes with the run's state
 │   ├── LeaseHeld               another process is advancing the run (names the holder)
 │   ├── TemplateChanged         the template changed since the run started (names both versions)
-│   └── InvalidTransition       e.g. retrying a run that succeeded
+│   ├── InvalidTransition       e.g. retrying a run that succeeded
+│   ├── StaleDecision           a decision for another attempt or another state of the run
+│   └── AlreadyDecided          exit 5: someone else decided the gate or answered first
 ├── StorageError                exit 6, HTTP 503: the database is unreachable or broken
 └── RunError                    raised inside a run; recorded on the node, never shown as a traceback
     ├── LoopBoundExceeded       a loop went past its declared bound
-    └── FanInConflict           parallel stages wrote one key that has no reducer
+    ├── FanInConflict           parallel stages wrote one key that has no reducer
+    ├── EffectInDoubt           a side effect started but its result was never recorded
+    └── OperationFailed         a harness operation failed; carries its failure phase
 ```
 
 Each class carries ``exit_code`` and ``http_status`` so the CLI and the API map errors the
@@ -26,16 +32,22 @@ same way.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyDecided",
+    "AnswerInvalid",
     "ConfigError",
     "ConflictError",
+    "EffectInDoubt",
     "FanInConflict",
+    "HarnessNotReady",
     "InputError",
     "InvalidTransition",
     "LeaseHeld",
     "LoopBoundExceeded",
+    "OperationFailed",
     "RunError",
     "RunNotFound",
     "StageNotFound",
+    "StaleDecision",
     "StagelineError",
     "StorageError",
     "TemplateChanged",
@@ -105,6 +117,10 @@ class RunNotFound(UsageError):
         super().__init__(f"no run with id {run_id!r} (see `stageline runs`)")
 
 
+class HarnessNotReady(UsageError):
+    """A harness cannot run here: its binary, a required variable or its model is missing."""
+
+
 class ConflictError(StagelineError):
     """The request clashes with the run's current state."""
 
@@ -140,6 +156,20 @@ class InvalidTransition(ConflictError):
     """The run is not in a state that allows this action."""
 
 
+class StaleDecision(ConflictError):
+    """A decision made for another attempt of the run, or for a state that has changed since."""
+
+
+class AlreadyDecided(ConflictError):
+    """Someone else decided this gate, or answered this question, first: theirs stands."""
+
+    exit_code = 5
+
+
+class AnswerInvalid(UsageError):
+    """An answer does not fit its question; nothing was recorded."""
+
+
 class StorageError(StagelineError):
     """The database is unreachable, or setting it up failed."""
 
@@ -168,3 +198,30 @@ class FanInConflict(RunError):
     """Parallel stages wrote one state key that has no reducer."""
 
     failure_phase = "fan_in"
+
+
+class OperationFailed(RunError):
+    """A harness operation failed in a named phase; the message is its one-line summary."""
+
+    def __init__(self, summary: str, failure_phase: str = "internal_error") -> None:
+        self.summary = summary
+        self.failure_phase = failure_phase
+        super().__init__(summary, failure_phase)
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+class EffectInDoubt(RunError):
+    """A side effect started in an earlier execution but its result was never recorded."""
+
+    failure_phase = "effect_in_doubt"
+
+    def __init__(self, run_id: str, node: str, key: str, started_at: str) -> None:
+        self.run_id, self.node, self.key = run_id, node, key
+        super().__init__(
+            f"effect {key!r} of node {node!r} started at {started_at} but its result was never "
+            "recorded (the process stopped in between), so it may or may not have happened; "
+            f"check by hand, then `stageline effect {run_id} {node} {key} --done` (it happened) "
+            "or `--redo` (run it again), and retry the run"
+        )

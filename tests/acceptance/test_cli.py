@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-BLOG_NODES = ["research", "outline", "draft", "critic_a", "critic_b", "aggregate", "publish"]
+BLOG_NODES = ["research", "outline", "draft", "critic_a", "critic_b", "aggregate", "editor_approval",
+              "publish"]
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -79,8 +80,15 @@ def _ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[s
     return done
 
 
+def _waiting(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
+    return done
+
+
 def _start_blog(cli: Cli) -> str:
-    _ok(cli("run", "blog_post", "-i", "topic=durable pipelines", "--run-id", "blog1"))
+    """A blog_post run, approved at the editor's gate, finished."""
+    _waiting(cli("run", "blog_post", "-i", "topic=durable pipelines", "--run-id", "blog1"))
+    _ok(cli("approve", "blog1", "--note", "fine", "--as", "ed"))
     return "blog1"
 
 
@@ -93,15 +101,20 @@ def _error_line(done: subprocess.CompletedProcess[str], code: int) -> str:
 
 
 def test_run_blog_post_shows_progress_and_writes_the_post(cli: Cli, tmp_path: Path) -> None:
-    done = _ok(cli("run", "blog_post", "-i", "topic=durable pipelines"))
-    out = done.stdout
-    for node in BLOG_NODES:
+    out = _waiting(cli("run", "blog_post", "-i", "topic=durable pipelines")).stdout
+    for node in BLOG_NODES[:-2]:
         assert f"▶ {node}" in out, out
         assert f"✔ {node} " in out, out
     assert out.index("▶ research") < out.index("✔ research") < out.index("▶ outline")
-    result = [line for line in out.splitlines() if "succeeded" in line and "run " in line]
+    assert "⏸ editor_approval is waiting for a person" in out
+    result = [line for line in out.splitlines() if "waiting" in line and "run " in line]
     assert result, out
     run_id = result[-1].split("run ", 1)[1].split()[0]
+    assert f"stageline approve {run_id}" in out
+    out = _ok(cli("approve", run_id)).stdout
+    for node in BLOG_NODES[-2:]:
+        assert f"✔ {node} " in out, out
+    assert "succeeded" in out
     posts = list((tmp_path / "home" / "runs").glob("*/post.md"))
     assert [p.parent.name for p in posts] == [run_id]
     assert "Durable pipelines" in posts[0].read_text()
@@ -116,6 +129,8 @@ def test_read_commands_print_json_only(cli: Cli) -> None:
     assert shown["run"]["run_id"] == run_id
     assert shown["run"]["status"] == "succeeded"
     assert [r["node"] for r in shown["records"]] == BLOG_NODES
+    [decided] = shown["decisions"]
+    assert (decided["decision"], decided["actor"], decided["status"]) == ("approve", "ed", "applied")
     assert all(isinstance(r["duration"], float) and r["duration"] >= 0 for r in shown["records"])
     assert shown["state"]["post_path"].endswith("post.md")
 
@@ -193,7 +208,7 @@ def test_malformed_inputs_exit_2_naming_the_argument(
 
 def test_inputs_from_a_file_and_json_values(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "inputs.yaml").write_text("topic: from the file\naudience: nobody\n")
-    _ok(
+    _waiting(
         cli(
             "run",
             "blog_post",
@@ -272,7 +287,8 @@ def test_detached_blog_post_finishes(cli: Cli, tmp_path: Path) -> None:
     while status in ("queued", "running") and time.monotonic() < deadline:
         assert "error:" not in worker_log.read_text(), worker_log.read_text()
         status = json.loads(_ok(cli("show", "bg2", "--json")).stdout)["run"]["status"]
-    assert status == "succeeded"
+    assert status == "waiting"  # at the editor's gate
+    _ok(cli("approve", "bg2"))
     assert (tmp_path / "home" / "runs" / "bg2" / "post.md").is_file()
 
 

@@ -10,23 +10,26 @@ from typing import Annotated
 
 import typer
 
-from stageline.cli._codes import EPILOG, EXIT_INTERRUPTED, exit_code_for
+from stageline.cli._codes import EPILOG
+from stageline.cli._db import db_app, use_memory
 from stageline.cli._detach import spawn_resume
-from stageline.cli._inputs import parse_inputs
+from stageline.cli._foreground import advance_in_foreground
+from stageline.cli._harness import transcript
+from stageline.cli._human import COMMANDS as HUMAN_COMMANDS
+from stageline.cli._inputs import parse_deadlines, parse_inputs
 from stageline.cli._render import (
-    ProgressSink,
     console,
     event_line,
     print_json,
     print_json_line,
     records_table,
-    result_lines,
     run_header,
     runs_table,
     templates_table,
 )
+from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
 from stageline.config import load_settings
-from stageline.ledger import EventCategory, RunStatus
+from stageline.ledger import EventCategory, RunStatus, WaitKind
 from stageline.runner import Runner, RunSummary, new_run_id
 from stageline.templates import list_templates, load_template
 
@@ -102,21 +105,7 @@ def graph(
 
 def _advance(run_id: str, action: Callable[[Runner], Awaitable[RunSummary]]) -> None:
     """Advance one run in the foreground with live progress; exit with its outcome."""
-    out = console()
-    began = time.monotonic()
-
-    async def advance() -> RunSummary:
-        async with Runner.open(sinks=(ProgressSink(out),)) as runner:
-            return await action(runner)
-
-    try:
-        summary = asyncio.run(advance())
-    except KeyboardInterrupt:
-        typer.echo(f"interrupted; continue run {run_id} with `stageline resume {run_id}`", err=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    for line in result_lines(summary.run, summary.state, time.monotonic() - began):
-        out.print(line)
-    raise typer.Exit(exit_code_for(summary.status))
+    advance_in_foreground(run_id, action)
 
 
 @app.command()
@@ -148,19 +137,41 @@ def run(
     detach: Annotated[
         bool, typer.Option("--detach", help="Queue the run and advance it in the background.")
     ] = False,
+    deadline: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--deadline",
+            metavar="NODE=DURATION",
+            help="This run's deadline for a gate or question node, e.g. review=2h. Repeatable.",
+        ),
+    ] = None,
+    ephemeral: Annotated[
+        bool,
+        typer.Option("--ephemeral", envvar="STAGELINE_EPHEMERAL",
+                     help="Keep the run in memory only, on purpose: nothing of it survives."),
+    ] = False,
 ) -> None:
-    """Start a run of TEMPLATE and follow it to its end (or queue it with --detach)."""
+    """Start a run of TEMPLATE and follow it to its end (or queue it with --detach).
+
+    A run that reaches a gate or a question waits for a person and exits 3, saying how to
+    decide (`stageline approve`, `reject`, `changes`, `answer`).
+    """
     values = parse_inputs(inputs or (), input_file)
+    deadlines = parse_deadlines(deadline or ())
     rid = run_id or new_run_id()
+    if ephemeral:
+        use_memory(detach=detach)
     if detach:
-        asyncio.run(_detach(template, values, rid))
+        asyncio.run(_detach(template, values, rid, deadlines))
         return
-    _advance(rid, lambda runner: runner.start(template, values, run_id=rid))
+    _advance(rid, lambda runner: runner.start(template, values, run_id=rid, deadlines=deadlines))
 
 
-async def _detach(template: str, values: dict[str, object], run_id: str) -> None:
+async def _detach(
+    template: str, values: dict[str, object], run_id: str, deadlines: dict[str, str]
+) -> None:
     async with Runner.open() as runner:
-        queued = await runner.create(template, values, run_id=run_id)
+        queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines)
         log = runner.settings.run_dir(queued.run_id) / "worker.log"
     pid = spawn_resume(queued.run_id, log)
     out = console()
@@ -242,7 +253,7 @@ async def _runs(status: RunStatus | None, template: str | None, limit: int, as_j
 
 @app.command()
 def show(run_id: RunArg, as_json: JsonFlag = False) -> None:
-    """Show a run: its header and one record per node attempt."""
+    """Show a run: its header, one record per node attempt, its decisions and questions."""
     asyncio.run(_show(run_id, as_json))
 
 
@@ -262,6 +273,19 @@ async def _show(run_id: str, as_json: bool) -> None:
     outputs = {k: v for k, v in summary.state.items() if k.endswith("_path") and v}
     for key, value in outputs.items():
         out.print(f"{key}: {value}")
+    gates = [w for w in summary.waits if w.kind is WaitKind.GATE]
+    if gates:
+        out.print()
+        out.print("decisions")
+        out.print(decisions_table(gates))
+    questions = [w for w in summary.waits if w.kind is WaitKind.QUESTION]
+    if questions:
+        out.print()
+        out.print("questions and answers")
+        for line in qa_lines(questions):
+            out.print(line)
+    for line in waiting_lines(run_id, summary.waiting):
+        out.print(line)
 
 
 @app.command()
@@ -322,3 +346,11 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
             await asyncio.sleep(FOLLOW_POLL)
     if as_json and not follow:
         print_json(collected)
+
+
+app.command()(transcript)
+
+for _command in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sweep, effect
+    app.command()(_command)
+
+app.add_typer(db_app, name="db")

@@ -7,6 +7,7 @@ from stageline.ledger import RunStatus
 __all__ = [
     "EPILOG",
     "EXIT_CONFLICT",
+    "EXIT_DECIDED",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -27,6 +28,8 @@ EXIT_WAITING = 3
 """The run is waiting for a person (a gate or a question)."""
 EXIT_CONFLICT = 4
 """The request clashes with the run's state (``LeaseHeld``, ``TemplateChanged``, ...)."""
+EXIT_DECIDED = 5
+"""Someone else decided the gate or answered the question first (``AlreadyDecided``)."""
 EXIT_STORAGE = 6
 """The database is unreachable or broken (``StorageError``)."""
 EXIT_INTERNAL = 70
@@ -56,7 +59,9 @@ Exit codes:
   {EXIT_USAGE}    usage or input error: bad arguments, unknown template or run, invalid template
   {EXIT_WAITING}    the run is waiting for a person (a gate or a question)
   {EXIT_CONFLICT}    conflict: another process holds the run, the template changed, or the
-       run's status does not allow this
+       run's status does not allow this, or a decision is stale
+  {EXIT_DECIDED}    already decided: someone else decided the gate or answered the question
+       first; theirs stands and yours was not recorded
   {EXIT_STORAGE}    storage error: the database is unreachable or broken
   {EXIT_INTERNAL}   internal error (rerun with STAGELINE_DEBUG=1 for the traceback)
   {EXIT_INTERRUPTED}  interrupted

@@ -12,31 +12,37 @@ import yaml
 
 from stageline.errors import InputError
 
-__all__ = ["parse_assignment", "parse_inputs", "read_input_file"]
+__all__ = [
+    "parse_answers",
+    "parse_assignment",
+    "parse_deadlines",
+    "parse_inputs",
+    "read_input_file",
+]
 
 
-def parse_assignment(raw: str) -> tuple[str, Any]:
+def parse_assignment(raw: str, flag: str = "-i") -> tuple[str, Any]:
     """``key=value`` (a string) or ``key:=<json>`` (parsed as JSON)."""
     key, sep, value = raw.partition("=")
     if not sep:
-        raise InputError(f"-i {raw!r}: expected key=value (a string) or key:=<json>")
+        raise InputError(f"{flag} {raw!r}: expected key=value (a string) or key:=<json>")
     as_json = key.endswith(":")
     if as_json:
         key = key[:-1]
     key = key.strip()
     if not key:
-        raise InputError(f"-i {raw!r}: the key before '=' is empty")
+        raise InputError(f"{flag} {raw!r}: the key before '=' is empty")
     if not as_json:
         return key, value
     try:
         return key, json.loads(value)
     except json.JSONDecodeError as exc:
-        raise InputError(f"-i {raw!r}: the value after ':=' is not JSON ({exc})") from exc
+        raise InputError(f"{flag} {raw!r}: the value after ':=' is not JSON ({exc})") from exc
 
 
-def read_input_file(name: str) -> dict[str, Any]:
+def read_input_file(name: str, flag: str = "--input-file") -> dict[str, Any]:
     """A JSON or YAML mapping from a file (``-`` reads standard input)."""
-    label = f"--input-file {name}"
+    label = f"{flag} {name}"
     try:
         text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -54,7 +60,7 @@ def read_input_file(name: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-        raise InputError(f"{label}: must hold a mapping of input names to values")
+        raise InputError(f"{label}: must hold a mapping of names to values")
     return data
 
 
@@ -65,3 +71,23 @@ def parse_inputs(assignments: Iterable[str], input_file: str | None = None) -> d
         key, value = parse_assignment(raw)
         inputs[key] = value
     return inputs
+
+
+def parse_answers(assignments: Iterable[str], answer_file: str | None = None) -> dict[str, Any]:
+    """Answers by question id: the file's mapping first, then each ``-a id=value`` over it."""
+    answers = read_input_file(answer_file, "--answer-file") if answer_file else {}
+    for raw in assignments:
+        key, value = parse_assignment(raw, "-a")
+        answers[key] = value
+    return answers
+
+
+def parse_deadlines(assignments: Iterable[str]) -> dict[str, str]:
+    """``--deadline node=duration`` options as a mapping (durations are checked by the runner)."""
+    out: dict[str, str] = {}
+    for raw in assignments:
+        node, sep, duration = raw.partition("=")
+        if not sep or not node.strip() or not duration.strip():
+            raise InputError(f"--deadline {raw!r}: expected NODE=DURATION, e.g. review=2h")
+        out[node.strip()] = duration.strip()
+    return out

@@ -142,6 +142,10 @@ def _progress(event: Event) -> Text | None:
         )
     if event.kind == "node.waiting":
         return Text.assemble(("⏸ ", "yellow"), node, " is waiting for a person")
+    if event.kind in ("gate.decided", "question.answered"):
+        return Text.assemble(("➜ ", "cyan"), event.message)
+    if event.kind.endswith(".rolled_back") or event.kind.endswith(".refused"):
+        return Text(event.message, style="yellow")
     if event.kind == "run.drained":
         return Text(f"run stopped between steps: {event.message}", style="yellow")
     return None

@@ -1,39 +1,43 @@
-"""Events after the ledger: a bus that hands committed events to sinks."""
+"""Events after the ledger: a bus that hands committed events to sinks.
+
+The ledger numbers each run's events (``seq`` 1, 2, 3... with no gap) and commits them; then
+its publisher calls ``EventBus.publish``. From there each event is redacted once and goes to
+inline sinks (``Sink.emit``: the terminal, a test's recording) and to queued ones
+(``AsyncSink.deliver``: webhooks, OpenTelemetry), each behind its own bounded queue, filter and
+retry policy. Sinks come from code or from ``[[sinks]]`` in stageline.toml
+(``EventBus.configured``); new types are added with ``register_sink_type``.
+"""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
-from typing import Any, Protocol
+from stageline.events._bus import CLOSE_TIMEOUT, EventBus, Sink, SinkSpec
+from stageline.events._config import SinkFactory, SinkOptions, build_sinks, register_sink_type
+from stageline.events._console import ConsoleSink
+from stageline.events._delivery import AsyncSink, DeliveryError, DeliveryPolicy, DeliveryStats
+from stageline.events._filters import LEVELS, EventFilter
+from stageline.events._otel import OtelSink
+from stageline.events._redact import Redactor
+from stageline.events._webhook import WebhookSink, sign_payload, verify_signature
 
-from stageline.ledger.records import Event
-
-__all__ = ["EventBus", "Sink"]
-
-_log = logging.getLogger("stageline.events")
-
-
-class Sink(Protocol):
-    """Somewhere events go besides the ledger; it must never raise into a run."""
-
-    def emit(self, event: Event, **future_kwargs: Any) -> None: ...
-
-
-class EventBus:
-    """Publishes committed events to sinks; a failing sink is logged and counted, never raised."""
-
-    def __init__(self, sinks: Iterable[Sink] = ()) -> None:
-        self.sinks: list[Sink] = list(sinks)
-        self.failures = 0
-
-    def add(self, sink: Sink) -> None:
-        self.sinks.append(sink)
-
-    def publish(self, events: list[Event]) -> None:
-        for event in events:
-            for sink in self.sinks:
-                try:
-                    sink.emit(event)
-                except Exception:
-                    self.failures += 1
-                    _log.debug("sink %r failed on %s", sink, event.kind, exc_info=True)
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "LEVELS",
+    "AsyncSink",
+    "ConsoleSink",
+    "DeliveryError",
+    "DeliveryPolicy",
+    "DeliveryStats",
+    "EventBus",
+    "EventFilter",
+    "OtelSink",
+    "Redactor",
+    "Sink",
+    "SinkFactory",
+    "SinkOptions",
+    "SinkSpec",
+    "WebhookSink",
+    "build_sinks",
+    "register_sink_type",
+    "sign_payload",
+    "verify_signature",
+]

@@ -9,12 +9,24 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from stageline.errors import ConfigError
+from stageline.ledger._admin import CopyReport, UpgradeReport, copy_database, upgrade_database
 from stageline.ledger._base import LedgerStore, Publisher, holder_is_dead, this_holder
+from stageline.ledger._human import (
+    Effect,
+    EffectStatus,
+    Wait,
+    WaitKind,
+    WaitStatus,
+    already_decided,
+)
 from stageline.ledger._memory import MemoryLedger
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
 __all__ = [
     "Backend",
+    "CopyReport",
+    "Effect",
+    "EffectStatus",
     "Event",
     "EventCategory",
     "LedgerStore",
@@ -24,10 +36,17 @@ __all__ = [
     "Publisher",
     "Run",
     "RunStatus",
+    "UpgradeReport",
+    "Wait",
+    "WaitKind",
+    "WaitStatus",
+    "already_decided",
+    "copy_database",
     "holder_is_dead",
     "mask_url",
     "open_backend",
     "this_holder",
+    "upgrade_database",
 ]
 
 
@@ -56,7 +75,16 @@ def mask_url(url: str) -> str:
 
 
 async def open_backend(url: str, serde: SerializerProtocol) -> Backend:
-    """The backend named by ``url``: ``sqlite:///PATH`` or ``memory://``."""
+    """The backend named by ``url``: ``sqlite:///PATH``, ``postgresql://...`` or ``memory://``.
+
+    A database that cannot be reached or set up raises ``StorageError``; nothing falls back to
+    memory, which would throw durability away without a word.
+    """
+    if url.startswith("postgres"):
+        from stageline.ledger._postgres import open_postgres
+
+        pg_ledger, pg_saver, close = await open_postgres(url, serde, masked=mask_url(url))
+        return Backend(ledger=pg_ledger, saver=pg_saver, _closer=close)
     if url.startswith("sqlite"):
         from stageline.ledger._sqlite import open_sqlite
 
@@ -68,5 +96,6 @@ async def open_backend(url: str, serde: SerializerProtocol) -> Backend:
         mem, mem_saver = open_memory(serde)
         return Backend(ledger=mem, saver=mem_saver)
     raise ConfigError(
-        f"unsupported database URL {mask_url(url)!r}; use sqlite:///PATH or memory://"
+        f"unsupported database URL {mask_url(url)!r}; "
+        "use sqlite:///PATH, postgresql://USER:PASSWORD@HOST:PORT/DB or memory://"
     )

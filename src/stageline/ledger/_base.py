@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from stageline.ledger._human import Effect, Wait, WaitStatus
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["LedgerStore", "Publisher", "holder_is_dead", "this_holder"]
@@ -72,3 +73,44 @@ class LedgerStore(Protocol):
         self, run_id: str, *, after: int = 0, categories: Iterable[str] | None = None
     ) -> list[Event]: ...
     async def delete_run(self, run_id: str) -> None: ...
+
+    # -- gates and questions (waits) --------------------------------------------------------
+    async def open_waits(
+        self, run_id: str, asked: Sequence[Wait], *, events: Iterable[Event] = ()
+    ) -> list[Wait]: ...
+    async def decide_wait(
+        self,
+        run_id: str,
+        wait_id: str,
+        round: int,
+        *,
+        response: Mapping[str, Any],
+        actor: str | None,
+        note: str | None = None,
+        events: Iterable[Event] = (),
+    ) -> Wait: ...
+    async def settle_wait(
+        self,
+        run_id: str,
+        wait_id: str,
+        round: int,
+        status: WaitStatus,
+        *,
+        reason: str | None = None,
+        expect: Iterable[WaitStatus] = ...,
+        reopen: bool = False,
+        events: Iterable[Event] = (),
+    ) -> Wait | None: ...
+    async def advance_policy(
+        self, run_id: str, wait_id: str, round: int, *, step: int, events: Iterable[Event] = ()
+    ) -> bool: ...
+    async def close_waits(self, run_id: str, reason: str) -> int: ...
+    async def waits(self, run_id: str) -> list[Wait]: ...
+    async def pending_waits(self, *, run_id: str | None = None) -> list[Wait]: ...
+
+    # -- the side-effect journal ------------------------------------------------------------
+    async def begin_effect(self, effect: Effect) -> bool: ...
+    async def finish_effect(self, run_id: str, node: str, key: str, result: Any) -> None: ...
+    async def get_effect(self, run_id: str, node: str, key: str) -> Effect | None: ...
+    async def forget_effect(self, run_id: str, node: str, key: str) -> bool: ...
+    async def effects(self, run_id: str) -> list[Effect]: ...

@@ -12,12 +12,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger:
+class MemoryLedger(HumanMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -163,6 +164,7 @@ class MemoryLedger:
         self._events.pop(run_id, None)
         for key in [k for k in self._nodes if k[0] == run_id]:
             del self._nodes[key]
+        self._forget_run(run_id)
 
 
 def open_memory(serde: SerializerProtocol) -> tuple[MemoryLedger, InMemorySaver]:

@@ -17,7 +17,16 @@ from sqlalchemy import (
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.schema import CreateIndex, CreateTable, Index
 
-__all__ = ["MIGRATIONS", "events", "metadata", "node_records", "runs", "schema_version"]
+__all__ = [
+    "MIGRATIONS",
+    "effects",
+    "events",
+    "metadata",
+    "node_records",
+    "runs",
+    "schema_version",
+    "waits",
+]
 
 metadata = MetaData()
 
@@ -85,6 +94,52 @@ _indexes = [
     Index("ix_stageline_runs_template", runs.c.template, runs.c.created_at),
 ]
 
+# -- migration 2: gates, questions and the side-effect journal ---------------------------------
+
+waits = Table(
+    "stageline_waits",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("wait_id", String(200), primary_key=True),
+    Column("round", Integer, primary_key=True),
+    Column("kind", String(20), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("interrupt_id", String(100), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("requested_at", Float, nullable=False),
+    Column("deadline_at", Float),
+    Column("policy", Text, nullable=False),
+    Column("policy_step", Integer, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("response", Text),
+    Column("actor", String(200)),
+    Column("note", Text),
+    Column("decided_at", Float),
+    Column("settled_at", Float),
+    Column("reason", Text),
+)
+"""Gate decisions and question sets: one row per round; a round is decided at most once."""
+
+effects = Table(
+    "stageline_effects",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("key", String(300), primary_key=True),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("result", Text),
+    Column("started_at", Float, nullable=False),
+    Column("finished_at", Float),
+)
+"""The side-effect journal: what ``ctx.effect`` ran, at most once per (run, node, key)."""
+
+_indexes_v2 = [
+    Index("ix_stageline_waits_status", waits.c.status, waits.c.requested_at),
+]
+
 
 def _v1(dialect: Dialect) -> list[str]:
     ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
@@ -93,5 +148,12 @@ def _v1(dialect: Dialect) -> list[str]:
     return ddl
 
 
-MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1,)
+def _v2(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+           for t in (waits, effects)]
+    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v2]
+    return ddl
+
+
+MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2)
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

@@ -32,7 +32,16 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
-from stageline.ledger._schema import MIGRATIONS, events, node_records, runs, schema_version
+from stageline.ledger._schema import (
+    MIGRATIONS,
+    effects,
+    events,
+    node_records,
+    runs,
+    schema_version,
+    waits,
+)
+from stageline.ledger._sql_human import HumanSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["Executor", "SqlLedger"]
@@ -60,7 +69,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger:
+class SqlLedger(HumanSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -487,7 +496,8 @@ def _ddl(table: Any, dialect: Dialect) -> list[str]:
 _INSERT_VERSION = insert(schema_version)
 _INSERT_EVENTS = insert(events)
 _DELETE_RUN = tuple(
-    delete(t).where(t.c.run_id == bindparam("run_id")) for t in (events, node_records, runs)
+    delete(t).where(t.c.run_id == bindparam("run_id"))
+    for t in (events, node_records, waits, effects, runs)
 )
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))

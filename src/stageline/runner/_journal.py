@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from stageline.ledger import Event, EventCategory, LedgerStore, NodeRecord, NodeStatus
+from stageline.errors import EffectInDoubt
+from stageline.ledger import (
+    Effect,
+    EffectStatus,
+    Event,
+    EventCategory,
+    LedgerStore,
+    NodeRecord,
+    NodeStatus,
+)
 
 __all__ = ["LedgerJournal"]
 
@@ -80,9 +91,47 @@ class LedgerJournal:
         )
 
     def node_event(
-        self, *, node: str, kind: str, level: str, message: str, data: Mapping[str, Any]
+        self,
+        *,
+        node: str,
+        kind: str,
+        level: str,
+        message: str,
+        data: Mapping[str, Any],
+        category: str = "log",
     ) -> None:
         self._ledger.stage_event(
             Event(run_id=self.run_id, kind=kind, node=node, level=level, message=message,
-                  category=EventCategory.LOG, data=dict(data))
+                  category=EventCategory(category), data=dict(data))
         )
+
+    async def effect(
+        self, *, node: str, key: str, fn: Callable[[], Any], idempotent: bool = False
+    ) -> Any:
+        """The side-effect journal: ``fn`` runs at most once per (run, node, key)."""
+        found = await self._ledger.get_effect(self.run_id, node, key)
+        if found is None and not await self._ledger.begin_effect(
+            Effect(run_id=self.run_id, node=node, key=key, attempt=self.attempt)
+        ):
+            found = await self._ledger.get_effect(self.run_id, node, key)
+        if found is not None:
+            if found.status is EffectStatus.DONE:
+                return found.result
+            if not idempotent:
+                raise EffectInDoubt(self.run_id, node, key, time.strftime(
+                    "%Y-%m-%d %H:%M:%S", time.localtime(found.started_at)))
+        try:
+            result = fn()
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception:
+            # It said it failed: nothing to keep, and a retry may run it again.
+            await self._ledger.forget_effect(self.run_id, node, key)
+            raise
+        kept = json.loads(json.dumps(result, default=str))
+        await self._ledger.finish_effect(self.run_id, node, key, kept)
+        self._ledger.stage_event(
+            Event(run_id=self.run_id, kind="effect.done", node=node, category=EventCategory.LOG,
+                  level="debug", message=key, data={"key": key, "attempt": self.attempt})
+        )
+        return kept

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextlib
+import dataclasses
 import logging
 import time
 import typing
-import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.errors import GraphDrained, InvalidUpdateError, NodeTimeoutError
+from langgraph.errors import GraphDrained, InvalidUpdateError
 from langgraph.runtime import RunControl
 
 from stageline.checkpoints import checkpoint_serde, ensure_checkpointable
@@ -22,7 +20,6 @@ from stageline.config import Settings, load_settings
 from stageline.errors import (
     InputError,
     InvalidTransition,
-    LeaseHeld,
     StagelineError,
     TemplateChanged,
 )
@@ -30,51 +27,38 @@ from stageline.events import EventBus, Sink
 from stageline.ledger import (
     Backend,
     Event,
-    EventCategory,
-    NodeRecord,
     Run,
     RunStatus,
     open_backend,
     this_holder,
 )
 from stageline.llm import ChatModel, chat_model
+from stageline.runner._human import HumanMixin
 from stageline.runner._journal import LedgerJournal
-from stageline.stages import LOOPS_KEY, RunContext
+from stageline.runner._outcome import finish_run
+from stageline.runner._support import (
+    RECURSION_LIMIT,
+    RunSummary,
+    _config,
+    _public_state,
+    _schema_keys,
+    _stable_ref,
+    new_run_id,
+)
+from stageline.runner._waits import (
+    DEADLINES_INPUT,
+    graph_inputs,
+    settle_waits,
+    with_deadlines,
+)
+from stageline.stages import RESERVED_KEYS, RunContext
 from stageline.templates import Template, load_template
 
-__all__ = ["RunSummary", "Runner"]
+__all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 _log = logging.getLogger("stageline.runner")
 
-RECURSION_LIMIT = 10_000
-"""Declared loop bounds stop cycles; LangGraph's step limit only backs them up."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSummary:
-    """What a run did: its ledger row, per-node records and its latest state."""
-
-    run: Run
-    records: list[NodeRecord]
-    state: dict[str, Any]
-
-    @property
-    def status(self) -> RunStatus:
-        return self.run.status
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run": self.run.to_dict(),
-            "records": [r.to_dict() for r in self.records],
-            "state": self.state,
-        }
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:12]
-
-
-class Runner:
+class Runner(HumanMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
     def __init__(
@@ -107,11 +91,15 @@ class Runner:
     ) -> AsyncIterator[Runner]:
         """A runner over the configured database, closed on exit."""
         settings = settings or load_settings()
+        bus = EventBus.configured(settings.sinks, sinks)  # [[sinks]] of stageline.toml, then these
         backend = await open_backend(settings.database_url, checkpoint_serde(extra_types))
         try:
-            yield cls(settings, backend, bus=EventBus(sinks), model=model)
+            yield cls(settings, backend, bus=bus, model=model)
         finally:
-            await backend.aclose()
+            try:
+                await backend.aclose()
+            finally:  # after the ledger's last flush has published; bounded, whatever the sinks do
+                await bus.aclose(timeout=5.0)
 
     @property
     def model(self) -> ChatModel:
@@ -153,8 +141,8 @@ class Runner:
                 f"unknown input {unknown[0]!r} for template {template.name!r}; "
                 f"its state keys are: {', '.join(sorted(hints))}"
             )
-        if LOOPS_KEY in inputs:
-            raise InputError(f"{LOOPS_KEY!r} is reserved for stageline")
+        if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
+            raise InputError(f"{reserved[0]!r} is reserved for stageline")
         serde = self._saver(template).serde
         for key, value in inputs.items():
             why = ensure_checkpointable(serde, value)  # type: ignore[arg-type]
@@ -167,15 +155,21 @@ class Runner:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def create(
-        self, template: str | Template, inputs: Mapping[str, Any], *, run_id: str | None = None
+        self,
+        template: str | Template,
+        inputs: Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        deadlines: Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
         made = self.load(template)
         self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         run = Run(
-            run_id=run_id or new_run_id(), template=_stable_ref(ref), template_version=made.full_version,
-            status=RunStatus.QUEUED, inputs=dict(inputs),
+            run_id=run_id or new_run_id(), template=_stable_ref(ref),
+            template_version=made.full_version, status=RunStatus.QUEUED,
+            inputs=with_deadlines(made, inputs, deadlines),
         )
         return await self.ledger.create_run(
             run,
@@ -190,8 +184,13 @@ class Runner:
         *,
         services: Mapping[str, Any] | None = None,
         run_id: str | None = None,
+        deadlines: Mapping[str, Any] | None = None,
     ) -> RunSummary:
-        """Create a run and advance it until it ends or waits."""
+        """Create a run and advance it until it ends or waits.
+
+        ``deadlines`` overrides the template's deadlines for this run: gate or question node
+        name -> seconds (or ``"2h"``, ``"1d"``...).
+        """
         made = self.load(template)
         self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
@@ -201,7 +200,8 @@ class Runner:
         run = await self.ledger.create_run(
             Run(
                 run_id=run_id, template=_stable_ref(ref), template_version=made.full_version,
-                status=RunStatus.RUNNING, inputs=dict(inputs), lease_holder=holder,
+                status=RunStatus.RUNNING, inputs=with_deadlines(made, inputs, deadlines),
+                lease_holder=holder,
                 lease_expires_at=time.time() + self.settings.lease_ttl,
             ),
             events=[Event(run_id=run_id, kind="run.started",
@@ -221,8 +221,8 @@ class Runner:
         if run.status.terminal:
             raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
         made = self._checked_template(run, force)
-        payload = None if run.status is not RunStatus.QUEUED or await self._has_checkpoint(made, run_id) \
-            else dict(run.inputs)
+        queued = run.status is RunStatus.QUEUED and not await self._has_checkpoint(made, run_id)
+        payload = graph_inputs(run.inputs) if queued else None
         return await self._advance(
             run, made, payload, services or {}, holder=await self._claim(run, made, "run.resumed")
         )
@@ -233,9 +233,10 @@ class Runner:
         """Re-run a failed run's failed node from the checkpoint, as attempt + 1."""
         run = await self.ledger.get_run(run_id)
         if run.status is not RunStatus.FAILED:
-            raise InvalidTransition(f"run {run_id} is {run.status}; only a failed run can be retried")
+            raise InvalidTransition(
+                f"run {run_id} is {run.status}; only a failed run can be retried")
         made = self._checked_template(run, force)
-        payload = None if await self._has_checkpoint(made, run_id) else dict(run.inputs)
+        payload = None if await self._has_checkpoint(made, run_id) else graph_inputs(run.inputs)
         holder = await self._claim(run, made, "run.retried", attempt=run.attempt + 1)
         return await self._advance(
             dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services or {},
@@ -250,11 +251,14 @@ class Runner:
         lease_live = run.lease_holder is not None and (run.lease_expires_at or 0) > time.time()
         if run.status is RunStatus.RUNNING and lease_live:
             return await self.ledger.request_cancel(run_id)
-        return await self.ledger.transition(
+        cancelled = await self.ledger.transition(
             run_id, RunStatus.CANCELLED, finished_at=time.time(),
             expect=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED],
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )
+        if run.status is RunStatus.WAITING:
+            await self.ledger.close_waits(run_id, "the run was cancelled")
+        return cancelled
 
     async def status(self, run_id: str) -> RunSummary:
         """The run as recorded, with its latest checkpointed state."""
@@ -262,7 +266,8 @@ class Runner:
         state: dict[str, Any] = {}
         with contextlib.suppress(StagelineError):
             state = await self._state(self.load(run.template), run_id)
-        return RunSummary(run=run, records=await self.ledger.node_records(run_id), state=state)
+        return RunSummary(run=run, records=await self.ledger.node_records(run_id), state=state,
+                          waits=await self.ledger.waits(run_id))
 
     def _checked_template(self, run: Run, force: bool) -> Template:
         made = self.load(run.template)
@@ -290,7 +295,9 @@ class Runner:
 
     # -- advancing --------------------------------------------------------------------------
 
-    async def _claim(self, run: Run, template: Template, kind: str, *, attempt: int | None = None) -> str:
+    async def _claim(
+        self, run: Run, template: Template, kind: str, *, attempt: int | None = None
+    ) -> str:
         """Take the run's lease and mark it running; returns the lease holder's name."""
         holder = this_holder()  # one per advance: a second advance in this process is refused too
         await self.ledger.acquire_lease(run.run_id, holder, self.settings.lease_ttl)
@@ -335,13 +342,17 @@ class Runner:
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
             )
             keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
+            interrupts: list[Any] = []
             try:
-                outcome, state = await self._drive(template, run_id, payload, context, control)
+                outcome, state = await self._drive(template, run_id, payload, context, control,
+                                                   interrupts)
             finally:
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await keeper
-            finished = await self._finish(run_id, outcome, journal)
+            settled = await settle_waits(self.ledger, self._saver(template), template, run,
+                                         outcome, interrupts)
+            finished = await finish_run(self.ledger, run_id, outcome, journal, settled)
         finally:
             if finished is None:
                 with contextlib.suppress(StagelineError):
@@ -352,13 +363,17 @@ class Runner:
             records = sorted(journal.records.values(), key=lambda r: (r.started_at, r.node))
         else:
             records = await self.ledger.node_records(run_id)
-        return RunSummary(run=finished, records=records, state=state)
+        waits = (await self.ledger.pending_waits(run_id=run_id)
+                 if finished.status is RunStatus.WAITING else [])
+        return RunSummary(run=finished, records=records, state=state, waits=waits)
 
     async def _drive(
-        self, template: Template, run_id: str, payload: Any, context: RunContext, control: RunControl
+        self, template: Template, run_id: str, payload: Any, context: RunContext,
+        control: RunControl, interrupts: list[Any],
     ) -> tuple[BaseException | str | None, dict[str, Any] | None]:
         """Run the graph. Returns the outcome (None when it ended, 'waiting', a drain reason, or
-        the error) and the latest state seen in the stream (None if it must be read back)."""
+        the error) and the latest state seen in the stream (None if it must be read back); the
+        interrupts it stopped at go into ``interrupts``."""
         graph = self._graph(template)
         state: dict[str, Any] | None = None
         waiting = False
@@ -369,6 +384,7 @@ class Runner:
             ):
                 if "__interrupt__" in chunk:
                     waiting = True
+                    interrupts.extend(chunk["__interrupt__"])
                     chunk = {k: v for k, v in chunk.items() if k != "__interrupt__"}
                 state = chunk
         except GraphDrained as drained:
@@ -378,43 +394,6 @@ class Runner:
         except Exception as exc:
             return exc, None if state is None else _public_state(state)
         return ("waiting" if waiting else None), None if state is None else _public_state(state)
-
-    async def _finish(
-        self, run_id: str, outcome: BaseException | str | None, journal: LedgerJournal
-    ) -> Run:
-        now = time.time()
-        if outcome is None:
-            return await self.ledger.transition(
-                run_id, RunStatus.SUCCEEDED, finished_at=now, release=True,
-                events=[Event(run_id=run_id, kind="run.succeeded")],
-            )
-        if outcome == "waiting":
-            return await self.ledger.transition(
-                run_id, RunStatus.WAITING, release=True, events=[Event(run_id=run_id, kind="run.waiting")]
-            )
-        if outcome == "cancel":
-            return await self.ledger.transition(
-                run_id, RunStatus.CANCELLED, finished_at=now, release=True,
-                events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
-            )
-        if isinstance(outcome, str):  # drained for shutdown: another process may resume it
-            return await self.ledger.transition(
-                run_id, RunStatus.QUEUED, release=True, events=[Event(run_id=run_id, kind="run.drained",
-                                                        message=outcome)],
-            )
-        failed = journal.last_failure
-        error, phase = _describe_failure(outcome)
-        if failed is not None:
-            error, phase = failed.error or error, failed.failure_phase or phase
-        _log.debug("run %s failed", run_id, exc_info=outcome)
-        return await self.ledger.transition(
-            run_id, RunStatus.FAILED, finished_at=now, error=error, failure_phase=phase, release=True,
-            failed_node=failed.node if failed else None,
-            events=[Event(run_id=run_id, kind="run.failed", level="critical", message=error,
-                          category=EventCategory.ERROR,
-                          node=failed.node if failed else None,
-                          data={"failure_phase": phase})],
-        )
 
     async def _keep_lease(
         self, run_id: str, holder: str, ttl: float, control: RunControl
@@ -435,44 +414,3 @@ class Runner:
             if run.cancel_requested:
                 control.request_drain("cancel")
                 return
-
-
-def _config(run_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
-
-
-def _public_state(values: Any) -> dict[str, Any]:
-    data = dict(values) if isinstance(values, Mapping) else dict(getattr(values, "__dict__", {}))
-    data.pop(LOOPS_KEY, None)
-    return data
-
-
-def _schema_keys(schema: type[Any]) -> set[str]:
-    try:
-        return set(typing.get_type_hints(schema))
-    except Exception:
-        return set(getattr(schema, "__annotations__", {}))
-
-
-def _stable_ref(ref: str) -> str:
-    """A template reference that still resolves from another working directory."""
-    from pathlib import Path
-
-    path = Path(ref)
-    if path.suffix in (".py", ".yaml", ".yml") and path.exists():
-        return str(path.resolve())
-    return ref
-
-
-def _describe_failure(exc: BaseException) -> tuple[str, str]:
-    if isinstance(exc, InvalidUpdateError):
-        return (
-            f"parallel stages wrote one state key that has no reducer: {exc}".splitlines()[0],
-            "fan_in",
-        )
-    if isinstance(exc, NodeTimeoutError):
-        return f"NodeTimeoutError: {exc}", "timeout"
-    if isinstance(exc, LeaseHeld):
-        return str(exc), "internal_error"
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}", getattr(exc, "failure_phase", "internal_error")

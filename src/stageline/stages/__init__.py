@@ -1,22 +1,46 @@
 """Stages: async callables ``(state, ctx) -> partial state`` with metadata."""
 
 from stageline.stages._context import Journal, RunContext, StageContext, StageLogger
+from stageline.stages._human import (
+    DECISIONS,
+    DEFAULT_DEADLINE,
+    GATES_KEY,
+    RESERVED_KEYS,
+    deadline_steps,
+    gate_stage,
+    parse_duration,
+    question_stage,
+    state_hash,
+)
 from stageline.stages._legacy import legacy_stage
 from stageline.stages._node import LOOPS_KEY, failure_phase, make_node, merge_loop_counts
+from stageline.stages._questions import normalize_questions, question_id, validate_answers
 from stageline.stages._stage import Stage, lookup_stage, register_stage, stage
 
 __all__ = [
+    "DECISIONS",
+    "DEFAULT_DEADLINE",
+    "GATES_KEY",
     "LOOPS_KEY",
+    "RESERVED_KEYS",
     "Journal",
     "RunContext",
     "Stage",
     "StageContext",
     "StageLogger",
+    "deadline_steps",
     "failure_phase",
+    "gate_stage",
     "legacy_stage",
     "lookup_stage",
     "make_node",
     "merge_loop_counts",
+    "normalize_questions",
+    "parse_duration",
+    "question_id",
+    "question_stage",
     "register_stage",
     "stage",
+    "state_hash",
+    "validate_answers",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,8 +36,23 @@ class Journal(Protocol):
     ) -> None: ...
 
     def node_event(
-        self, *, node: str, kind: str, level: str, message: str, data: Mapping[str, Any]
-    ) -> None: ...
+        self,
+        *,
+        node: str,
+        kind: str,
+        level: str,
+        message: str,
+        data: Mapping[str, Any],
+        category: str = "log",
+    ) -> None:
+        """Stage one event; ``category`` is an ``EventCategory`` value (harness events differ)."""
+        ...
+
+    async def effect(
+        self, *, node: str, key: str, fn: Callable[[], Any], idempotent: bool = False
+    ) -> Any:
+        """Run ``fn`` at most once per (run, node, key); its kept result on every later call."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -113,6 +128,37 @@ class StageContext:
     @property
     def log(self) -> StageLogger:
         return StageLogger(self)
+
+    async def effect(self, key: str, fn: Callable[[], Any], *, idempotent: bool = False) -> Any:
+        """Run the side effect ``fn`` at most once for this run, node and ``key``.
+
+        LangGraph re-runs an interrupted node from its start (and ``retry`` re-runs a failed
+        one), so a side effect before ``interrupt()`` would happen again. Through ``effect`` it
+        happens once: its result is kept in the ledger (as JSON) and returned on every later
+        call. One that started but never recorded its result (the process stopped in between)
+        is *in doubt*: a later call raises ``EffectInDoubt`` naming it, unless ``idempotent``
+        says running it again is harmless. ``fn`` may be sync or async; if it raises, nothing
+        is kept and a retry runs it again.
+        """
+        return await self.run.journal.effect(node=self.node, key=key, fn=fn,
+                                             idempotent=idempotent)
+
+    def ask(self, questions: Any, *, turn: int, name: str | None = None,
+            deadline: float | str | None = None, on_deadline: str | Any = "park") -> dict[str, Any]:
+        """Ask a person a question set from inside this stage and wait for the answers.
+
+        ``questions``: strings (free text) or mappings (``text``, ``id``, ``choices``,
+        ``schema``, ``default``). ``turn`` numbers the run's question sets (give each its own);
+        the set's id, ``question_id(run_id, turn)``, is the same on every replay. Returns
+        ``{turn, question_id, questions, answers, actor}``. Side effects before it belong in
+        ``effect``: LangGraph re-runs the node from its start once the answers come.
+        """
+        from stageline.stages._human import DEFAULT_DEADLINE, ask_person, deadline_steps
+        from stageline.stages._human import parse_duration as duration
+
+        return ask_person(self, questions, turn=turn, name=name,
+                          deadline=DEFAULT_DEADLINE if deadline is None else duration(deadline),
+                          on_deadline=deadline_steps(on_deadline, "question"))
 
     def metric(self, name: str, value: float) -> None:
         """Record a per-node metric; a repeated name adds up (tokens over several calls)."""

@@ -16,7 +16,18 @@ from typing import Annotated, Any, TypedDict, get_args, get_origin, get_type_hin
 from langgraph.graph import END, START, StateGraph
 
 from stageline.errors import TemplateError
-from stageline.stages import LOOPS_KEY, RunContext, Stage, make_node, merge_loop_counts
+from stageline.stages import (
+    GATES_KEY,
+    LOOPS_KEY,
+    RESERVED_KEYS,
+    RunContext,
+    Stage,
+    make_node,
+    merge_loop_counts,
+)
+
+if typing.TYPE_CHECKING:
+    from stageline.templates._human import GateSpec, QuestionSpec
 
 __all__ = ["END", "Loop", "Template"]
 
@@ -98,6 +109,8 @@ class Template:
         self._loops: dict[str, Loop] = {}
         self._start: tuple[str, Where] | None = None
         self._validated = False
+        self._gates: dict[str, GateSpec] = {}
+        self._questions: dict[str, QuestionSpec] = {}
 
     # -- building ---------------------------------------------------------------------------
 
@@ -113,7 +126,7 @@ class Template:
         where = where or _caller()
         if node in self._nodes:
             raise TemplateError(f"node {node!r} is defined twice", source=where[0], line=where[1])
-        if node in (START, END) or node == LOOPS_KEY:
+        if node in (START, END) or node in RESERVED_KEYS:
             raise TemplateError(f"{node!r} is a reserved name", source=where[0], line=where[1])
         made = stage_or_fn if isinstance(stage_or_fn, Stage) else Stage(fn=stage_or_fn, name=node)
         self._nodes[node] = _Node(name=node, stage=made, where=where)
@@ -190,6 +203,18 @@ class Template:
         self._touch()
         return self
 
+    def add_gate(self, name: str, **options: Any) -> Template:
+        """Add a gate node (approve, reject, request changes); see ``templates._human.add_gate``."""
+        from stageline.templates._human import add_gate
+
+        return add_gate(self, name, where=options.pop("where", None) or _caller(), **options)
+
+    def add_question(self, name: str, **options: Any) -> Template:
+        """Add a question node; see ``templates._human.add_question``."""
+        from stageline.templates._human import add_question
+
+        return add_question(self, name, where=options.pop("where", None) or _caller(), **options)
+
     def register_types(self, *types: type[Any]) -> Template:
         """Allow these types in this template's checkpoints."""
         self.checkpoint_types.extend(types)
@@ -211,6 +236,14 @@ class Template:
     @property
     def loops(self) -> list[Loop]:
         return list(self._loops.values())
+
+    @property
+    def gates(self) -> dict[str, GateSpec]:
+        return dict(self._gates)
+
+    @property
+    def questions(self) -> dict[str, QuestionSpec]:
+        return dict(self._questions)
 
     @cached_property
     def digest(self) -> str:
@@ -235,6 +268,9 @@ class Template:
             "fanouts": [[f.source, list(f.targets), f.join] for f in self._fanouts],
             "loops": sorted([lp.name, lp.head, lp.max_iterations, lp.on_exhausted] for lp in self.loops),
         }
+        if self._gates or self._questions:  # only then: other templates keep their digests
+            shape["human"] = sorted([k, repr(v)] for k, v in {**self._gates,
+                                                              **self._questions}.items())
         return hashlib.sha256(json.dumps(shape, default=str).encode()).hexdigest()[:12]
 
     @property
@@ -310,9 +346,21 @@ class Template:
             if n not in seen:
                 fail(f"node {n!r} is unreachable from the start node {self._start[0]!r}", node.where)
 
+        self._check_gates(fail)
         self._check_fan_in(fail)
         self._check_loops(succ, fail)
         self._validated = True
+
+    def _check_gates(self, fail: Callable[[str, Where], None]) -> None:
+        for name in self._gates:
+            outs = [(t, where) for s, t, where in self._edges if s == name]
+            if len(outs) > 1:
+                fail(f"gate {name!r} has {len(outs)} edges out; an approved gate goes on to one "
+                     "node (or ends the run)", outs[1][1])
+            for f in self._fanouts:
+                if f.source == name:
+                    fail(f"gate {name!r} cannot fan out; add an edge to one node that does",
+                         f.where)
 
     def _check_fan_in(self, fail: Callable[[str, Where], None]) -> None:
         hints = _hints(self.state)
@@ -403,10 +451,17 @@ class Template:
             )
         graph.add_edge(START, self._start[0])
         has_out: set[str] = set()
+        approved: dict[str, str] = {}
         for s, t, _ in self._edges:
+            if s in self._gates:  # an approved gate goes on along its edge: part of its route
+                approved[s] = t
+                continue
             graph.add_edge(s, t)
             has_out.add(s)
         for r in self._routes:
+            if r.source in self._gates:
+                r = _Route(source=r.source, router=r.router, where=r.where,
+                           targets={**r.targets, "approve": approved.get(r.source, END)})
             graph.add_conditional_edges(r.source, *self._route(r))
             has_out.add(r.source)
         for f in self._fanouts:
@@ -496,8 +551,9 @@ def _with_loops(schema: type[Any]) -> type[Any]:
     if LOOPS_KEY in hints:
         return schema
     loops_hint = Annotated[dict[str, int], merge_loop_counts]
+    gates_hint = Annotated[dict[str, str], _merge_dicts]
     if typing.is_typeddict(schema):
-        fields = {**hints, LOOPS_KEY: loops_hint}
+        fields = {**hints, LOOPS_KEY: loops_hint, GATES_KEY: gates_hint}
         return TypedDict(schema.__name__, fields, total=False)  # type: ignore[operator]
     try:
         from pydantic import BaseModel, Field, create_model
@@ -506,9 +562,15 @@ def _with_loops(schema: type[Any]) -> type[Any]:
     if BaseModel is not None and isinstance(schema, type) and issubclass(schema, BaseModel):
         return create_model(  # type: ignore[call-overload,no-any-return]
             schema.__name__, __base__=schema,
-            **{LOOPS_KEY: (loops_hint, Field(default_factory=dict))},
+            **{LOOPS_KEY: (loops_hint, Field(default_factory=dict)),
+               GATES_KEY: (gates_hint, Field(default_factory=dict))},
         )
     raise TemplateError(f"state schema {schema!r} must be a TypedDict or a pydantic model")
+
+
+def _merge_dicts(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
+    """Reducer for ``GATES_KEY``: each gate's latest decision."""
+    return {**(left or {}), **(right or {})}
 
 
 def _cycles(succ: dict[str, set[str]]) -> list[set[str]]:

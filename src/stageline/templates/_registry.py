@@ -18,6 +18,10 @@ __all__ = ["BUILTINS", "TemplateInfo", "list_templates", "load_template"]
 
 BUILTINS: dict[str, str] = {
     "blog_post": "stageline.templates.builtin.blog_post",
+    "sdlc": "stageline.templates.builtin.sdlc",
+    "wiki_build": "stageline.templates.builtin.wiki_build",
+    "wiki_garden": "stageline.templates.builtin.wiki_garden",
+    "wiki_ingest": "stageline.templates.builtin.wiki_ingest",
 }
 """Built-in template name -> module holding ``template``."""
 

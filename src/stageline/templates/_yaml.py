@@ -22,6 +22,21 @@ routes:                       # after `from`, go where `by(state)` says
   - {from: review, by: mypkg.routes:route_review, to: {plan: plan, done: END}}  # or a list
 loops:                        # every cycle needs one; `head` runs at most `max` times per run
   - {name: plan_review, head: plan, max: 3, on_exhausted: parked}   # name defaults to head
+gates:                        # node name -> a gate; its edge out is where an approval goes
+  approval: {changes_to: draft, max_changes: 3, reject_to: rejected, show: [summary],
+             deadline: 2d, on_deadline: reject}   # reject | park | fail, or [remind, ..., x]
+questions:                    # node name -> a question node (answers go to `history`)
+  clarify:
+    questions:                # text / a choice / a JSON value; `default` for the policy
+      - {id: scope, text: What is in scope?}
+      - {id: size, text: How big?, choices: [small, large], default: small}
+      - {id: limits, text: Limits?, schema: {type: object}, required: false}
+    # or ask: mypkg.stages:author   # (state, history, ctx) -> questions or None, per turn
+    max_turns: 1              # sets asked in a row, while `ask` still has questions
+    history: qa_history       # state key for the sets and answers (default qa_history)
+    answers: answers          # optional: state key for the latest answers by question id
+    deadline: 1d              # seconds or 90s / 15m / 2h / 1d; default 24h
+    on_deadline: default      # default | park | fail, or [remind, escalate, x]
 ```
 """
 
@@ -38,13 +53,17 @@ import yaml
 from langgraph.types import RetryPolicy
 
 from stageline.errors import StageNotFound, TemplateError, UsageError
-from stageline.stages import LOOPS_KEY, Stage, lookup_stage
+from stageline.stages import RESERVED_KEYS, Stage, lookup_stage
 from stageline.templates._builder import Template
 
 __all__ = ["load_yaml_template"]
 
-TOP_KEYS = ("name", "version", "description", "state", "stages", "start", "edges", "fanout",
-            "routes", "loops")
+TOP_KEYS = ("name", "version", "description", "state", "stages", "gates", "questions", "start",
+            "edges", "fanout", "routes", "loops")
+_GATE_KEYS = ("changes_to", "reject_to", "max_changes", "feedback", "show", "deadline",
+              "on_deadline")
+_QUESTION_KEYS = ("questions", "ask", "max_turns", "history", "answers", "deadline",
+                  "on_deadline")
 TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "list": list,
                          "dict": dict, "any": Any}
 _NUMBER, _COUNT, _FLAG = "a number", "a positive integer", "true or false"
@@ -224,8 +243,9 @@ class _Reader:
         spec = _Map(line) if spec is None else self.mapping(spec, "state", line)
         for key, decl in spec.items():
             at = self.line = spec.at(key)
-            if not isinstance(key, str) or key == LOOPS_KEY:
-                self.fail(f"bad state key {key!r} (a string other than {LOOPS_KEY!r})", at)
+            if not isinstance(key, str) or key in RESERVED_KEYS:
+                self.fail(f"bad state key {key!r} (a string other than "
+                          f"{' or '.join(map(repr, RESERVED_KEYS))})", at)
             type_name, reducer, type_at, reducer_at = decl, None, at, at
             if isinstance(decl, _Map):
                 decl = self.mapping(decl, f"state key {key!r}", at, ("type", "reducer"))
@@ -339,6 +359,7 @@ class _Reader:
         for node, spec in stages.items():
             made = self.stage(node, spec, stages.at(node), list(state.__annotations__))
             template.add_stage(node, made, where=self.where(stages.at(node)))
+        self.human(template, top)
         if "start" in top:
             start = self.text(top["start"], "start", top.at("start"))
             template.set_start(start, where=self.where(top.at("start")))
@@ -371,6 +392,45 @@ class _Reader:
         self.loops(template, top)
         template.validate()
         return template
+
+    def human(self, template: Template, top: _Map) -> None:
+        """The ``gates:`` and ``questions:`` sections: nodes that wait for a person."""
+        for section, keys in (("gates", _GATE_KEYS), ("questions", _QUESTION_KEYS)):
+            found = top.get(section)
+            if found is None:
+                continue
+            nodes = self.mapping(found, section, top.at(section))
+            for node, spec in nodes.items():
+                line = nodes.at(node)
+                if not isinstance(node, str) or node in ("END", "end") or ":" in node:
+                    self.fail(f"bad node name {node!r}", line)
+                what = f"{section[:-1]} {node!r}"
+                opts = _Map(line) if spec is None else self.mapping(spec, what, line, keys)
+                options: dict[str, Any] = {}
+                for key, value in opts.items():
+                    at = opts.at(key)
+                    if key in ("changes_to", "reject_to", "feedback", "history", "answers"):
+                        value = self.text(value, f"{what} {key}", at)
+                    elif key in ("show", "on_deadline") and not isinstance(value, str):
+                        value = self.names(value, f"{what} {key}", at)
+                    elif key in ("max_changes", "max_turns") and (
+                            isinstance(value, bool) or not isinstance(value, int)):
+                        self.fail(f"{what}: {key} must be a whole number, got {value!r}", at)
+                    elif key == "ask":
+                        value = self.resolve(value, f"{what} ask", at, 3)
+                    name = {"feedback": "feedback_key", "history": "history_key",
+                            "answers": "answers_key"}.get(key, key)
+                    options[name] = value
+                where = self.where(line)
+                try:
+                    if section == "gates":
+                        template.add_gate(node, where=where, **options)
+                    else:
+                        template.add_question(node, where=where, **options)
+                except TemplateError:
+                    raise
+                except Exception as exc:
+                    self.fail(f"{what}: {exc}", line)
 
     def loops(self, template: Template, top: _Map) -> None:
         """The ``loops:`` section; a loop's name defaults to its head."""

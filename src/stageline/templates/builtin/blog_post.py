@@ -1,4 +1,5 @@
-"""The built-in ``blog_post`` template: research -> outline -> draft -> two critics -> publish."""
+"""The built-in ``blog_post`` template: research -> outline -> draft -> two critics -> an
+editor's approval gate -> publish. Changes the editor asks for go back to ``draft``."""
 
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ async def draft(state: BlogState, ctx: StageContext) -> dict[str, Any]:
     feedback = state.get("feedback")
     if feedback:
         prompt += f"\n\nEditor's feedback on the previous draft (address all of it):\n{feedback}"
+        ctx.log.info("drafting with the editor's feedback", feedback=feedback)
     text = await _ask(ctx, prompt, system="You are a technical writer: concrete, honest, brief.")
     return {"draft": text}
 
@@ -183,11 +185,17 @@ async def publish(state: BlogState, ctx: StageContext) -> dict[str, Any]:
 template = Template(
     "blog_post",
     state=BlogState,
-    version="1",
-    description="Research, outline and draft a blog post, review it twice, publish Markdown.",
+    version="2",
+    description="Research, outline and draft a blog post, review it twice, an editor approves, "
+    "publish Markdown.",
 )
 template.add_stage(research).add_stage(outline).add_stage(draft)
-template.add_stage(critic_a).add_stage(critic_b).add_stage(aggregate).add_stage(publish)
+template.add_stage(critic_a).add_stage(critic_b).add_stage(aggregate)
+template.add_gate(
+    "editor_approval", changes_to="draft", max_changes=3, show=("summary", "score", "draft"),
+    deadline="2d", on_deadline="park",
+)
+template.add_stage(publish)
 template.add_sequence("research", "outline", "draft")
 template.add_fanout("draft", ["critic_a", "critic_b"], join="aggregate")
-template.add_edge("aggregate", "publish")
+template.add_sequence("aggregate", "editor_approval", "publish")

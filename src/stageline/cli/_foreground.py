@@ -1,0 +1,46 @@
+"""Advancing one run in the foreground: live progress, then the outcome and the exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+import typer
+
+from stageline.cli._codes import EXIT_INTERRUPTED, EXIT_OK, exit_code_for
+from stageline.cli._render import ProgressSink, console, result_lines
+from stageline.cli._render_waits import waiting_lines
+from stageline.ledger import RunStatus
+from stageline.runner import Runner, RunSummary
+
+__all__ = ["advance_in_foreground"]
+
+
+def advance_in_foreground(
+    run_id: str,
+    action: Callable[[Runner], Awaitable[RunSummary]],
+    *,
+    ok: Iterable[RunStatus] = (),
+) -> None:
+    """Advance one run with live progress; exit with its outcome (0 for ``ok`` statuses too).
+
+    A run that stops at a gate or question says what it waits on and how to decide.
+    """
+    out = console()
+    began = time.monotonic()
+
+    async def advance() -> RunSummary:
+        async with Runner.open(sinks=(ProgressSink(out),)) as runner:
+            return await action(runner)
+
+    try:
+        summary = asyncio.run(advance())
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted; continue run {run_id} with `stageline resume {run_id}`", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    lines = result_lines(summary.run, summary.state, time.monotonic() - began)
+    for line in [*lines[:-1], *waiting_lines(summary.run.run_id, summary.waiting), lines[-1]]:
+        out.print(line)
+    code = EXIT_OK if summary.status in set(ok) else exit_code_for(summary.status)
+    raise typer.Exit(code)

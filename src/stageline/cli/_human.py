@@ -1,0 +1,225 @@
+"""Commands for people: what waits (``pending``), deciding gates, answering questions, ``sweep``.
+
+Each parses its arguments and calls the runner; the runner records the decision, then resumes
+the run, and this command follows the run in the foreground like ``resume`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+import typer
+
+from stageline.cli._foreground import advance_in_foreground
+from stageline.cli._inputs import parse_answers
+from stageline.cli._render import console, print_json
+from stageline.cli._render_waits import pending_table, waiting_lines
+from stageline.errors import AnswerInvalid, UsageError
+from stageline.ledger import RunStatus, Wait, WaitKind
+from stageline.runner import Runner
+from stageline.stages import validate_answers
+
+__all__ = ["COMMANDS"]
+
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run id.")]
+GateOpt = Annotated[
+    str | None, typer.Option("--gate", metavar="GATE", help="Which gate, if it waits at several.")
+]
+NoteOpt = Annotated[str | None, typer.Option("--note", metavar="TEXT", help="Why; recorded.")]
+AsOpt = Annotated[
+    str | None,
+    typer.Option("--as", metavar="NAME", help="Who decides (default: your user name)."),
+]
+AttemptOpt = Annotated[
+    int | None,
+    typer.Option("--attempt", metavar="N",
+                 help="The attempt the decision is for; refused as stale if the run moved on."),
+]
+HashOpt = Annotated[
+    str | None,
+    typer.Option("--state-hash", metavar="HASH",
+                 help="The state hash the decision is for (`pending --json`); refused as stale "
+                      "if the state changed."),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Continue even though the template changed since.")
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+
+
+def pending(
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="[RUN]", help="Only this run.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List what waits for a person: gates and question sets, their age and deadline."""
+    asyncio.run(_pending(run_id, as_json))
+
+
+async def _pending(run_id: str | None, as_json: bool) -> None:
+    async with Runner.open() as runner:
+        if run_id is not None:
+            await runner.ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
+        found = await runner.pending(run_id)
+        templates = {w.run_id: (await runner.ledger.get_run(w.run_id)).template for w in found}
+    if as_json:
+        print_json([w.to_dict() for w in found])
+        return
+    out = console()
+    if not found:
+        out.print("nothing waits for a person" + (f" in run {run_id}" if run_id else ""))
+        return
+    out.print(pending_table(found, templates))
+    if run_id is not None:
+        for line in waiting_lines(run_id, found):
+            out.print(line)
+
+
+def approve(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: AsOpt = None,
+            attempt: AttemptOpt = None, state_hash: HashOpt = None,
+            force: ForceOpt = False) -> None:
+    """Approve the gate RUN waits at; the run goes on, followed here."""
+    advance_in_foreground(run_id, lambda runner: runner.approve(
+        run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
+        force=force))
+
+
+def reject(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: AsOpt = None,
+           attempt: AttemptOpt = None, state_hash: HashOpt = None,
+           force: ForceOpt = False) -> None:
+    """Reject at the gate RUN waits at: the run ends rejected (or takes the reject route)."""
+    advance_in_foreground(run_id, lambda runner: runner.reject(
+        run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
+        force=force), ok=(RunStatus.REJECTED,))
+
+
+def changes(
+    run_id: RunArg,
+    note: Annotated[str, typer.Option("--note", metavar="TEXT",
+                                      help="What to change; the node it goes back to sees it.")],
+    gate: GateOpt = None, actor: AsOpt = None, attempt: AttemptOpt = None,
+    state_hash: HashOpt = None, force: ForceOpt = False,
+) -> None:
+    """Request changes at the gate RUN waits at: back to the gate's changes node with the note."""
+    advance_in_foreground(run_id, lambda runner: runner.request_changes(
+        run_id, note=note, gate=gate, actor=actor, attempt=attempt, state_hash=state_hash,
+        force=force))
+
+
+def answer(
+    run_id: RunArg,
+    answers: Annotated[
+        list[str] | None,
+        typer.Option("--answer", "-a", metavar="ID=VALUE",
+                     help="An answer: id=value, or id:=<json>. Repeatable."),
+    ] = None,
+    answer_file: Annotated[
+        str | None,
+        typer.Option("--answer-file", metavar="FILE",
+                     help="A JSON or YAML mapping of answers ('-' reads stdin); -a wins."),
+    ] = None,
+    question: Annotated[
+        str | None,
+        typer.Option("--question", metavar="ID",
+                     help="Which question set (its id, or a prefix), if several wait."),
+    ] = None,
+    actor: AsOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Answer the questions RUN waits on: prompts for each, unless -a or --answer-file."""
+    given = parse_answers(answers or (), answer_file)
+    if not given and not answer_file:
+        given = _prompt(asyncio.run(_question(run_id, question)))
+    advance_in_foreground(run_id, lambda runner: runner.answer(
+        run_id, given, question_id=question, actor=actor, force=force))
+
+
+async def _question(run_id: str, question: str | None) -> Wait:
+    async with Runner.open() as runner:
+        await runner.ledger.get_run(run_id)
+        found = [w for w in await runner.pending(run_id) if w.kind is WaitKind.QUESTION
+                 and (question is None or w.wait_id.startswith(question))]
+    if not found:
+        raise UsageError(f"run {run_id} waits on no question set"
+                         + (f" {question!r}" if question else ""))
+    if len(found) > 1:
+        raise UsageError(f"run {run_id} waits on {len(found)} question sets; say which with "
+                         "--question: " + ", ".join(w.wait_id for w in found))
+    return found[0]
+
+
+def _prompt(wait: Wait) -> dict[str, Any]:
+    """Ask each question on the terminal, again until the answer fits."""
+    out = console()
+    out.print(f"question set {wait.wait_id} (turn {wait.payload.get('turn')})")
+    given: dict[str, Any] = {}
+    for q in wait.payload.get("question_set", {}).get("questions", []):
+        hint = (f" [{' / '.join(q['choices'])}]" if q.get("kind") == "choice"
+                else " (JSON)" if q.get("kind") == "json" else "")
+        default = q.get("default")
+        while True:
+            raw = typer.prompt(f"{q['text']}{hint}",
+                               default=None if default is None else json.dumps(default)
+                               if q.get("kind") == "json" else str(default),
+                               show_default=default is not None)
+            try:
+                given.update(validate_answers([{**q, "required": True}], {q["id"]: raw}))
+                break
+            except AnswerInvalid as exc:
+                typer.echo(f"  {exc}", err=True)
+    return given
+
+
+def sweep(as_json: JsonFlag = False) -> None:
+    """Apply what is due at gate and question deadlines: remind, escalate, then the default."""
+    done = asyncio.run(_sweep())
+    if as_json:
+        print_json(done)
+        return
+    out = console()
+    if not done:
+        out.print("nothing was due")
+    for entry in done:
+        outcome = f" -> run {entry['outcome']}" if entry["outcome"] else ""
+        out.print(f"{entry['run_id']}  {entry['kind']} {entry['name']}: {entry['step']}{outcome}")
+
+
+async def _sweep() -> list[dict[str, Any]]:
+    async with Runner.open() as runner:
+        return await runner.sweep()
+
+
+def effect(
+    run_id: RunArg,
+    node: Annotated[str, typer.Argument(metavar="NODE", help="The node that ran the effect.")],
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The effect's key.")],
+    done: Annotated[bool, typer.Option("--done", help="It happened: keep RESULT as its result.")]
+    = False,
+    redo: Annotated[bool, typer.Option("--redo", help="It did not happen: run it again.")] = False,
+    result: Annotated[
+        str | None, typer.Option("--result", metavar="JSON", help="Its result, with --done.")
+    ] = None,
+) -> None:
+    """Settle a side effect in doubt (it started, its result was never recorded)."""
+    if done == redo:
+        raise UsageError("say --done (it happened) or --redo (run it again)")
+    try:
+        value = json.loads(result) if result is not None else None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--result is not JSON: {exc}") from exc
+    asyncio.run(_effect(run_id, node, key, done, value))
+    console().print(f"effect {key!r} of node {node!r}: "
+                    + ("kept as done" if done else "will run again")
+                    + f"; continue with `stageline retry {run_id}`")
+
+
+async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> None:
+    async with Runner.open() as runner:
+        await runner.ledger.get_run(run_id)
+        await runner.resolve_effect(run_id, node, key, done=done, result=value)
+
+
+COMMANDS = (pending, approve, reject, changes, answer, sweep, effect)

@@ -1,0 +1,284 @@
+"""SQL over a psycopg pool: the ledger's executor and LangGraph's saver, both of which replace
+a connection found dead (the server restarted) and retry once where nothing can have committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
+from sqlalchemy.engine.interfaces import Dialect
+
+from stageline.errors import StorageError
+from stageline.ledger._sql import SqlLedger
+
+__all__ = ["SETUP_LOCK", "PgExecutor", "PgLedger", "PgSaver", "connection_lost", "reason"]
+
+SETUP_LOCK = 0x5354_4147_454C_494E
+"""Advisory lock key ("STAGELIN") that serializes setup across processes starting at once."""
+
+_T = TypeVar("_T")
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """True for errors that mean the connection died (and may be replaced), not the query."""
+    if not isinstance(exc, psycopg.OperationalError) or isinstance(exc, PoolTimeout):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def reason(exc: BaseException) -> str:
+    """psycopg's message cut to its gist, on one line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    if "failed:" in first:  # 'connection to server at "h", port 1 failed: Connection refused'
+        first = first.rsplit("failed:", 1)[1].strip()
+    return first.removeprefix("FATAL:").strip()
+
+
+class PgExecutor:
+    """SQL for the ledger over the pool: a connection from a block's first statement to its end.
+
+    ``PgLedger`` opens blocks: ``begin()`` for a transaction, ``release()`` after reads.
+    """
+
+    dialect: Dialect = psycopg_dialect()  # type: ignore[no-untyped-call]
+
+    def __init__(self, pool: AsyncConnectionPool[Any], where: str) -> None:
+        self._pool = pool
+        self._where = where
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._in_tx = False
+        self.setup_lock = False
+        """Transactions begin by taking the setup lock (while the ledger migrates)."""
+
+    async def begin(self) -> None:
+        await self._call(lambda conn: conn.execute("BEGIN", prepare=False))
+        self._in_tx = True
+        if self.setup_lock:
+            await self.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": SETUP_LOCK})
+
+    async def _call(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[_T]]) -> _T:
+        if self._conn is not None:  # mid-block: a lost connection took the block with it
+            try:
+                return await op(self._conn)
+            except psycopg.OperationalError as exc:
+                _raise_if_lost(exc, self._where)
+                raise
+        for attempt in (1, 2):  # the block's first statement: safe to retry on a new connection
+            try:
+                conn = await self._pool.getconn()
+            except PoolTimeout as exc:
+                _raise_if_lost(exc, self._where)
+                raise
+            try:
+                result = await op(conn)
+            except psycopg.OperationalError as exc:
+                await self._pool.putconn(conn)
+                if attempt == 2 or not connection_lost(exc):
+                    _raise_if_lost(exc, self._where)
+                    raise
+                await self._pool.check()
+                continue
+            except BaseException:
+                await self._pool.putconn(conn)
+                raise
+            self._conn = conn
+            return result
+        raise AssertionError("unreachable")
+
+    async def fetch(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        async def op(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+            cur = await conn.execute(sql, dict(params) or None)
+            return list(await cur.fetchall()) if cur.description else []
+
+        return await self._call(op)
+
+    async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
+        async def op(conn: psycopg.AsyncConnection[Any]) -> int:
+            return (await conn.execute(sql, dict(params) or None)).rowcount
+
+        return await self._call(op)
+
+    async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
+        await self.execute_batch([(sql, params)])
+
+    async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
+        if not any(rows for _, rows in ops):
+            return
+
+        async def op(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.pipeline(), conn.cursor() as cur:  # one round trip for all
+                for sql, rows in ops:
+                    if rows:
+                        await cur.executemany(sql, [dict(r) for r in rows])
+
+        await self._call(op)
+
+    async def commit(self) -> None:
+        await self._end("COMMIT")
+
+    async def rollback(self) -> None:
+        await self._end("ROLLBACK")
+
+    async def release(self) -> None:
+        """End a block of reads: the connection goes back to the pool."""
+        await self._end("ROLLBACK")
+
+    async def _end(self, command: str) -> None:
+        conn, in_tx = self._conn, self._in_tx
+        self._conn, self._in_tx = None, False
+        if conn is None:
+            return
+        try:
+            if in_tx and not conn.broken:
+                await conn.execute(command, prepare=False)
+        except psycopg.OperationalError as exc:
+            if command == "COMMIT":  # a lost ROLLBACK has rolled back all the same
+                _raise_if_lost(exc, self._where)
+                raise
+        finally:
+            await self._pool.putconn(conn)
+
+
+class PgLedger(SqlLedger):
+    """The SQL ledger, telling the pooled executor where its blocks begin and end."""
+
+    @property
+    def _pg(self) -> PgExecutor:
+        return self._x  # type: ignore[return-value]
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[Any]:
+        async with super()._tx() as x:
+            await self._pg.begin()
+            yield x
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[Any]:
+        async with super()._read() as x:
+            try:
+                yield x
+            finally:
+                await self._pg.release()
+
+    async def setup(self) -> None:
+        # Processes starting at once migrate one after the other, each in one transaction.
+        self._pg.setup_lock = True
+        try:
+            await super().setup()
+        finally:
+            self._pg.setup_lock = False
+
+
+class PgSaver(AsyncPostgresSaver):
+    """LangGraph's saver whose checkpoint and write pipelines also carry the ledger's staged
+    rows: they commit together at the pipeline's one sync, so a step costs no extra round trip
+    and a node's record is durable exactly when the checkpoint that marks it done is."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, ledger: SqlLedger, serde: SerializerProtocol,
+        where: str,
+    ) -> None:
+        super().__init__(pool, serde=serde)
+        self._ledger = ledger
+        self._where = where
+
+    @asynccontextmanager
+    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
+        if not pipeline:
+            async with super()._cursor() as cur:
+                yield cur
+            return
+        written: list[Any] = []
+        undo: Callable[[], None] = _noop
+        try:
+            async with super()._cursor(pipeline=True) as cur:
+                yield cur
+                ops, written, undo = self._ledger.take_staged()
+                for sql, rows in ops:
+                    await cur.executemany(sql, rows)
+        except BaseException:
+            undo()
+            raise
+        self._ledger._publish(written)
+
+    async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``call``; if its connection had died, once more on a fresh one.
+
+        Safe: a call whose connection died before its commit left nothing behind, and every
+        saver write is an upsert, so a repeat of one that did commit changes nothing.
+        """
+        try:
+            return await call()
+        except psycopg.OperationalError as exc:
+            if not connection_lost(exc):
+                _raise_if_lost(exc, self._where)
+                raise
+            assert isinstance(self.conn, AsyncConnectionPool)
+            await self.conn.check()
+        try:
+            return await call()
+        except psycopg.OperationalError as exc:
+            _raise_if_lost(exc, self._where)
+            raise
+
+    async def aget_tuple(self, config: Any) -> Any:
+        return await self._retry(lambda: super(PgSaver, self).aget_tuple(config))
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        return await self._retry(
+            lambda: super(PgSaver, self).aput(config, checkpoint, metadata, new_versions)
+        )
+
+    async def aput_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        await self._retry(
+            lambda: super(PgSaver, self).aput_writes(config, writes, task_id, task_path)
+        )
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._retry(lambda: super(PgSaver, self).adelete_thread(thread_id))
+
+    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        # Retried only before its first row: after that the caller has seen part of the list.
+        async def first() -> tuple[AsyncIterator[Any], Any]:
+            rows = super(PgSaver, self).alist(config, **kwargs)
+            try:
+                return rows, await anext(rows)
+            except BaseException:
+                await rows.aclose()  # type: ignore[attr-defined]
+                raise
+
+        try:
+            rows, item = await self._retry(first)
+        except StopAsyncIteration:
+            return
+        try:
+            yield item
+            async for item in rows:
+                yield item
+        finally:
+            await rows.aclose()  # type: ignore[attr-defined]
+
+
+def _noop() -> None:
+    return None
+
+
+def _raise_if_lost(exc: BaseException, where: str) -> None:
+    """A dead connection, or none to be had, is a ``StorageError``; other errors stay as is."""
+    if isinstance(exc, PoolTimeout):
+        raise StorageError(
+            f"no connection to Postgres at {where} could be had in time: {reason(exc)}"
+        ) from exc
+    if connection_lost(exc):
+        raise StorageError(f"lost the connection to Postgres at {where}: {reason(exc)}") from exc

@@ -1,0 +1,39 @@
+"""Operations: one harness-driven lifecycle with failure phases, used as stages (seed 003).
+
+Templates call ``operation_stage``; the request building, event classification, transcript
+and failure recording live here and nowhere else (an architecture test holds that).
+"""
+
+from stageline.operations._classify import TOOL_KINDS, classify, fallback_event
+from stageline.operations._models import (
+    SERVICE_HARNESS,
+    SERVICE_LIVE,
+    SERVICE_SINKS,
+    FailurePhase,
+    HarnessEventSink,
+    LiveCallback,
+    OperationContext,
+    PostStep,
+)
+from stageline.operations._recorder import transcript_path
+from stageline.operations._runner import OperationRunner, one_line_summary
+from stageline.operations._stage import OperationInputs, operation_stage
+
+__all__ = [
+    "SERVICE_HARNESS",
+    "SERVICE_LIVE",
+    "SERVICE_SINKS",
+    "TOOL_KINDS",
+    "FailurePhase",
+    "HarnessEventSink",
+    "LiveCallback",
+    "OperationContext",
+    "OperationInputs",
+    "OperationRunner",
+    "PostStep",
+    "classify",
+    "fallback_event",
+    "one_line_summary",
+    "operation_stage",
+    "transcript_path",
+]

@@ -1,0 +1,75 @@
+"""How an advance ends: the run's new status and the event that says so, in one transaction."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from stageline.ledger import Event, EventCategory, LedgerStore, Run, RunStatus
+from stageline.runner._journal import LedgerJournal
+from stageline.runner._support import _describe_failure
+from stageline.runner._waits import Settled
+
+__all__ = ["finish_run"]
+
+_log = logging.getLogger("stageline.runner")
+
+
+async def finish_run(
+    ledger: LedgerStore,
+    run_id: str,
+    outcome: BaseException | str | None,
+    journal: LedgerJournal,
+    settled: Settled,
+) -> Run:
+    """Record how an advance ended: ``outcome`` is None (the graph ended), ``waiting``, a drain
+    reason, or the error; ``settled`` says whether a gate rejected the run or a decision was
+    rolled back (the run waits again)."""
+    now = time.time()
+    if outcome is None and settled.rejected is not None:
+        by = settled.rejected
+        note = f": {by.note}" if by.note else ""
+        return await ledger.transition(
+            run_id, RunStatus.REJECTED, finished_at=now, release=True,
+            events=[Event(run_id=run_id, kind="run.rejected", level="warning", node=by.node,
+                          message=f"rejected at gate {by.name!r} by {by.actor}{note}")],
+        )
+    if settled.again is not None:  # a decision was rolled back: the run waits for it again
+        return await ledger.transition(
+            run_id, RunStatus.WAITING, release=True, events=[Event(
+                run_id=run_id, kind="run.waiting", level="warning",
+                message=f"waiting again: the resume failed ({settled.again})")],
+        )
+    if outcome is None:
+        return await ledger.transition(
+            run_id, RunStatus.SUCCEEDED, finished_at=now, release=True,
+            events=[Event(run_id=run_id, kind="run.succeeded")],
+        )
+    if outcome == "waiting":
+        return await ledger.transition(
+            run_id, RunStatus.WAITING, release=True,
+            events=[Event(run_id=run_id, kind="run.waiting")],
+        )
+    if outcome == "cancel":
+        return await ledger.transition(
+            run_id, RunStatus.CANCELLED, finished_at=now, release=True,
+            events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
+        )
+    if isinstance(outcome, str):  # drained for shutdown: another process may resume it
+        return await ledger.transition(
+            run_id, RunStatus.QUEUED, release=True,
+            events=[Event(run_id=run_id, kind="run.drained", message=outcome)],
+        )
+    failed = journal.last_failure
+    error, phase = _describe_failure(outcome)
+    if failed is not None:
+        error, phase = failed.error or error, failed.failure_phase or phase
+    _log.debug("run %s failed", run_id, exc_info=outcome)
+    return await ledger.transition(
+        run_id, RunStatus.FAILED, finished_at=now, error=error, failure_phase=phase, release=True,
+        failed_node=failed.node if failed else None,
+        events=[Event(run_id=run_id, kind="run.failed", level="critical", message=error,
+                      category=EventCategory.ERROR,
+                      node=failed.node if failed else None,
+                      data={"failure_phase": phase})],
+    )

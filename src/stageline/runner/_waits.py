@@ -1,0 +1,195 @@
+"""After each advance: what became of the decisions being applied, and what the run now waits on.
+
+A decision or answer is written to the ledger before the resume that carries it. Once the
+graph has stopped, the run's checkpoint tells whether the node took it: LangGraph keeps the
+resume value with the node's writes (it passed the gate, asked its next question, or failed
+after taking it). If the node never took it (the resume raised first), the decision is rolled
+back and the run waits again.
+"""
+
+from __future__ import annotations
+
+import time
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from stageline.errors import InputError
+from stageline.ledger import Event, LedgerStore, Run, RunStatus, Wait, WaitKind, WaitStatus
+from stageline.runner._support import _config, _describe_failure
+from stageline.stages import parse_duration
+from stageline.templates import Template
+
+__all__ = [
+    "DEADLINES_INPUT",
+    "Settled",
+    "graph_inputs",
+    "human_payload",
+    "settle_waits",
+    "what",
+    "with_deadlines",
+]
+
+DEADLINES_INPUT = "stageline_deadlines"
+"""The run input (kept with the run, never given to the graph) holding per-run deadlines."""
+
+_RESUME, _INTERRUPT = "__resume__", "__interrupt__"  # LangGraph's pending-write channels
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settled:
+    again: str | None = None
+    """Why the run waits again: a decision was rolled back."""
+    rejected: Wait | None = None
+    """The reject that ended the run, when a gate without a reject route took one."""
+
+
+def human_payload(value: Any) -> Mapping[str, Any] | None:
+    """The interrupt payload of a gate or question node, or None for any other interrupt."""
+    if isinstance(value, Mapping) and value.get("kind") in ("gate", "question"):
+        return value
+    return None
+
+
+def what(wait: Wait) -> str:
+    """``gate 'x'`` or ``question set abc (turn 0)``, for messages."""
+    if wait.kind is WaitKind.GATE:
+        return f"gate {wait.name!r}"
+    return f"question set {wait.wait_id} (turn {wait.payload.get('turn', '?')})"
+
+
+def _wait_from(run: Run, interrupt: Any, now: float) -> Wait | None:
+    value = human_payload(getattr(interrupt, "value", None))
+    if value is None:
+        return None
+    gate = value["kind"] == "gate"
+    name = str(value["gate"] if gate else value["name"])
+    overrides = run.inputs.get(DEADLINES_INPUT) or {}
+    seconds = float(overrides.get(name) or value.get("deadline") or 0) or None
+    return Wait(
+        run_id=run.run_id, wait_id=interrupt.id if gate else str(value["question_id"]),
+        kind=WaitKind(value["kind"]), name=name, node=str(value["node"]),
+        attempt=int(value["attempt"]), interrupt_id=interrupt.id,
+        payload={k: v for k, v in value.items() if k not in ("refused",)},
+        requested_at=now, deadline_at=None if seconds is None else now + seconds,
+        policy=tuple(value.get("on_deadline") or ()),
+    )
+
+
+async def _checkpoint_view(saver: BaseCheckpointSaver[Any], run_id: str
+                           ) -> tuple[set[str] | None, set[str]]:
+    """Interrupt ids still pending at the run's checkpoint (None: unreadable), and the response
+    tokens its nodes have taken."""
+    try:
+        saved = await saver.aget_tuple(typing.cast(Any, _config(run_id)))
+    except Exception:
+        return None, set()
+    if saved is None:
+        return None, set()
+    pending: set[str] = set()
+    taken: set[str] = set()
+    for _task, channel, value in saved.pending_writes or ():
+        values = value if isinstance(value, list | tuple) else [value]
+        if channel == _INTERRUPT:
+            pending.update(str(getattr(i, "id", "")) for i in values)
+        elif channel == _RESUME:
+            taken.update(str(v.get("token")) for v in values if isinstance(v, Mapping))
+    return pending, taken
+
+
+async def settle_waits(
+    ledger: LedgerStore,
+    saver: BaseCheckpointSaver[Any],
+    template: Template,
+    run: Run,
+    outcome: BaseException | str | None,
+    interrupts: Sequence[Any],
+) -> Settled:
+    """Settle the decisions being applied, record what the run now waits on."""
+    asks = any(human_payload(getattr(i, "value", None)) for i in interrupts)
+    if not (template.gates or template.questions or asks or run.status is RunStatus.WAITING):
+        return Settled()  # nothing a person said or is asked: no read on a plain run
+    run_id, now = run.run_id, time.time()
+    waits = await ledger.waits(run_id)
+    refused = {str(p["refused"].get("token")): str(p["refused"].get("reason"))
+               for p in (human_payload(getattr(i, "value", None)) for i in interrupts)
+               if p is not None and isinstance(p.get("refused"), Mapping)}
+    again: str | None = None
+    decided = [w for w in waits if w.status is WaitStatus.DECIDED]
+    if decided:
+        pending, taken = await _checkpoint_view(saver, run_id)
+        for wait in decided:
+            key = (run_id, wait.wait_id, wait.round)
+            if wait.token in refused:
+                reason = refused[wait.token]
+                await ledger.settle_wait(*key, WaitStatus.REFUSED, reason=reason, events=[Event(
+                    run_id=run_id, kind=f"{wait.kind}.refused", node=wait.node, level="warning",
+                    message=f"{what(wait)} refused the {_said(wait)}: {reason}; it asks again",
+                    data={"wait_id": wait.wait_id, "round": wait.round})])
+            elif wait.token in taken or (pending is not None and wait.interrupt_id not in pending):
+                await ledger.settle_wait(*key, WaitStatus.APPLIED)
+            else:
+                why = _describe_failure(outcome)[0] if isinstance(outcome, BaseException) else (
+                    f"the run stopped first ({outcome or 'it ended'})")
+                again = why
+                await ledger.settle_wait(*key, WaitStatus.ROLLED_BACK, reopen=True, reason=why,
+                                         events=[Event(
+                    run_id=run_id, kind=f"{wait.kind}.rolled_back", node=wait.node,
+                    level="warning", data={"wait_id": wait.wait_id, "round": wait.round},
+                    message=(f"the resume failed before the run passed {what(wait)}: {why}; "
+                             f"the {_said(wait)} is rolled back and the run waits again"))])
+    known = {(w.wait_id, w.attempt, w.interrupt_id) for w in waits
+             if w.status is WaitStatus.PENDING}
+    asked = [w for w in (_wait_from(run, i, now) for i in interrupts) if w is not None
+             and (w.wait_id, w.attempt, w.interrupt_id) not in known]
+    if asked:
+        await ledger.open_waits(run_id, asked, events=[_asked_event(w) for w in asked])
+    rejected = None
+    if outcome is None:
+        ending = {n for n, g in template.gates.items() if g.ends_run_on_reject}
+        rejected = next((w for w in reversed(await ledger.waits(run_id)) if w.name in ending
+                         and w.kind is WaitKind.GATE and w.decision == "reject"
+                         and w.status is WaitStatus.APPLIED), None) if ending else None
+    return Settled(again=again, rejected=rejected)
+
+
+def _said(wait: Wait) -> str:
+    return "answer" if wait.kind is WaitKind.QUESTION else f"decision ({wait.decision})"
+
+
+def _asked_event(wait: Wait) -> Event:
+    deadline = (time.strftime(" (deadline %Y-%m-%d %H:%M:%S)", time.localtime(wait.deadline_at))
+                if wait.deadline_at else "")
+    if wait.kind is WaitKind.GATE:
+        return Event(run_id=wait.run_id, kind="gate.waiting", node=wait.node,
+                     message=f"waiting for a decision at gate {wait.name!r}{deadline}",
+                     data={"gate": wait.name, "attempt": wait.attempt,
+                           "state_hash": wait.state_hash, "deadline_at": wait.deadline_at})
+    count = len(wait.payload.get("question_set", {}).get("questions", []))
+    return Event(run_id=wait.run_id, kind="question.asked", node=wait.node,
+                 message=f"asking {count} question(s), set {wait.wait_id}{deadline}",
+                 data={"question_id": wait.wait_id, "turn": wait.payload.get("turn"),
+                       "attempt": wait.attempt, "deadline_at": wait.deadline_at})
+
+
+def graph_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's inputs as the graph takes them: without what stageline keeps beside them."""
+    return {k: v for k, v in inputs.items() if k != DEADLINES_INPUT}
+
+
+def with_deadlines(
+    template: Template, inputs: Mapping[str, Any], deadlines: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The inputs to record, with per-run deadline overrides (node name -> seconds) beside them."""
+    if not deadlines:
+        return dict(inputs)
+    known = {*template.gates, *template.questions}
+    if unknown := [n for n in deadlines if n not in known]:
+        raise InputError(
+            f"no gate or question node {unknown[0]!r} in template {template.name!r} to give a "
+            f"deadline to; it has: {', '.join(sorted(known)) or 'none'}")
+    seconds = {n: parse_duration(v, f"deadline of {n!r}") for n, v in deadlines.items()}
+    return {**inputs, DEADLINES_INPUT: seconds}

@@ -1,0 +1,260 @@
+"""The build half of the ``sdlc`` template (seed 002): build -> dispatch -> verify.
+
+After an approved plan, ``build`` runs a harness on a new branch in a git worktree of the
+target repository and commits what it changed; ``dispatch`` runs the repository's CI command
+(the ``ci_command`` input, else the first line of its ``.stageline-ci`` file) as a subprocess
+and keeps its log under a CI run id; ``verify`` reads that run's conclusion. A pass goes to
+``approved`` (a commit on the branch and a pull-request summary); a failure goes back to
+``build`` with the CI output as feedback, at most ``MAX_BUILDS`` builds, then ``build_parked``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from stageline.errors import InputError
+from stageline.harnesses import HarnessResult
+from stageline.operations import (
+    FailurePhase,
+    OperationContext,
+    OperationInputs,
+    PostStep,
+    operation_stage,
+)
+from stageline.stages import StageContext, stage
+from stageline.templates._builder import END, Template
+
+__all__ = ["CI_FILE", "MAX_BUILDS", "BuildInputs", "add_build_half", "route_verify"]
+
+MAX_BUILDS = 3
+CI_FILE = ".stageline-ci"
+CI_TIMEOUT = 900.0
+FEEDBACK_LINES = 60
+_IDENTITY = ["-c", "user.name=stageline", "-c", "user.email=stageline@localhost"]
+
+
+class BuildInputs(OperationInputs, total=False):
+    """The state keys of the build half (the plan half's state extends this)."""
+
+    ci_command: str
+    ci_timeout: float
+    branch: str
+    worktree: str
+    base_commit: str
+    commit: str
+    build_round: int
+    ci_run_id: str
+    ci_log_path: str
+    ci_conclusion: str
+    build_feedback: str
+    """What the last CI run said, for the next build to fix."""
+    pr_summary_path: str
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        raise RuntimeError(f"git {args[0]} in {cwd}: {why}")
+    return done.stdout.strip()
+
+
+def _target(state: Any) -> Path:
+    given = state.get("repo")
+    if not given:
+        raise InputError("the build needs a `repo` input: a local git repository")
+    path = Path(str(given)).expanduser()
+    return (path if path.is_absolute() else Path.cwd() / path).resolve()
+
+
+# -- build ----------------------------------------------------------------------------------
+
+
+def _prepare(state: Any, op: OperationContext) -> dict[str, Any]:
+    """source_preparation: the run's branch, checked out in a worktree the agent works in."""
+    branch = f"stageline/{op.run_id}"
+    worktree = op.run_dir / "worktree"
+    if not (worktree / ".git").exists():
+        try:
+            base = _git(op.repo, "rev-parse", "HEAD")
+        except RuntimeError as exc:
+            raise InputError(f"{op.repo} has no commit to branch from; commit first") from exc
+        exists = subprocess.run(["git", "-C", str(op.repo), "rev-parse", "--verify", "--quiet",
+                                 f"refs/heads/{branch}"], capture_output=True, check=False)
+        worktree.parent.mkdir(parents=True, exist_ok=True)
+        if exists.returncode == 0:
+            _git(op.repo, "worktree", "add", str(worktree), branch)
+        else:
+            _git(op.repo, "worktree", "add", "-b", branch, str(worktree), base)
+    op.repo = worktree.resolve()  # the agent works in the worktree, never in the checkout
+    return {"branch": branch, "worktree": str(op.repo),
+            "base_commit": state.get("base_commit") or _git(op.repo, "rev-parse", "HEAD"),
+            "round": int(state.get("build_round") or 0) + 1}
+
+
+def _prompt(state: Any, op: OperationContext) -> str:
+    text = (f"Implement this task in the repository (branch {op.prepared['branch']} is checked "
+            f"out): {state['task']}\n\nThe approved plan:\n{state.get('plan', '-')}\n")
+    if state.get("build_feedback"):
+        text += f"\nThe last CI run failed; fix what it reports:\n{state['build_feedback']}\n"
+    return text + ("\nRules: change only what the task needs; run the tests; do not commit "
+                   "(stageline commits your changes). End with a one-line summary.")
+
+
+def _script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
+    """Offline: record the task in CHANGELOG.md, a change that keeps the tests passing."""
+    log = op.repo / "CHANGELOG.md"
+    before = log.read_text(encoding="utf-8") if log.exists() else "# Changelog\n\n"
+    line = f"- {state['task']} (stageline run {op.run_id}, build {op.prepared['round']})\n"
+    summary = f"recorded the task in CHANGELOG.md (build {op.prepared['round']})"
+    return [{"event": {"type": "message", "text": f"Working on: {state['task']}"}},
+            {"write": "CHANGELOG.md", "content": before.rstrip("\n") + "\n" + line},
+            {"event": {"type": "result", "status": "succeeded", "summary": summary}}]
+
+
+def _commit(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
+    """Commit what the agent changed on the branch (nothing changed: no new commit)."""
+    round_no = op.prepared["round"]
+    if _git(op.repo, "status", "--porcelain"):
+        _git(op.repo, "add", "-A")
+        configured = subprocess.run(["git", "-C", str(op.repo), "config", "user.email"],
+                                    capture_output=True, check=False).returncode == 0
+        identity = [] if configured else _IDENTITY
+        message = (f"{state['task']}\n\n{result.summary}\n\n"
+                   f"stageline run {op.run_id}, build {round_no}")
+        _git(op.repo, *identity, "commit", "-q", "-m", message)
+    return {"branch": op.prepared["branch"], "worktree": op.prepared["worktree"],
+            "base_commit": op.prepared["base_commit"], "build_round": round_no,
+            "commit": _git(op.repo, "rev-parse", "HEAD")}
+
+
+build = operation_stage(
+    "sdlc_build", prompt=_prompt, repo=_target, prepare=_prepare, script=_script,
+    post_steps=(PostStep(name="commit", phase=FailurePhase.VALIDATION, run=_commit),),
+    title=lambda s: f"build: {s['task']}",
+)
+
+
+# -- dispatch and verify --------------------------------------------------------------------
+
+
+def _ci_command(state: Any, worktree: Path) -> str:
+    if state.get("ci_command"):
+        return str(state["ci_command"])
+    path = worktree / CI_FILE
+    lines = [ln.strip() for ln in path.read_text().splitlines()] if path.is_file() else []
+    found = next((ln for ln in lines if ln and not ln.startswith("#")), "")
+    if not found:
+        raise InputError(f"no CI command: pass -i ci_command=... or add {CI_FILE} to the repo")
+    return found
+
+
+@stage(name="sdlc.dispatch", capability="ci", cost_class="low")
+async def dispatch(state: Any, ctx: StageContext) -> dict[str, Any]:
+    """Run the CI command in the worktree; its log and conclusion are kept under a run id."""
+    worktree = Path(state["worktree"])
+    command = _ci_command(state, worktree)
+    ci_run_id = f"{ctx.run_id}-ci{state.get('build_round', 1)}"
+    folder = ctx.run_dir / "ci"
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = folder / f"{ci_run_id}.log"
+    timeout = float(state.get("ci_timeout") or CI_TIMEOUT)
+    started = time.time()
+    with log_path.open("wb") as log:
+        proc = await asyncio.create_subprocess_shell(
+            command, cwd=worktree, stdin=asyncio.subprocess.DEVNULL, stdout=log,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        try:
+            code: int | None = await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            code = None
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever the command left behind
+            await proc.wait()
+    conclusion = "success" if code == 0 else "timed_out" if code is None else "failure"
+    record = {"ci_run_id": ci_run_id, "command": command, "exit_code": code,
+              "conclusion": conclusion, "commit": state.get("commit"), "started": started,
+              "finished": time.time(), "log": str(log_path)}
+    (folder / f"{ci_run_id}.json").write_text(json.dumps(record, indent=2))
+    ctx.metric("ci_seconds", record["finished"] - started)
+    ctx.log.info(f"CI run {ci_run_id}: {conclusion}", ci_run_id=ci_run_id, command=command)
+    return {"ci_run_id": ci_run_id, "ci_log_path": str(log_path)}
+
+
+@stage(name="sdlc.verify", capability="review", cost_class="none")
+async def verify(state: Any, ctx: StageContext) -> dict[str, Any]:
+    """Read the CI run's conclusion; a failure becomes the next build's feedback."""
+    record = json.loads((ctx.run_dir / "ci" / f"{state['ci_run_id']}.json").read_text())
+    if record["conclusion"] == "success":
+        return {"ci_conclusion": "success", "build_feedback": ""}
+    tail = Path(record["log"]).read_text(errors="replace").splitlines()[-FEEDBACK_LINES:]
+    feedback = (f"CI run {record['ci_run_id']} (`{record['command']}`) ended "
+                f"{record['conclusion']} (exit code {record['exit_code']}):\n" + "\n".join(tail))
+    ctx.log.warning(f"CI run {record['ci_run_id']}: {record['conclusion']}; back to build")
+    return {"ci_conclusion": record["conclusion"], "build_feedback": feedback}
+
+
+def route_verify(state: Any) -> str:
+    return "approved" if state.get("ci_conclusion") == "success" else "build"
+
+
+def _route_plan(state: Any) -> str:
+    return "build" if state.get("repo") else "end"
+
+
+def _write(ctx: StageContext, name: str, text: str) -> str:
+    path = ctx.run_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+@stage(name="sdlc.approved", capability="publish", cost_class="none")
+async def approved(state: Any, ctx: StageContext) -> dict[str, Any]:
+    """A summary ready for a pull request of the branch."""
+    base, commit = state.get("base_commit", ""), state.get("commit", "")
+    stat = _git(Path(state["worktree"]), "diff", "--stat", f"{base}..{commit}") if base else ""
+    text = "\n".join([
+        f"# {state['task']}", "",
+        f"Branch `{state.get('branch')}` at {commit[:12]}, onto {base[:12]}.", "",
+        "## Summary", "", state.get("summary") or "-", "",
+        "## Changes", "", "```", stat or "(no changes)", "```", "",
+        "## Verification", "",
+        f"CI run {state.get('ci_run_id')} passed after {state.get('build_round', 1)} build(s); "
+        f"log: {state.get('ci_log_path')}", "",
+        "## Plan", "", state.get("plan") or "-", ""])
+    ctx.log.info("approved: pull request summary written", branch=state.get("branch"))
+    return {"outcome": "approved", "pr_summary_path": _write(ctx, "pull_request.md", text)}
+
+
+@stage(name="sdlc.build_parked", capability="escalation", cost_class="none")
+async def build_parked(state: Any, ctx: StageContext) -> dict[str, Any]:
+    ctx.log.warning(f"parked: CI still failing after {MAX_BUILDS} builds",
+                    branch=state.get("branch"))
+    text = (f"# Parked: {state['task']}\n\nCI still fails after {MAX_BUILDS} builds on branch "
+            f"`{state.get('branch')}`; a person decides next.\n\n"
+            f"## Last CI output\n\n```\n{state.get('build_feedback', '')}\n```\n")
+    return {"outcome": "parked", "pr_summary_path": _write(ctx, "parked.md", text)}
+
+
+def add_build_half(template: Template, *, after: str = "plan_approved") -> Template:
+    """Wire build -> dispatch -> verify after ``after``; runs with no ``repo`` end there."""
+    template.add_stage("build", build).add_stage("dispatch", dispatch)
+    template.add_stage("verify", verify).add_stage("approved", approved)
+    template.add_stage("build_parked", build_parked)
+    template.add_route(after, _route_plan, {"build": "build", "end": END})
+    template.add_sequence("build", "dispatch", "verify")
+    template.add_route("verify", route_verify, {"approved": "approved", "build": "build"})
+    template.add_loop("build_verify", head="build", max_iterations=MAX_BUILDS,
+                      on_exhausted="build_parked")
+    return template

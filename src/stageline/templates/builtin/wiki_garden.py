@@ -1,0 +1,34 @@
+"""The built-in ``wiki_garden`` template: a harness tidies an existing wiki's pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stageline.operations import OperationContext, operation_stage
+from stageline.templates._builder import Template
+from stageline.templates.builtin._wiki import POST_STEPS, WikiState, prepare_wiki, wiki_path
+from stageline.templates.builtin._wiki_scripts import garden_script, rules
+
+__all__ = ["template"]
+
+
+def _prompt(state: Any, op: OperationContext) -> str:
+    return (
+        f"Garden the wiki at {op.prepared['wiki_rel']}: give every page front matter with a "
+        "title, fix or remove links that point at nothing, merge duplicate pages and link "
+        f"related ones. Keep each page's meaning.\n\n{rules(op)}"
+    )
+
+
+garden = operation_stage(
+    "wiki_garden", prompt=_prompt, repo=wiki_path, prepare=prepare_wiki,
+    script=garden_script, post_steps=POST_STEPS, title=lambda s: f"garden wiki {s['wiki']}",
+)
+
+template = Template(
+    "wiki_garden",
+    state=WikiState,
+    version="1",
+    description="Tidy a Markdown wiki (front matter, broken links), then index and validate it.",
+)
+template.add_stage("garden", garden)

@@ -1,0 +1,187 @@
+"""``stageline db`` and the choice of database, as a user meets them: a real subprocess.
+
+The move from SQLite to Postgres is the story: runs made on the SQLite file (finished, waiting
+at a gate, failed, queued) are copied with ``db copy`` and then carried on with Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stageline.config import load_settings
+from stageline.runner import Runner
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+FLAKY_TEMPLATE = """
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+from stageline.templates import Template
+
+
+class State(TypedDict, total=False):
+    topic: str
+    done: bool
+
+
+async def first(state: State, ctx: Any) -> dict[str, Any]:
+    return {}
+
+
+async def second(state: State, ctx: Any) -> dict[str, Any]:
+    if not Path("ok.flag").exists():
+        raise RuntimeError("ok.flag is missing")
+    return {"done": True}
+
+
+template = Template("flaky", state=State)
+template.add_stage("first", first).add_stage("second", second)
+template.add_edge("first", "second")
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    """Runs ``stageline ARGS`` in ``tmp_path``; ``db=URL`` picks the database (default SQLite)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
+    base.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
+                PYTHONIOENCODING="utf-8", COLUMNS="200")
+
+    def run(*args: str, db: str | None = None, timeout: float = 120,
+            **extra: str) -> subprocess.CompletedProcess[str]:
+        env = {**base, **extra}
+        if db:
+            env["STAGELINE_DATABASE_URL"] = db
+        done = subprocess.run(
+            [sys.executable, "-m", "stageline.cli", *args], cwd=tmp_path, env=env,
+            capture_output=True, text=True, encoding="utf-8", timeout=timeout, check=False,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    return run
+
+
+def _code(done: subprocess.CompletedProcess[str], code: int) -> subprocess.CompletedProcess[str]:
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    return done
+
+
+def _runs(cli: Cli, db: str | None = None) -> dict[str, str]:
+    listed = json.loads(_code(cli("runs", "--json", db=db), 0).stdout)
+    return {r["run_id"]: r["status"] for r in listed}
+
+
+def _summaries(tmp_path: Path, run_ids: list[str], db: str | None = None) -> dict[str, Any]:
+    """What ``stageline show --json`` prints for each run (read in this process: faster)."""
+    env = {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline"}
+    if db:
+        env["STAGELINE_DATABASE_URL"] = db
+
+    async def read() -> dict[str, Any]:
+        async with Runner.open(load_settings(cwd=tmp_path, env=env)) as runner:
+            return {r: (await runner.status(r)).to_dict() for r in run_ids}
+
+    return asyncio.run(read())
+
+
+# -- choosing the database ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [("runs",), ("db", "upgrade"), ("run", "blog_post", "-i",
+                                                                     "topic=x")])
+def test_postgres_stopped_is_exit_6_naming_the_host_without_the_password(
+    cli: Cli, command: tuple[str, ...]
+) -> None:
+    done = _code(cli(*command, db="postgresql://stageline:s3cret@127.0.0.1:1/ledger"), 6)
+    assert "127.0.0.1:1/ledger" in done.stderr
+    assert "s3cret" not in done.stderr + done.stdout
+    assert done.stderr.startswith("error: cannot connect to Postgres")
+    assert len(done.stderr.strip().splitlines()) <= 2
+
+
+def test_ephemeral_runs_in_memory_on_purpose_and_says_so(cli: Cli, tmp_path: Path) -> None:
+    done = _code(cli("run", "blog_post", "-i", "topic=x", "--run-id", "mem1", "--ephemeral"), 3)
+    assert "warning: --ephemeral" in done.stderr
+    assert not (tmp_path / "home" / "stageline.db").exists()
+    assert "mem1" not in _runs(cli)
+    by_env = _code(cli("run", "blog_post", "-i", "topic=x", STAGELINE_EPHEMERAL="1"), 3)
+    assert "warning: --ephemeral" in by_env.stderr
+    refused = _code(cli("run", "blog_post", "-i", "topic=x", "--ephemeral", "--detach"), 2)
+    assert "--detach" in refused.stderr
+
+
+def test_db_upgrade_applies_the_migrations_once(cli: Cli, postgres_empty_url: str) -> None:
+    for db in (None, postgres_empty_url):
+        first = _code(cli("db", "upgrade", db=db), 0).stdout
+        assert "schema version" in first and "applied migration(s) 1" in first
+        again = _code(cli("db", "upgrade", db=db), 0).stdout
+        assert "already up to date" in again
+
+
+# -- moving from SQLite to Postgres -------------------------------------------------------------
+
+
+def _queue_on_sqlite(tmp_path: Path, run_id: str) -> None:
+    """A queued run, as ``run --detach`` leaves it before its worker starts."""
+    env = {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline"}
+
+    async def create() -> None:
+        async with Runner.open(load_settings(cwd=tmp_path, env=env)) as runner:
+            await runner.create("blog_post", {"topic": "later"}, run_id=run_id)
+
+    asyncio.run(create())
+
+
+def test_db_copy_moves_finished_waiting_failed_and_queued_runs_to_postgres(
+    cli: Cli, tmp_path: Path, postgres_url: str
+) -> None:
+    pg = postgres_url
+    _code(cli("run", "blog_post", "-i", "topic=done", "--run-id", "done1"), 3)
+    _code(cli("approve", "done1", "--note", "fine"), 0)
+    _code(cli("run", "blog_post", "-i", "topic=waits", "--run-id", "wait1"), 3)
+    (tmp_path / "flaky.py").write_text(FLAKY_TEMPLATE)
+    _code(cli("run", "flaky.py", "--run-id", "fail1"), 1)
+    _queue_on_sqlite(tmp_path, "queued1")
+    on_sqlite = _runs(cli)
+    assert on_sqlite == {"done1": "succeeded", "wait1": "waiting", "fail1": "failed",
+                         "queued1": "queued"}
+    shown = _summaries(tmp_path, sorted(on_sqlite))
+
+    copied = _code(cli("db", "copy", "--to", pg), 0).stdout
+    assert "copied 4 run(s)" in copied
+    assert _runs(cli, db=pg) == on_sqlite
+    assert _summaries(tmp_path, sorted(on_sqlite), db=pg) == shown  # runs, records, state
+
+    _code(cli("approve", "wait1", "--note", "go", db=pg), 0)
+    (tmp_path / "ok.flag").write_text("")
+    _code(cli("retry", "fail1", db=pg), 0)
+    _code(cli("resume", "queued1", db=pg), 3)  # on to the editor's gate
+    _code(cli("approve", "queued1", db=pg), 0)
+    assert set(_runs(cli, db=pg).values()) == {"succeeded"}
+    assert _runs(cli) == on_sqlite  # the SQLite file is left as it was
+    events = json.loads(_code(cli("logs", "wait1", "--json", db=pg), 0).stdout)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["kind"] == "run.succeeded"
+
+    again = _code(cli("db", "copy", "--to", pg), 0).stdout  # safe to repeat: nothing regresses
+    assert "copied 4 run(s)" in again
+    assert set(_runs(cli, db=pg).values()) == {"succeeded"}
+
+
+def test_db_copy_into_the_same_database_or_memory_is_refused(cli: Cli, tmp_path: Path) -> None:
+    here = f"sqlite:///{tmp_path / 'home' / 'stageline.db'}"
+    assert "same database" in _code(cli("db", "copy", "--to", here), 2).stderr
+    assert "memory://" in _code(cli("db", "copy", "--to", "memory://"), 2).stderr

@@ -1,0 +1,100 @@
+"""``stageline run sdlc`` against the sample repository: build, dispatch (real CI), verify."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sdlc_sample"
+GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+ANSWERS = ["-a", "scope=calc.py gains a subtract function with its tests", "-a",
+           "priority=normal", "-a", "done_when=CI passes"]
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    """The shipped sample, as its own git repository."""
+    repo = tmp_path / "sample"
+    shutil.copytree(SAMPLE, repo)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "sample"]):
+        subprocess.run([*GIT, "-C", str(repo), *args], check=True)
+    return repo
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
+    env.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
+               PYTHONIOENCODING="utf-8", COLUMNS="200")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, encoding="utf-8",
+                              timeout=180, check=False)
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    return run
+
+
+def _start(cli: Cli, sample: Path, run_id: str, *extra: str) -> dict[str, object]:
+    waiting = cli("run", "sdlc", "-i", "task=Add a subtract function to calc",
+                  "-i", f"repo={sample}", "-i", "review_threshold:=0", "--run-id", run_id, *extra)
+    assert waiting.returncode == 3, (waiting.stdout, waiting.stderr)  # the clarifier asks
+    done = cli("answer", run_id, *ANSWERS)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    shown: dict[str, object] = json.loads(cli("show", run_id, "--json").stdout)
+    return shown
+
+
+def test_sample_goes_through_build_dispatch_verify_to_approved(cli: Cli, sample: Path) -> None:
+    shown = _start(cli, sample, "s1")
+    state = shown["state"]
+    assert isinstance(state, dict)
+    assert state["outcome"] == "approved" and state["ci_conclusion"] == "success"
+    nodes = [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
+    assert nodes[-4:] == ["build", "dispatch", "verify", "approved"]
+    log = subprocess.run(["git", "-C", str(sample), "log", "--format=%s", "stageline/s1"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert log == ["Add a subtract function to calc", "sample"]
+    assert subprocess.run(["git", "-C", str(sample), "status", "--porcelain"], capture_output=True,
+                          text=True, check=True).stdout == ""  # the checkout is untouched
+    ci_log = Path(str(state["ci_log_path"])).read_text()
+    assert "Ran 2 tests" in ci_log and "OK" in ci_log
+    summary = Path(str(state["pr_summary_path"])).read_text()
+    assert summary.startswith("# Add a subtract function to calc\n\nBranch `stageline/s1` at ")
+    assert "CHANGELOG.md | 2 ++" in summary and "CI run s1-ci1 passed after 1 build(s)" in summary
+    transcript = cli("transcript", "s1", "build")
+    assert transcript.returncode == 0 and "CHANGELOG.md" in transcript.stdout
+
+
+def test_a_harness_that_breaks_the_tests_loops_then_parks(
+    cli: Cli, sample: Path, tmp_path: Path
+) -> None:
+    broken = "def add(a, b):\n    return a - b\n\n\ndef multiply(a, b):\n    return a * b\n"
+    script = tmp_path / "break.json"
+    script.write_text(json.dumps({"script": [{"write": "calc.py", "content": broken}]}))
+    shown = _start(cli, sample, "s2", "--input-file", str(script))
+    state = shown["state"]
+    assert isinstance(state, dict)
+    assert (state["outcome"], state["ci_conclusion"], state["build_round"]) == \
+        ("parked", "failure", 3)
+    nodes = [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
+    assert nodes.count("build") == 3 and nodes.count("dispatch") == 3
+    assert nodes[-1] == "build_parked" and "approved" not in nodes
+    assert "FAILED (failures=1)" in str(state["build_feedback"])
+    parked = Path(str(state["pr_summary_path"])).read_text()
+    assert "CI still fails after 3 builds" in parked
+    prompt_rows = [json.loads(line) for line in
+                   Path(str(state["transcript_path"])).read_text().splitlines()]
+    assert [r["attempt"] for r in prompt_rows if r["type"] == "operation.begin"] == [1, 1, 1]

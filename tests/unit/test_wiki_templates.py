@@ -1,0 +1,143 @@
+"""The wiki templates offline (scripted harness): pages, the index, validation, gardening."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from stageline.config import Settings
+from stageline.ledger import RunStatus
+from stageline.runner import Runner
+from stageline.templates import load_template
+from stageline.templates.builtin._wiki import (
+    broken_links,
+    front_matter,
+    links,
+    render_index,
+    title_of,
+)
+from stageline.testing import memory_runner
+
+GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "README.md").write_text(
+        "# Sample project\n\nIt does [many things](docs/guide.md) well.\n\n## Install\n\n"
+        "pip install it\n\n## Use\n\n```\nrun [x](nowhere.md)\n```\n")
+    (root / "docs" / "guide.md").write_text("---\ntitle: The guide\n---\n# Guide\n\nRead me.\n")
+    (root / "docs" / "notes.txt").write_text("plain notes\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "init")
+    return root
+
+
+@pytest.fixture
+async def runner(memory_settings: Settings) -> AsyncIterator[Runner]:
+    async with memory_runner(memory_settings) as opened:
+        yield opened
+
+
+def test_helpers_read_front_matter_titles_and_links(tmp_path: Path) -> None:
+    page = tmp_path / "a.md"
+    text = ("---\ntitle: Alpha\n---\n# Heading\n[b](b.md) [web](https://x.y) [top](#top) "
+            "![img](img.png) [[Gamma|g]] `[code](no.md)`\n")
+    assert front_matter(text) == {"title": "Alpha"}
+    assert front_matter("# no front matter") is None
+    assert title_of(page, text) == "Alpha"
+    assert title_of(page, "# Heading only\n") == "Heading only"
+    assert links(text) == ["b.md", "https://x.y", "#top", "img.png", "[[Gamma]]"]
+    (tmp_path / "b.md").write_text("---\ntitle: Beta\n---\n")
+    assert broken_links(page, text, tmp_path, tmp_path) == ["img.png", "[[Gamma]]"]
+    page.write_text(text)
+    index = render_index(tmp_path)
+    assert "- [Alpha](a.md)" in index and "- [Beta](b.md)" in index
+    assert front_matter(index) == {"title": "Index", "generated": "stageline"}
+
+
+async def test_ingest_a_folder_writes_pages_and_an_index_that_validate(
+    runner: Runner, repo: Path
+) -> None:
+    wiki = repo / "wiki"
+    summary = await runner.start("wiki_ingest", {"source": str(repo / "docs"), "wiki": str(wiki)})
+    assert summary.status is RunStatus.SUCCEEDED, summary.run.error
+    assert sorted(p.name for p in wiki.iterdir()) == ["guide.md", "index.md", "notes.md"]
+    assert front_matter((wiki / "guide.md").read_text())["title"] == "The guide"  # type: ignore[index]
+    index = (wiki / "index.md").read_text()
+    assert "- [The guide](guide.md)" in index and "- [notes.txt](notes.md)" in index
+    assert summary.state["pages"] == ["guide.md", "index.md", "notes.md"]
+    assert summary.state["summary"] == "ingested 2 source file(s) into wiki"
+
+
+async def test_ingest_strips_links_an_excerpt_would_break(runner: Runner, repo: Path) -> None:
+    summary = await runner.start("wiki_ingest", {"source": str(repo / "README.md"),
+                                                 "wiki": str(repo / "kb")})
+    assert summary.status is RunStatus.SUCCEEDED, summary.run.error
+    page = (repo / "kb" / "readme.md").read_text()
+    assert "It does many things well." in page and "## Outline\n\n- Install\n- Use" in page
+
+
+async def test_missing_source_fails_in_source_preparation(runner: Runner, repo: Path) -> None:
+    summary = await runner.start("wiki_ingest", {"source": str(repo / "nope.md"),
+                                                 "wiki": str(repo / "wiki")})
+    assert summary.run.failure_phase == "source_preparation"
+    assert "nope.md does not exist" in (summary.run.error or "")
+
+
+async def test_broken_link_fails_validation_naming_page_and_link(
+    runner: Runner, repo: Path
+) -> None:
+    script = [{"write": "wiki/a.md", "content": "---\ntitle: A\n---\nSee [gone](gone.md).\n"}]
+    summary = await runner.start("wiki_ingest", {"source": str(repo / "README.md"),
+                                                 "wiki": str(repo / "wiki"), "script": script})
+    assert summary.run.failure_phase == "validation"
+    assert summary.run.error == "OperationFailed: wiki/a.md: broken link 'gone.md'"
+    assert (repo / "wiki" / "index.md").exists()  # indexing ran before validation
+
+
+async def test_missing_front_matter_and_writes_outside_fail_validation(
+    runner: Runner, repo: Path
+) -> None:
+    script = [{"write": "wiki/bare.md", "content": "# Bare\n"},
+              {"write": "src/app.py", "content": "print('changed')\n"}]
+    summary = await runner.start("wiki_build", {"wiki": str(repo / "wiki"), "script": script})
+    error = summary.run.error or ""
+    assert summary.run.failure_phase == "validation"
+    assert "wiki/bare.md: no front matter" in error
+    assert "src/app.py: written outside the wiki root wiki" in error
+
+
+async def test_build_then_garden_repairs_a_damaged_wiki(runner: Runner, repo: Path) -> None:
+    wiki = repo / "wiki"
+    built = await runner.start("wiki_build", {"wiki": str(wiki)})
+    assert built.status is RunStatus.SUCCEEDED, built.run.error
+    made = {p.name for p in wiki.iterdir()}
+    assert {"overview.md", "area-docs.md", "area-src.md", "index.md"} <= made
+    assert "[docs](area-docs.md)" in (wiki / "overview.md").read_text()
+    (wiki / "loose.md").write_text("# Loose page\n\nSee [missing](missing.md) and [[Nowhere]].\n")
+    garden = await runner.start("wiki_garden", {"wiki": str(wiki)})
+    assert garden.status is RunStatus.SUCCEEDED, garden.run.error
+    loose = (wiki / "loose.md").read_text()
+    assert front_matter(loose) == {"title": "Loose page"}
+    assert "See missing and Nowhere." in loose
+    assert "- [Loose page](loose.md)" in (wiki / "index.md").read_text()
+    assert garden.state["summary"].endswith(
+        "front matter added to 1 page(s), 2 broken link(s) unlinked")
+
+
+def test_the_wiki_templates_are_built_ins() -> None:
+    for name in ("wiki_build", "wiki_ingest", "wiki_garden"):
+        assert load_template(name).name == name
