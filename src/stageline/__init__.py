@@ -22,7 +22,7 @@ from stageline.errors import (
 )
 from stageline.ledger import Event, NodeRecord, Run, RunStatus
 from stageline.runner import Runner, RunSummary
-from stageline.stages import Stage, StageContext, legacy_stage, stage
+from stageline.stages import Budget, Stage, StageContext, legacy_stage, router_stage, stage
 from stageline.templates import END, Template, list_templates, load_template
 
 try:
@@ -32,6 +32,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - running from a sour
 
 __all__ = [
     "END",
+    "Budget",
     "ConflictError",
     "Event",
     "InputError",
@@ -57,5 +58,6 @@ __all__ = [
     "list_templates",
     "load_settings",
     "load_template",
+    "router_stage",
     "stage",
 ]
