@@ -49,6 +49,28 @@ def _drop_database(name: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _test_db_name(kind: str) -> str:
+    """``stageline_<kind>_<pid>_<hex>``: the pid lets a later session drop what a dead one left."""
+    return f"stageline_{kind}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+def _drop_leftovers(admin: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Drop test databases of sessions that died on this machine (a local server only)."""
+    host = urlsplit(POSTGRES_ADMIN_URL).hostname or "localhost"
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return
+    for (name,) in admin.execute(
+        "SELECT datname FROM pg_database WHERE datname ~ '^stageline_(tpl|t|e)_[0-9]+_'"
+    ).fetchall():
+        pid = int(str(name).split("_")[2])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except PermissionError:
+            pass
+
+
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
     """A database with stageline's and LangGraph's tables, made once per session."""
@@ -59,8 +81,9 @@ def postgres_template() -> Iterator[str]:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{why}; the Postgres tests must run where CI=true")
         pytest.skip(f"{why}; set STAGELINE_TEST_POSTGRES to run the Postgres tests")
-    name = f"stageline_tpl_{uuid.uuid4().hex[:10]}"
+    name = _test_db_name("tpl")
     with admin:
+        _drop_leftovers(admin)
         admin.execute(f'CREATE DATABASE "{name}"')
 
     async def migrate() -> None:
@@ -83,7 +106,7 @@ def postgres_admin(postgres_template: str) -> Callable[[], psycopg.Connection[tu
 @pytest.fixture
 def postgres_url(postgres_template: str) -> Iterator[str]:
     """A fresh, migrated database of its own for one test."""
-    name = f"stageline_t_{uuid.uuid4().hex[:12]}"
+    name = _test_db_name("t")
     with _admin_connection() as admin:
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
     try:
@@ -95,7 +118,7 @@ def postgres_url(postgres_template: str) -> Iterator[str]:
 @pytest.fixture
 def postgres_empty_url(postgres_template: str) -> Iterator[str]:
     """A fresh database with no tables at all."""
-    name = f"stageline_e_{uuid.uuid4().hex[:12]}"
+    name = _test_db_name("e")
     with _admin_connection() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:

@@ -18,7 +18,7 @@ StagelineError
 │   ├── StaleDecision           a decision for another attempt or another state of the run
 │   └── AlreadyDecided          exit 5: someone else decided the gate or answered first
 ├── StorageError                exit 6, HTTP 503: the database is unreachable or broken
-└── RunError                    raised inside a run; recorded on the node, never shown as a traceback
+└── RunError                    raised inside a run; recorded on the node, never as a traceback
     ├── LoopBoundExceeded       a loop went past its declared bound
     ├── FanInConflict           parallel stages wrote one key that has no reducer
     ├── EffectInDoubt           a side effect started but its result was never recorded
@@ -47,8 +47,8 @@ __all__ = [
     "RunError",
     "RunNotFound",
     "StageNotFound",
-    "StaleDecision",
     "StagelineError",
+    "StaleDecision",
     "StorageError",
     "TemplateChanged",
     "TemplateError",

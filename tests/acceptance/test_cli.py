@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-BLOG_NODES = ["research", "outline", "draft", "critic_a", "critic_b", "aggregate", "editor_approval",
-              "publish"]
+BLOG_NODES = ["research", "outline", "draft", "critic_a", "critic_b", "aggregate",
+              "editor_approval", "publish"]
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -130,7 +130,8 @@ def test_read_commands_print_json_only(cli: Cli) -> None:
     assert shown["run"]["status"] == "succeeded"
     assert [r["node"] for r in shown["records"]] == BLOG_NODES
     [decided] = shown["decisions"]
-    assert (decided["decision"], decided["actor"], decided["status"]) == ("approve", "ed", "applied")
+    assert (decided["decision"], decided["actor"], decided["status"]) == (
+        "approve", "ed", "applied")
     assert all(isinstance(r["duration"], float) and r["duration"] >= 0 for r in shown["records"])
     assert shown["state"]["post_path"].endswith("post.md")
 
@@ -276,7 +277,8 @@ def test_detach_queues_the_run_and_logs_follow_it_to_the_end(cli: Cli, tmp_path:
         tmp_path / "home" / "runs" / "bg1" / "worker.log"
     ).read_text()
     assert json.loads(_ok(cli("show", "bg1", "--json")).stdout)["run"]["status"] == "succeeded"
-    assert "✔ second" in (tmp_path / "home" / "runs" / "bg1" / "worker.log").read_text()
+    # The project's local worker advanced it and says so in the run's worker log.
+    assert "second succeeded" in (tmp_path / "home" / "runs" / "bg1" / "worker.log").read_text()
 
 
 def test_detached_blog_post_finishes(cli: Cli, tmp_path: Path) -> None:
@@ -285,7 +287,8 @@ def test_detached_blog_post_finishes(cli: Cli, tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     status = "queued"
     while status in ("queued", "running") and time.monotonic() < deadline:
-        assert "error:" not in worker_log.read_text(), worker_log.read_text()
+        seen = worker_log.read_text() if worker_log.exists() else ""
+        assert "error:" not in seen, seen
         status = json.loads(_ok(cli("show", "bg2", "--json")).stdout)["run"]["status"]
     assert status == "waiting"  # at the editor's gate
     _ok(cli("approve", "bg2"))

@@ -210,7 +210,8 @@ def test_sdlc_asks_a_follow_up_and_answers_can_be_typed_in(cli: Cli) -> None:
     cli("run", "sdlc", "-i", "task=fix the login bug", "--run-id", "s2", code=3)
     follow = cli("answer", "s2", stdin="login\nurgent\n\n", code=3).stdout
     assert "The scope is short" in follow and "turn 1" in follow
-    done = cli("answer", "s2", "-a", "scope_detail=only the password form, not SSO").stdout
+    (Path.cwd() / "answers.yaml").write_text("scope_detail: only the password form, not SSO\n")
+    done = cli("answer", "s2", "--answer-file", "answers.yaml").stdout
     assert "succeeded" in done
     history = show(cli, "s2")["state"]["qa_history"]
     assert [e["turn"] for e in history] == [0, 1]
@@ -242,6 +243,58 @@ def test_an_effect_before_a_question_happens_once(cli: Cli, tmp_path: Path) -> N
     assert second.returncode == 0, (second.stdout, second.stderr)
     assert (tmp_path / "sent.log").read_text() == "sent\n"  # the resume did not send again
     assert show(cli, "e1")["state"] == {"sent": 1, "answers": {"q1": "yes"}}
+
+
+DOUBT_TEMPLATE = """
+from pathlib import Path
+from typing import Any, TypedDict
+
+from stageline.templates import Template
+
+
+class State(TypedDict, total=False):
+    charged: Any
+
+
+async def charge(state: State, ctx: Any) -> dict[str, Any]:
+    def pay() -> str:
+        with open("charged.log", "a") as out:
+            out.write("charged\\n")
+        return "receipt-1"
+
+    return {"charged": await ctx.effect("card", pay)}
+
+
+template = Template("charge", state=State)
+template.add_stage("charge", charge)
+"""
+
+
+def test_an_effect_in_doubt_is_named_and_settled_from_the_cli(cli: Cli, tmp_path: Path) -> None:
+    from stageline.config import load_settings
+    from stageline.ledger import Effect
+    from stageline.runner import Runner
+
+    (tmp_path / "charge.py").write_text(DOUBT_TEMPLATE)
+
+    async def crashed_mid_effect() -> None:  # as if the process died inside `pay`
+        settings = load_settings(cwd=tmp_path, env={"STAGELINE_HOME": str(tmp_path / "home")})
+        async with Runner.open(settings) as runner:
+            await runner.create(str(tmp_path / "charge.py"), {}, run_id="c1")
+            await runner.ledger.begin_effect(Effect(run_id="c1", node="charge", key="card",
+                                                    attempt=1))
+
+    asyncio.run(crashed_mid_effect())
+    failed = cli("resume", "c1", code=1).stdout
+    assert "effect 'card' of node 'charge'" in failed
+    assert "stageline effect c1 charge card" in failed
+    assert not (tmp_path / "charged.log").exists()
+    cli("effect", "c1", "charge", "card", code=2)  # --done or --redo, not neither
+    cli("effect", "c1", "charge", "nope", "--redo", code=2)
+    assert "will run again" in cli("effect", "c1", "charge", "card", "--redo").stdout
+    cli("retry", "c1")
+    assert (tmp_path / "charged.log").read_text() == "charged\n"
+    assert show(cli, "c1")["state"] == {"charged": "receipt-1"}
 
 
 def test_blog_post_as_separate_processes(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ The behaviour every backend shares is in ``test_ledger_conformance.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -296,3 +297,21 @@ async def test_without_prepared_statements_for_poolers(
     with psycopg.connect(postgres_url) as conn:
         row = conn.execute("SELECT count(*) FROM stageline_node_records").fetchone()
     assert row is not None and row[0] == 1
+
+
+async def test_a_cancelled_ledger_call_leaves_its_connection_idle(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = await open_backend(postgres_url, checkpoint_serde())
+    try:
+        run = await backend.ledger.create_run(make_run())
+        for delay in (0, 0.0002, 0.0005, 0.001, 0.002) * 6:  # cancelled at one point or another
+            call = asyncio.ensure_future(backend.ledger.renew_lease(run.run_id, "h", 10))
+            await asyncio.sleep(delay)
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+        assert (await backend.ledger.get_run(run.run_id)).status is RunStatus.QUEUED
+    finally:
+        await backend.aclose()
+    assert "returned connection" not in caplog.text  # the pool had nothing to clean up

@@ -12,7 +12,7 @@ import typer
 
 from stageline.cli._codes import EPILOG
 from stageline.cli._db import db_app, use_memory
-from stageline.cli._detach import spawn_resume
+from stageline.cli._detach import detach as _detach
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._harness import transcript
 from stageline.cli._human import COMMANDS as HUMAN_COMMANDS
@@ -28,6 +28,8 @@ from stageline.cli._render import (
     templates_table,
 )
 from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
+from stageline.cli._stats import stats
+from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
 from stageline.config import load_settings
 from stageline.ledger import EventCategory, RunStatus, WaitKind
 from stageline.runner import Runner, RunSummary, new_run_id
@@ -150,6 +152,16 @@ def run(
         typer.Option("--ephemeral", envvar="STAGELINE_EPHEMERAL",
                      help="Keep the run in memory only, on purpose: nothing of it survives."),
     ] = False,
+    budget_tokens: Annotated[
+        float | None,
+        typer.Option("--budget-tokens", metavar="N",
+                     help="This run's token budget; past it the run waits at a budget gate."),
+    ] = None,
+    budget_cost: Annotated[
+        float | None,
+        typer.Option("--budget-cost", metavar="X",
+                     help="This run's cost budget; past it the run waits at a budget gate."),
+    ] = None,
 ) -> None:
     """Start a run of TEMPLATE and follow it to its end (or queue it with --detach).
 
@@ -159,26 +171,14 @@ def run(
     values = parse_inputs(inputs or (), input_file)
     deadlines = parse_deadlines(deadline or ())
     rid = run_id or new_run_id()
+    budget = {k: v for k, v in (("tokens", budget_tokens), ("cost", budget_cost)) if v} or None
     if ephemeral:
         use_memory(detach=detach)
     if detach:
-        asyncio.run(_detach(template, values, rid, deadlines))
+        asyncio.run(_detach(template, values, rid, deadlines, budget))
         return
-    _advance(rid, lambda runner: runner.start(template, values, run_id=rid, deadlines=deadlines))
-
-
-async def _detach(
-    template: str, values: dict[str, object], run_id: str, deadlines: dict[str, str]
-) -> None:
-    async with Runner.open() as runner:
-        queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines)
-        log = runner.settings.run_dir(queued.run_id) / "worker.log"
-    pid = spawn_resume(queued.run_id, log)
-    out = console()
-    out.print(f"queued run {queued.run_id}; advancing it in the background (pid {pid})")
-    out.print(f"  follow:  stageline logs {queued.run_id} --follow")
-    out.print(f"  details: stageline show {queued.run_id}")
-    out.print(f"  worker output: {log}")
+    _advance(rid, lambda runner: runner.start(template, values, run_id=rid, deadlines=deadlines,
+                                              budget=budget))
 
 
 @app.command()
@@ -353,4 +353,7 @@ app.command()(transcript)
 for _command in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sweep, effect
     app.command()(_command)
 
+app.command()(stats)
 app.add_typer(db_app, name="db")
+for _command in WORKER_COMMANDS:  # worker, prune
+    app.command()(_command)

@@ -1,4 +1,8 @@
-"""``run --detach``: a background ``stageline resume RUN`` process, outliving the command."""
+"""``run --detach``: queue the run for a worker.
+
+On Postgres the run goes to the job queue, for any ``stageline worker``. On SQLite it goes to
+the project's one local worker (``stageline worker --local``), started here unless it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,53 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["spawn_resume"]
+from stageline.cli._render import console
+from stageline.runner import Runner
+from stageline.worker import defer_run, ensure_queue_schema, is_postgres, local_worker_alive
+from stageline.worker import queue_app as _queue_app
+
+__all__ = ["LOCAL_IDLE_EXIT", "detach", "spawn_local_worker"]
+
+LOCAL_IDLE_EXIT = 60.0
+"""Seconds a local worker started by ``run --detach`` waits for more work before it exits."""
 
 
-def spawn_resume(run_id: str, log: Path) -> int:
-    """Start ``stageline resume RUN`` in its own session, output to ``log``; its pid."""
+async def detach(
+    template: str, values: dict[str, object], run_id: str, deadlines: dict[str, str],
+    budget: dict[str, float] | None = None,
+) -> None:
+    """Queue a run and hand it to a worker; print how to follow it."""
+    async with Runner.open() as runner:
+        queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines,
+                                     budget=budget)
+        settings = runner.settings
+    out = console()
+    if is_postgres(settings.database_url):
+        await ensure_queue_schema(settings.database_url)
+        app = _queue_app(settings.database_url)
+        async with app.open_async():
+            await defer_run(app, queued.run_id)
+        out.print(f"queued run {queued.run_id}; a `stageline worker` advances it")
+    else:
+        # After the run is committed: a worker letting go of its lock looks once more.
+        log = settings.home / "worker.log"
+        pid = spawn_local_worker(settings.home, log)
+        how = f"started the local worker (pid {pid})" if pid else "the local worker advances it"
+        out.print(f"queued run {queued.run_id}; {how}")
+        out.print(f"  worker output: {settings.run_dir(queued.run_id) / 'worker.log'}")
+    out.print(f"  follow:  stageline logs {queued.run_id} --follow")
+    out.print(f"  details: stageline show {queued.run_id}")
+
+
+def spawn_local_worker(home: Path, log: Path) -> int | None:
+    """Start ``stageline worker --local`` in its own session unless one runs; its pid."""
+    if local_worker_alive(home):
+        return None
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         child = subprocess.Popen(
-            [sys.executable, "-m", "stageline.cli", "resume", run_id],
+            [sys.executable, "-m", "stageline.cli", "worker", "--local",
+             "--idle-exit", str(LOCAL_IDLE_EXIT)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -20,6 +20,7 @@ from stageline.ledger._human import (
     already_decided,
 )
 from stageline.ledger._memory import MemoryLedger
+from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "MemoryLedger",
     "NodeRecord",
     "NodeStatus",
+    "Outcome",
     "Publisher",
     "Run",
     "RunStatus",

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from stageline.ledger._human import Effect, Wait, WaitStatus
+from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["LedgerStore", "Publisher", "holder_is_dead", "this_holder"]
@@ -48,7 +49,8 @@ class LedgerStore(Protocol):
     async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run: ...
     async def get_run(self, run_id: str) -> Run: ...
     async def list_runs(
-        self, *, status: str | None = None, template: str | None = None, limit: int = 100
+        self, *, status: str | None = None, template: str | None = None, limit: int = 100,
+        updated_before: float | None = None,
     ) -> list[Run]: ...
     async def transition(
         self,
@@ -114,3 +116,11 @@ class LedgerStore(Protocol):
     async def get_effect(self, run_id: str, node: str, key: str) -> Effect | None: ...
     async def forget_effect(self, run_id: str, node: str, key: str) -> bool: ...
     async def effects(self, run_id: str) -> list[Effect]: ...
+
+    # -- capability outcomes ----------------------------------------------------------------
+    def stage_outcome(self, outcome: Outcome) -> None: ...
+    async def record_outcomes(self, rows: Iterable[Outcome]) -> None: ...
+    async def outcomes(
+        self, *, template: str | None = None, since: float | None = None,
+        node: str | None = None, routed: bool = False, limit: int | None = None,
+    ) -> list[Outcome]: ...

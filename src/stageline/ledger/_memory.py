@@ -13,12 +13,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._memory_human import HumanMemory
+from stageline.ledger._outcomes import OutcomesMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory):
+class MemoryLedger(HumanMemory, OutcomesMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -27,6 +28,7 @@ class MemoryLedger(HumanMemory):
         self._runs: dict[str, Run] = {}
         self._nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._events: dict[str, list[Event]] = {}
+        self._outcomes = {}
 
     async def setup(self) -> None:
         return None
@@ -54,11 +56,14 @@ class MemoryLedger(HumanMemory):
         return self._get(run_id)
 
     async def list_runs(
-        self, *, status: str | None = None, template: str | None = None, limit: int = 100
+        self, *, status: str | None = None, template: str | None = None, limit: int = 100,
+        updated_before: float | None = None,
     ) -> list[Run]:
         found = [
             r for r in self._runs.values()
-            if (status is None or r.status == status) and (template is None or r.template == template)
+            if (status is None or r.status == status)
+            and (template is None or r.template == template)
+            and (updated_before is None or r.updated_at < updated_before)
         ]
         return sorted(found, key=lambda r: r.created_at, reverse=True)[:limit]
 

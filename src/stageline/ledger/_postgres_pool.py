@@ -4,6 +4,7 @@ a connection found dead (the server restarted) and retry once where nothing can 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.engine.interfaces import Dialect
@@ -87,7 +89,8 @@ class PgExecutor:
                     raise
                 await self._pool.check()
                 continue
-            except BaseException:
+            except BaseException:  # failed or cancelled: BEGIN may have gone through
+                await _settle(conn)
                 await self._pool.putconn(conn)
                 raise
             self._conn = conn
@@ -138,12 +141,14 @@ class PgExecutor:
         if conn is None:
             return
         try:
-            if in_tx and not conn.broken:
-                await conn.execute(command, prepare=False)
-        except psycopg.OperationalError as exc:
-            if command == "COMMIT":  # a lost ROLLBACK has rolled back all the same
-                _raise_if_lost(exc, self._where)
-                raise
+            if command == "COMMIT" and in_tx:
+                try:
+                    await conn.execute("COMMIT", prepare=False)
+                except psycopg.OperationalError as exc:
+                    _raise_if_lost(exc, self._where)
+                    raise
+            else:
+                await _settle(conn)
         finally:
             await self._pool.putconn(conn)
 
@@ -272,6 +277,16 @@ class PgSaver(AsyncPostgresSaver):
 
 def _noop() -> None:
     return None
+
+
+async def _settle(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Roll back whatever a block left open (it failed, or was cancelled mid-statement), so
+    the connection goes back to the pool idle. A ROLLBACK that fails has rolled back all the
+    same: the pool then discards the connection."""
+    if conn.broken or conn.info.transaction_status == TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):
+        await conn.execute("ROLLBACK", prepare=False)
 
 
 def _raise_if_lost(exc: BaseException, where: str) -> None:

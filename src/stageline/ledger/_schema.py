@@ -23,6 +23,7 @@ __all__ = [
     "events",
     "metadata",
     "node_records",
+    "outcomes",
     "runs",
     "schema_version",
     "waits",
@@ -155,5 +156,44 @@ def _v2(dialect: Dialect) -> list[str]:
     return ddl
 
 
-MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2)
+# -- migration 3: capability outcomes -------------------------------------------------------
+
+outcomes = Table(
+    "stageline_outcomes",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("task_id", String(100), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("try_no", Integer, primary_key=True),
+    Column("template", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("stage", String(300), nullable=False),
+    Column("capability", String(200)),
+    Column("alternative", String(200)),
+    Column("input_shape", String(64), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("failure_phase", String(50)),
+    Column("started_at", Float, nullable=False),
+    Column("finished_at", Float, nullable=False),
+    Column("latency", Float, nullable=False),
+    Column("input_tokens", Float, nullable=False),
+    Column("output_tokens", Float, nullable=False),
+    Column("cost", Float, nullable=False),
+    Column("quality", Float),
+)
+"""One row per node run (the router's and ``stats``' training signal). Not tied to the run's
+other rows: ``delete_run`` (retention) keeps a run's outcomes."""
+
+_indexes_v3 = [
+    Index("ix_stageline_outcomes_template", outcomes.c.template, outcomes.c.finished_at),
+]
+
+
+def _v3(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(outcomes, if_not_exists=True).compile(dialect=dialect))]
+    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v3]
+    return ddl
+
+
+MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3)
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

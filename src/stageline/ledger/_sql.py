@@ -32,6 +32,7 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
     effects,
@@ -47,6 +48,9 @@ from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 __all__ = ["Executor", "SqlLedger"]
 
 FLUSH_DELAY = 0.15
+
+Op = tuple[str, list[dict[str, Any]]]
+"""One ``executemany``: SQL and its rows."""
 
 
 class Executor(Protocol):
@@ -69,7 +73,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql):
+class SqlLedger(HumanSql, OutcomesSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -88,8 +92,9 @@ class SqlLedger(HumanSql):
         self._compiled_text: dict[tuple[Any, ...], str] = {}
         self._staged_nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._staged_events: list[Event] = []
+        self._staged_outcomes: dict[tuple[str, str, int, int], Outcome] = {}
         self._seq: dict[str, int] = {}
-        """Last event seq of each run whose lease this ledger's process holds (see _write_events)."""
+        """Last event seq of each run whose lease this process holds (see _write_events)."""
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self.publisher: Publisher | None = None
@@ -167,11 +172,14 @@ class SqlLedger(HumanSql):
         return Run.from_row(rows[0])
 
     async def list_runs(
-        self, *, status: str | None = None, template: str | None = None, limit: int = 100
+        self, *, status: str | None = None, template: str | None = None, limit: int = 100,
+        updated_before: float | None = None,
     ) -> list[Run]:
         stmt = select(runs)
         if status:
             stmt = stmt.where(runs.c.status == status)
+        if updated_before is not None:  # retention: runs idle since then
+            stmt = stmt.where(runs.c.updated_at < updated_before)
         if template:
             stmt = stmt.where(runs.c.template == template)
         stmt = stmt.order_by(runs.c.created_at.desc()).limit(limit)
@@ -229,7 +237,10 @@ class SqlLedger(HumanSql):
             stmt = update(runs).where(runs.c.run_id == bindparam("_run_id"))
             if expecting:
                 stmt = stmt.where(
-                    or_(false(), *(runs.c.status == bindparam(f"_expect_{i}") for i in range(n_expect)))
+                    or_(
+                        false(),
+                        *(runs.c.status == bindparam(f"_expect_{i}") for i in range(n_expect)),
+                    )
                 )
             stmt = stmt.values(**{f: bindparam(f) for f in fields}).returning(*runs.c)
             sql = str(stmt.compile(dialect=self._x.dialect))
@@ -326,7 +337,7 @@ class SqlLedger(HumanSql):
 
     async def flush(self) -> None:
         """Commit staged writes now."""
-        if not (self._staged_nodes or self._staged_events):
+        if not (self._staged_nodes or self._staged_events or self._staged_outcomes):
             return
         async with self._tx() as x:
             written = await self._write_staged(x)
@@ -337,7 +348,7 @@ class SqlLedger(HumanSql):
         """Serializes statements on the connection the ledger shares with the saver."""
         return self._lock
 
-    def take_staged(self) -> tuple[list[tuple[str, list[dict[str, Any]]]], list[Event], Callable[[], None]]:
+    def take_staged(self) -> tuple[list[Op], list[Event], Callable[[], None]]:
         """Hand staged rows to a commit that is about to happen: ``(ops, events, undo)``.
 
         The backend's checkpoint connection calls this just before it commits, so the rows land
@@ -347,17 +358,21 @@ class SqlLedger(HumanSql):
         """
         nodes = list(self._staged_nodes.values())
         mine = [ev for ev in self._staged_events if ev.run_id in self._seq]
-        if not nodes and not mine:
+        outs = list(self._staged_outcomes.values())
+        if not nodes and not mine and not outs:
             return [], [], _noop
         others = [ev for ev in self._staged_events if ev.run_id not in self._seq]
-        saved_nodes, saved_events, saved_seq = self._staged_nodes, self._staged_events, dict(self._seq)
-        self._staged_nodes, self._staged_events = {}, others
+        saved_nodes, saved_events = self._staged_nodes, self._staged_events
+        saved_seq = dict(self._seq)
+        saved_outs = self._staged_outcomes
+        self._staged_nodes, self._staged_events, self._staged_outcomes = {}, others, {}
         if self._flush_handle is not None and not others:
             self._flush_handle.cancel()
             self._flush_handle = None
-        ops: list[tuple[str, list[dict[str, Any]]]] = []
+        ops: list[Op] = []
         if nodes:
             ops.append((self._sql(self._node_upsert), [n.to_row() for n in nodes]))
+        ops += self._outcome_ops(outs)
         by_run: dict[str, list[Event]] = {}
         for ev in mine:
             by_run.setdefault(ev.run_id, []).append(ev)
@@ -369,6 +384,7 @@ class SqlLedger(HumanSql):
 
         def undo() -> None:
             self._staged_nodes = {**saved_nodes, **self._staged_nodes}
+            self._staged_outcomes = {**saved_outs, **self._staged_outcomes}
             self._staged_events = saved_events + [
                 e for e in self._staged_events if e not in saved_events
             ]

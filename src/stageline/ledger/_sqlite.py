@@ -54,7 +54,10 @@ class _SqliteExecutor:
         await self.conn.rollback()
 
 
-def _run_batch(raw: sqlite3.Connection, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
+Ops = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+
+
+def _run_batch(raw: sqlite3.Connection, ops: Ops) -> None:
     for sql, rows in ops:
         raw.executemany(sql, rows)
 
@@ -97,7 +100,7 @@ class _CheckpointConnection:
 def sqlite_path(url: str) -> Path:
     """The file of a ``sqlite:///PATH`` URL (four slashes for an absolute path)."""
     rest = url.split("://", 1)[1]
-    return Path(rest[1:] if rest.startswith("/") and not rest.startswith("//") else rest[1:])
+    return Path(rest[1:])
 
 
 async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, AsyncSqliteSaver]:
@@ -111,7 +114,8 @@ async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, A
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        ledger = SqlLedger(_SqliteExecutor(conn), lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
+        executor = _SqliteExecutor(conn)
+        ledger = SqlLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
         saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger), serde=serde)  # type: ignore[arg-type]
         saver.lock = ledger.lock  # one statement stream on the shared connection
         await ledger.setup()

@@ -37,9 +37,27 @@ def _count_tokens(text: str) -> int:
 
 
 _WORDS = (
-    "durable checkpoint stage gate ledger resume pipeline review draft signal "
-    "outline evidence reader claim example trade-off failure retry latency budget"
-).split()
+    "durable",
+    "checkpoint",
+    "stage",
+    "gate",
+    "ledger",
+    "resume",
+    "pipeline",
+    "review",
+    "draft",
+    "signal",
+    "outline",
+    "evidence",
+    "reader",
+    "claim",
+    "example",
+    "trade-off",
+    "failure",
+    "retry",
+    "latency",
+    "budget",
+)
 
 
 class OfflineModel:

@@ -1,5 +1,16 @@
 """The runner: one execution path for the CLI, the API, workers and Python callers."""
 
+from stageline.runner._retention import PRUNED_BY_DEFAULT, PruneReport
 from stageline.runner._runner import Runner, RunSummary, new_run_id
+from stageline.runner._stats import outcome_stats, parse_since, percentile
 
-__all__ = ["RunSummary", "Runner", "new_run_id"]
+__all__ = [
+    "PRUNED_BY_DEFAULT",
+    "PruneReport",
+    "RunSummary",
+    "Runner",
+    "new_run_id",
+    "outcome_stats",
+    "parse_since",
+    "percentile",
+]

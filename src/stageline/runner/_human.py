@@ -167,9 +167,12 @@ class HumanMixin:
         if wait is None:
             mine = [w for w in waits if w.kind is kind and (name is None or _named(w, name))]
             taken = [w for w in mine if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
-            if taken and not any(w.status is WaitStatus.PENDING for w in mine):
-                # Someone came first (a race, or a second answer): the first one stands.
-                raise already_decided(max(taken, key=lambda w: w.decided_at or 0))
+            latest = max(taken, key=lambda w: w.decided_at or 0) if taken else None
+            if latest is not None and not any(w.status is WaitStatus.PENDING for w in mine) and (
+                name is not None or latest.status is WaitStatus.DECIDED
+                or run.status is not RunStatus.WAITING
+            ):  # someone came first (a race, or a second answer): the first one stands
+                raise already_decided(latest)
         if run.status is not RunStatus.WAITING:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self._checked_template(run, force)

@@ -17,23 +17,32 @@ from stageline.ledger import (
     LedgerStore,
     NodeRecord,
     NodeStatus,
+    Outcome,
 )
+from stageline.runner._budget import BudgetBook
+from stageline.stages import Budget
 
 __all__ = ["LedgerJournal"]
 
+ROUTER_HISTORY = 5000
+"""At most this many of a template's newest routed outcomes inform its router."""
 _LEVELS = {"succeeded": "info", "failed": "error", "waiting": "info"}
 
 
 class LedgerJournal:
     """Implements the stages' ``Journal`` for one run attempt."""
 
-    def __init__(self, ledger: LedgerStore, run_id: str, attempt: int) -> None:
+    def __init__(
+        self, ledger: LedgerStore, run_id: str, attempt: int, *, budget: Budget | None = None
+    ) -> None:
         self._ledger = ledger
         self.run_id = run_id
         self.attempt = attempt
         self.last_failure: NodeRecord | None = None
         self.records: dict[tuple[str, int], NodeRecord] = {}
         """What this attempt recorded, by (task, try): a fresh run's summary needs no read."""
+        self._book = None if budget is None else BudgetBook(ledger, run_id, budget)
+        self._history: dict[str, list[Outcome]] = {}
 
     def _stage(self, record: NodeRecord) -> None:
         self.records[(record.task_id, record.try_no)] = record
@@ -64,6 +73,10 @@ class LedgerJournal:
         metrics: Mapping[str, float],
         error: str | None = None,
         failure_phase: str | None = None,
+        template: str | None = None,
+        capability: str | None = None,
+        alternative: str | None = None,
+        input_shape: str = "",
     ) -> None:
         now = time.time()
         record = NodeRecord(
@@ -72,6 +85,8 @@ class LedgerJournal:
             metrics=dict(metrics), error=error, failure_phase=failure_phase,
         )
         self._stage(record)
+        if template is not None and record.status in (NodeStatus.SUCCEEDED, NodeStatus.FAILED):
+            self._stage_outcome(record, template, capability, alternative, input_shape)
         if record.status is NodeStatus.FAILED:
             self.last_failure = record
         elif self.last_failure is not None and self.last_failure.task_id == task_id:
@@ -89,6 +104,39 @@ class LedgerJournal:
                 category=EventCategory.ERROR if error else EventCategory.LIFECYCLE, data=data,
             )
         )
+
+    def _stage_outcome(self, r: NodeRecord, template: str, capability: str | None,
+                       alternative: str | None, input_shape: str) -> None:
+        m = r.metrics
+        quality = m.get("quality")
+        self._ledger.stage_outcome(Outcome(
+            run_id=r.run_id, task_id=r.task_id, attempt=r.attempt, try_no=r.try_no,
+            template=template, node=r.node, stage=r.stage, capability=capability,
+            alternative=alternative, input_shape=input_shape, status=str(r.status),
+            failure_phase=r.failure_phase, started_at=r.started_at,
+            finished_at=r.finished_at or r.started_at,
+            latency=(r.finished_at or r.started_at) - r.started_at,
+            input_tokens=float(m.get("input_tokens", 0)),
+            output_tokens=float(m.get("output_tokens", 0)), cost=float(m.get("cost", 0)),
+            quality=None if quality is None else float(quality)))
+
+    async def router_history(self, template: str) -> list[Outcome]:
+        """The template's routed outcomes, read once per advance (the router's training data)."""
+        if template not in self._history:
+            self._history[template] = await self._ledger.outcomes(
+                template=template, routed=True, limit=ROUTER_HISTORY)
+        return self._history[template]
+
+    async def budget_overrun(self, node: str, task_id: str) -> dict[str, Any] | None:
+        """The budget limit used up before ``node`` runs, or None (always None without one)."""
+        if self._book is None:
+            return None
+        return await self._book.overrun(node, task_id, self.attempt, self.records)
+
+    def grant_budget(self, token: str, key: str, amount: float) -> None:
+        """A budget gate's approval: ``amount`` more for ``key`` (``scope:measure``)."""
+        if self._book is not None:
+            self._book.granted[token] = (key, amount)
 
     def node_event(
         self,

@@ -33,9 +33,11 @@ from stageline.ledger import (
     this_holder,
 )
 from stageline.llm import ChatModel, chat_model
+from stageline.runner._budget import run_budget, with_budget
 from stageline.runner._human import HumanMixin
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
+from stageline.runner._retention import RetentionMixin
 from stageline.runner._support import (
     RECURSION_LIMIT,
     RunSummary,
@@ -51,14 +53,14 @@ from stageline.runner._waits import (
     settle_waits,
     with_deadlines,
 )
-from stageline.stages import RESERVED_KEYS, RunContext
+from stageline.stages import RESERVED_KEYS, Budget, RunContext
 from stageline.templates import Template, load_template
 
 __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 _log = logging.getLogger("stageline.runner")
 
-class Runner(HumanMixin):
+class Runner(HumanMixin, RetentionMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
     def __init__(
@@ -78,6 +80,9 @@ class Runner(HumanMixin):
         self._graphs: dict[tuple[int, str], Any] = {}
         self._templates: dict[str, Template] = {}
         """Templates given as objects, by name, so resume and retry find them in this process."""
+        self._controls: set[RunControl] = set()
+        """The controls of the advances in flight, for ``drain``."""
+        self._drain_reason: str | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -106,6 +111,14 @@ class Runner(HumanMixin):
         if self._model is None:
             self._model = chat_model(self.settings.model)
         return self._model
+
+    def drain(self, reason: str = "shutdown") -> int:
+        """Stop every advance in flight after its current step (each run ends ``queued``), and
+        any advance begun from now on at its first; returns how many were in flight."""
+        self._drain_reason = reason
+        for control in self._controls:
+            control.request_drain(reason)
+        return len(self._controls)
 
     # -- templates --------------------------------------------------------------------------
 
@@ -161,6 +174,7 @@ class Runner(HumanMixin):
         *,
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
+        budget: Budget | Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
         made = self.load(template)
@@ -169,7 +183,7 @@ class Runner(HumanMixin):
         run = Run(
             run_id=run_id or new_run_id(), template=_stable_ref(ref),
             template_version=made.full_version, status=RunStatus.QUEUED,
-            inputs=with_deadlines(made, inputs, deadlines),
+            inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
         )
         return await self.ledger.create_run(
             run,
@@ -185,11 +199,14 @@ class Runner(HumanMixin):
         services: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
+        budget: Budget | Mapping[str, Any] | None = None,
     ) -> RunSummary:
         """Create a run and advance it until it ends or waits.
 
         ``deadlines`` overrides the template's deadlines for this run: gate or question node
-        name -> seconds (or ``"2h"``, ``"1d"``...).
+        name -> seconds (or ``"2h"``, ``"1d"``...). ``budget`` sets this run's token and cost
+        limits (a ``Budget`` or ``{"tokens": 5000, "cost": 0.5, "nodes": {...}}``) over the
+        template's.
         """
         made = self.load(template)
         self._check_inputs(made, inputs)
@@ -200,7 +217,8 @@ class Runner(HumanMixin):
         run = await self.ledger.create_run(
             Run(
                 run_id=run_id, template=_stable_ref(ref), template_version=made.full_version,
-                status=RunStatus.RUNNING, inputs=with_deadlines(made, inputs, deadlines),
+                status=RunStatus.RUNNING,
+                inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
                 lease_holder=holder,
                 lease_expires_at=time.time() + self.settings.lease_ttl,
             ),
@@ -221,8 +239,9 @@ class Runner(HumanMixin):
         if run.status.terminal:
             raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
         made = self._checked_template(run, force)
-        queued = run.status is RunStatus.QUEUED and not await self._has_checkpoint(made, run_id)
-        payload = graph_inputs(run.inputs) if queued else None
+        # No checkpoint yet: queued, or its process died before the first step was saved.
+        unstarted = not await self._has_checkpoint(made, run_id)
+        payload = graph_inputs(run.inputs) if unstarted else None
         return await self._advance(
             run, made, payload, services or {}, holder=await self._claim(run, made, "run.resumed")
         )
@@ -336,7 +355,11 @@ class Runner(HumanMixin):
         finished: Run | None = None
         try:
             control = RunControl()
-            journal = LedgerJournal(self.ledger, run_id, run.attempt)
+            self._controls.add(control)
+            if self._drain_reason is not None:
+                control.request_drain(self._drain_reason)
+            journal = LedgerJournal(self.ledger, run_id, run.attempt,
+                                    budget=run_budget(template, run.inputs))
             context = RunContext(
                 run_id=run_id, attempt=run.attempt, template=template.name, services=services,
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
@@ -347,6 +370,7 @@ class Runner(HumanMixin):
                 outcome, state = await self._drive(template, run_id, payload, context, control,
                                                    interrupts)
             finally:
+                self._controls.discard(control)
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await keeper

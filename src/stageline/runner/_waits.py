@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from stageline.errors import InputError
 from stageline.ledger import Event, LedgerStore, Run, RunStatus, Wait, WaitKind, WaitStatus
 from stageline.runner._support import _config, _describe_failure
-from stageline.stages import parse_duration
+from stageline.stages import BUDGET_INPUT, parse_duration
 from stageline.templates import Template
 
 __all__ = [
@@ -177,7 +177,7 @@ def _asked_event(wait: Wait) -> Event:
 
 def graph_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A run's inputs as the graph takes them: without what stageline keeps beside them."""
-    return {k: v for k, v in inputs.items() if k != DEADLINES_INPUT}
+    return {k: v for k, v in inputs.items() if k not in (DEADLINES_INPUT, BUDGET_INPUT)}
 
 
 def with_deadlines(

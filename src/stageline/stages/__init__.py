@@ -1,5 +1,6 @@
 """Stages: async callables ``(state, ctx) -> partial state`` with metadata."""
 
+from stageline.stages._budget import BUDGET_INPUT, Budget, BudgetRejected, enforce_budget, overrun
 from stageline.stages._context import Journal, RunContext, StageContext, StageLogger
 from stageline.stages._human import (
     DECISIONS,
@@ -15,20 +16,27 @@ from stageline.stages._human import (
 from stageline.stages._legacy import legacy_stage
 from stageline.stages._node import LOOPS_KEY, failure_phase, make_node, merge_loop_counts
 from stageline.stages._questions import normalize_questions, question_id, validate_answers
+from stageline.stages._router import ROUTER_SEED_ENV, Router, router_stage, thompson_scores
 from stageline.stages._stage import Stage, lookup_stage, register_stage, stage
 
 __all__ = [
+    "BUDGET_INPUT",
     "DECISIONS",
     "DEFAULT_DEADLINE",
     "GATES_KEY",
     "LOOPS_KEY",
     "RESERVED_KEYS",
+    "ROUTER_SEED_ENV",
+    "Budget",
+    "BudgetRejected",
     "Journal",
+    "Router",
     "RunContext",
     "Stage",
     "StageContext",
     "StageLogger",
     "deadline_steps",
+    "enforce_budget",
     "failure_phase",
     "gate_stage",
     "legacy_stage",
@@ -36,11 +44,14 @@ __all__ = [
     "make_node",
     "merge_loop_counts",
     "normalize_questions",
+    "overrun",
     "parse_duration",
     "question_id",
     "question_stage",
     "register_stage",
+    "router_stage",
     "stage",
     "state_hash",
+    "thompson_scores",
     "validate_answers",
 ]

@@ -33,7 +33,13 @@ class Journal(Protocol):
         metrics: Mapping[str, float],
         error: str | None = None,
         failure_phase: str | None = None,
-    ) -> None: ...
+        template: str | None = None,
+        capability: str | None = None,
+        alternative: str | None = None,
+        input_shape: str = "",
+    ) -> None:
+        """Record how a node run ended; with ``template``, also its capability outcome row."""
+        ...
 
     def node_event(
         self,
@@ -138,7 +144,8 @@ class StageContext:
         call. One that started but never recorded its result (the process stopped in between)
         is *in doubt*: a later call raises ``EffectInDoubt`` naming it, unless ``idempotent``
         says running it again is harmless. ``fn`` may be sync or async; if it raises, nothing
-        is kept and a retry runs it again.
+        is kept and a retry runs it again. A node that runs more than once in a run (a loop)
+        and means to repeat the effect each time puts the round in ``key``.
         """
         return await self.run.journal.effect(node=self.node, key=key, fn=fn,
                                              idempotent=idempotent)

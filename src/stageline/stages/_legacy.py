@@ -39,4 +39,5 @@ def legacy_stage(obj: Any, *, name: str | None = None, **options: Any) -> Stage:
         return {k: v for k, v in result.items() if k not in ctx.services and k != "run_id"}
 
     run.__qualname__ = run.__name__ = f"legacy[{label}]"
-    return Stage(fn=run, name=label).with_options(**options) if options else Stage(fn=run, name=label)
+    made = Stage(fn=run, name=label)
+    return made.with_options(**options) if options else made

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import time
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ from langgraph.errors import GraphBubbleUp, NodeTimeoutError
 from langgraph.runtime import Runtime
 
 from stageline.errors import LoopBoundExceeded
+from stageline.stages._budget import enforce_budget
 from stageline.stages._context import RunContext, StageContext
 from stageline.stages._stage import Stage
 
@@ -21,7 +23,9 @@ LOOPS_KEY = "stageline_loops"
 """Reserved state key: how many times each declared loop's head has run."""
 
 
-def merge_loop_counts(left: Mapping[str, int] | None, right: Mapping[str, int] | None) -> dict[str, int]:
+def merge_loop_counts(
+    left: Mapping[str, int] | None, right: Mapping[str, int] | None
+) -> dict[str, int]:
     """Reducer for ``LOOPS_KEY``: counts add up."""
     merged = dict(left or {})
     for key, value in (right or {}).items():
@@ -65,6 +69,7 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
                 count = (_get(state, LOOPS_KEY) or {}).get(loop[0], 0)
                 if count >= loop[1]:
                     raise LoopBoundExceeded(loop[0], loop[1])
+            await enforce_budget(ctx, state, task_id)
             result = await fn(state, ctx) if is_async else fn(state, ctx)
             if inspect.isawaitable(result):
                 result = await result
@@ -78,6 +83,7 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
             raise
         except BaseException as exc:
             error, phase = _describe(exc), failure_phase(exc)
+            outcome = _outcome(rc, made, ctx, state)
             if _timed_out(exc, made, ctx.started):
                 # LangGraph cancels a node past its timeout and raises NodeTimeoutError outside it.
                 error = f"NodeTimeoutError: {node!r} exceeded its {made.timeout}s timeout"
@@ -85,6 +91,7 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
             rc.journal.node_finished(
                 node=node, task_id=task_id, try_no=try_no, stage=made.name, status="failed",
                 started=ctx.started, metrics=ctx.metrics, error=error, failure_phase=phase,
+                **outcome,
             )
             raise
         update = _as_update(result, node)
@@ -92,12 +99,26 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
             update = {**update, LOOPS_KEY: {loop[0]: 1}}
         rc.journal.node_finished(
             node=node, task_id=task_id, try_no=try_no, stage=made.name, status="succeeded",
-            started=ctx.started, metrics=ctx.metrics,
+            started=ctx.started, metrics=ctx.metrics, **_outcome(rc, made, ctx, state),
         )
         return update
 
     run_node.__name__ = run_node.__qualname__ = node
     return run_node
+
+
+def _outcome(rc: RunContext, made: Stage, ctx: StageContext, state: Any) -> dict[str, Any]:
+    """What the journal's outcome row needs besides the record (see ``Journal``)."""
+    return {"template": rc.template, "capability": made.capability,
+            "alternative": getattr(ctx, "alternative", None), "input_shape": input_shape(state)}
+
+
+def input_shape(state: Any) -> str:
+    """A hash of the keys and value types of ``state`` (stageline's own keys left out)."""
+    values = state if isinstance(state, Mapping) else getattr(state, "__dict__", {})
+    shape = sorted((str(k), type(v).__name__) for k, v in values.items()
+                   if not str(k).startswith("stageline_"))
+    return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
 
 
 def _timed_out(exc: BaseException, made: Stage, started: float) -> bool:

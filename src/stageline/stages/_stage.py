@@ -15,7 +15,9 @@ from stageline.stages._context import StageContext
 
 __all__ = ["Stage", "StageFn", "lookup_stage", "register_stage", "stage"]
 
-StageFn: TypeAlias = Callable[[Any, StageContext], "Mapping[str, Any] | Awaitable[Mapping[str, Any]] | None"]
+StageFn: TypeAlias = Callable[
+    [Any, StageContext], "Mapping[str, Any] | Awaitable[Mapping[str, Any]] | None"
+]
 
 _REGISTRY: dict[str, Stage] = {}
 
@@ -136,7 +138,9 @@ def lookup_stage(ref: str) -> Stage:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise StageNotFound(f"unknown stage {ref!r}: cannot import {module_name!r} ({exc})") from exc
+        raise StageNotFound(
+            f"unknown stage {ref!r}: cannot import {module_name!r} ({exc})"
+        ) from exc
     target: Any = module
     for part in attr.split("."):
         target = getattr(target, part, None)

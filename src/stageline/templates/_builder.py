@@ -4,26 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import json
-import re
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, TypedDict, get_args, get_origin, get_type_hints
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
 from stageline.errors import TemplateError
-from stageline.stages import (
-    GATES_KEY,
-    LOOPS_KEY,
-    RESERVED_KEYS,
-    RunContext,
-    Stage,
-    make_node,
-    merge_loop_counts,
+from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
+from stageline.templates._graphs import (
+    _cycles,
+    _get,
+    _has_reducer,
+    _hints,
+    _stable_repr,
+    _with_loops,
 )
 
 if typing.TYPE_CHECKING:
@@ -95,6 +95,7 @@ class Template:
         description: str = "",
         checkpoint_types: Iterable[type[Any]] = (),
         source: str | None = None,
+        budget: Budget | Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.state = state
@@ -102,6 +103,8 @@ class Template:
         self.description = description
         self.source = source or _caller()[0]
         self.checkpoint_types: list[type[Any]] = list(checkpoint_types)
+        self.budget = Budget.of(budget)
+        """Token and cost limits for each run (a run's own ``budget`` goes over it)."""
         self._nodes: dict[str, _Node] = {}
         self._edges: list[tuple[str, str, Where]] = []
         self._routes: list[_Route] = []
@@ -115,7 +118,11 @@ class Template:
     # -- building ---------------------------------------------------------------------------
 
     def add_stage(
-        self, node: str | Stage | Callable[..., Any], stage_or_fn: Any = None, *, where: Where | None = None
+        self,
+        node: str | Stage | Callable[..., Any],
+        stage_or_fn: Any = None,
+        *,
+        where: Where | None = None,
     ) -> Template:
         """Add a node running a stage (a ``Stage`` or a plain ``(state, ctx)`` function)."""
         if stage_or_fn is None:
@@ -148,7 +155,7 @@ class Template:
     def add_sequence(self, *nodes: str, where: Where | None = None) -> Template:
         """Edges ``a -> b -> c``."""
         where = where or _caller()
-        for source, target in zip(nodes, nodes[1:], strict=False):
+        for source, target in itertools.pairwise(nodes):
             self.add_edge(source, target, where=where)
         return self
 
@@ -166,16 +173,24 @@ class Template:
             if isinstance(targets, Mapping)
             else {_end(t): _end(t) for t in targets}
         )
-        self._routes.append(_Route(source=source, router=router, targets=mapping, where=where or _caller()))
+        self._routes.append(
+            _Route(source=source, router=router, targets=mapping, where=where or _caller())
+        )
         self._touch()
         return self
 
     def add_fanout(
-        self, source: str, targets: Sequence[str], *, join: str | None = None, where: Where | None = None
+        self,
+        source: str,
+        targets: Sequence[str],
+        *,
+        join: str | None = None,
+        where: Where | None = None,
     ) -> Template:
         """Run ``targets`` in parallel after ``source``; ``join`` runs once all have finished."""
         self._fanouts.append(
-            _Fanout(source=source, targets=tuple(targets), join=join and _end(join), where=where or _caller())
+            _Fanout(source=source, targets=tuple(targets), join=join and _end(join),
+                    where=where or _caller())
         )
         self._touch()
         return self
@@ -191,7 +206,8 @@ class Template:
     ) -> Template:
         """Declare a loop whose ``head`` runs at most ``max_iterations`` times per run."""
         where = where or _caller()
-        if not isinstance(max_iterations, int) or isinstance(max_iterations, bool) or max_iterations < 1:
+        bad = isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
+        if bad or max_iterations < 1:
             raise TemplateError(
                 f"loop {name!r} needs a bound of at least 1, got {max_iterations!r}",
                 source=where[0], line=where[1],
@@ -266,7 +282,9 @@ class Template:
             "edges": sorted([s, t] for s, t, _ in self._edges),
             "routes": [[r.source, code(r.router), sorted(r.targets.items())] for r in self._routes],
             "fanouts": [[f.source, list(f.targets), f.join] for f in self._fanouts],
-            "loops": sorted([lp.name, lp.head, lp.max_iterations, lp.on_exhausted] for lp in self.loops),
+            "loops": sorted(
+                [lp.name, lp.head, lp.max_iterations, lp.on_exhausted] for lp in self.loops
+            ),
         }
         if self._gates or self._questions:  # only then: other templates keep their digests
             shape["human"] = sorted([k, repr(v)] for k, v in {**self._gates,
@@ -344,7 +362,8 @@ class Template:
             todo.extend(succ.get(n, ()))
         for n, node in self._nodes.items():
             if n not in seen:
-                fail(f"node {n!r} is unreachable from the start node {self._start[0]!r}", node.where)
+                fail(f"node {n!r} is unreachable from the start node {self._start[0]!r}",
+                     node.where)
 
         self._check_gates(fail)
         self._check_fan_in(fail)
@@ -373,7 +392,8 @@ class Template:
                 if len(nodes) > 1 and not _has_reducer(hints.get(key)):
                     fail(
                         f"parallel stages {', '.join(nodes)} all write {key!r}, which has no "
-                        f"reducer; declare it as Annotated[list, operator.add] (YAML: reducer: append)",
+                        "reducer; declare it as Annotated[list, operator.add] "
+                        "(YAML: reducer: append)",
                         f.where,
                     )
 
@@ -445,7 +465,8 @@ class Template:
             loop = heads.get(name)
             graph.add_node(
                 name,
-                make_node(name, node.stage, loop=(loop.name, loop.max_iterations) if loop else None),
+                make_node(name, node.stage,
+                          loop=(loop.name, loop.max_iterations) if loop else None),
                 retry_policy=node.stage.retry,
                 timeout=node.stage.timeout,
             )
@@ -509,105 +530,3 @@ class Template:
     def mermaid(self) -> str:
         """The graph as Mermaid text."""
         return self.build().compile().get_graph().draw_mermaid()
-
-
-def _stable_repr(value: Any) -> str:
-    """A repr that is the same in every process: callables by name, never by address."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return repr(value)
-    if isinstance(value, type) or callable(value) and hasattr(value, "__qualname__"):
-        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
-    if isinstance(value, tuple | list):
-        return "[" + ", ".join(_stable_repr(v) for v in value) + "]"
-    if get_origin(value) is Annotated:
-        args = get_args(value)
-        return f"Annotated[{_stable_repr(args[0])}, {', '.join(_stable_repr(a) for a in args[1:])}]"
-    if hasattr(value, "_asdict"):  # NamedTuple, e.g. LangGraph's RetryPolicy
-        return f"{type(value).__name__}({_stable_repr(list(value._asdict().items()))})"
-    return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
-
-
-def _get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
-
-
-def _hints(schema: type[Any]) -> dict[str, Any]:
-    try:
-        return get_type_hints(schema, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        return dict(getattr(schema, "__annotations__", {}))
-
-
-def _has_reducer(hint: Any) -> bool:
-    if get_origin(hint) is Annotated:
-        return any(callable(m) for m in get_args(hint)[1:])
-    return False
-
-
-def _with_loops(schema: type[Any]) -> type[Any]:
-    hints = _hints(schema)
-    if LOOPS_KEY in hints:
-        return schema
-    loops_hint = Annotated[dict[str, int], merge_loop_counts]
-    gates_hint = Annotated[dict[str, str], _merge_dicts]
-    if typing.is_typeddict(schema):
-        fields = {**hints, LOOPS_KEY: loops_hint, GATES_KEY: gates_hint}
-        return TypedDict(schema.__name__, fields, total=False)  # type: ignore[operator]
-    try:
-        from pydantic import BaseModel, Field, create_model
-    except ImportError:  # pragma: no cover - pydantic is a dependency
-        BaseModel = None  # type: ignore[assignment,misc]
-    if BaseModel is not None and isinstance(schema, type) and issubclass(schema, BaseModel):
-        return create_model(  # type: ignore[call-overload,no-any-return]
-            schema.__name__, __base__=schema,
-            **{LOOPS_KEY: (loops_hint, Field(default_factory=dict)),
-               GATES_KEY: (gates_hint, Field(default_factory=dict))},
-        )
-    raise TemplateError(f"state schema {schema!r} must be a TypedDict or a pydantic model")
-
-
-def _merge_dicts(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
-    """Reducer for ``GATES_KEY``: each gate's latest decision."""
-    return {**(left or {}), **(right or {})}
-
-
-def _cycles(succ: dict[str, set[str]]) -> list[set[str]]:
-    """Strongly connected components that contain a cycle (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[set[str]] = []
-    counter = [0]
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on_stack.add(v)
-        for w in succ.get(v, ()):
-            if w == END:
-                continue
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp: set[str] = set()
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.add(w)
-                if w == v:
-                    break
-            if len(comp) > 1 or v in succ.get(v, ()):
-                out.append(comp)
-
-    for v in list(succ):
-        if v not in index and v != END:
-            visit(v)
-    return out
-

@@ -174,6 +174,6 @@ def add_question(
 
 
 def _state_keys(schema: type[Any]) -> set[str]:
-    from stageline.templates._builder import _hints
+    from stageline.templates._graphs import _hints
 
     return set(_hints(schema))

@@ -53,17 +53,14 @@ import yaml
 from langgraph.types import RetryPolicy
 
 from stageline.errors import StageNotFound, TemplateError, UsageError
-from stageline.stages import RESERVED_KEYS, Stage, lookup_stage
+from stageline.stages import RESERVED_KEYS, Budget, Stage, lookup_stage
 from stageline.templates._builder import Template
+from stageline.templates._yaml_human import read_human
 
 __all__ = ["load_yaml_template"]
 
 TOP_KEYS = ("name", "version", "description", "state", "stages", "gates", "questions", "start",
-            "edges", "fanout", "routes", "loops")
-_GATE_KEYS = ("changes_to", "reject_to", "max_changes", "feedback", "show", "deadline",
-              "on_deadline")
-_QUESTION_KEYS = ("questions", "ask", "max_turns", "history", "answers", "deadline",
-                  "on_deadline")
+            "edges", "fanout", "routes", "loops", "budget")
 TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "list": list,
                          "dict": dict, "any": Any}
 _NUMBER, _COUNT, _FLAG = "a number", "a positive integer", "true or false"
@@ -351,15 +348,19 @@ class _Reader:
         if not isinstance(description, str):
             self.fail("description must be a string", top.at("description"))
         state = self.state(name, top.get("state"), top.at("state"))
+        try:
+            budget = Budget.of(top.get("budget"))
+        except (UsageError, TypeError, ValueError) as exc:
+            self.fail(f"bad budget: {exc}", top.at("budget"))
         template = Template(name, state=state, version=str(version), description=description,
-                            source=self.src)
+                            source=self.src, budget=budget)
         stages = self.mapping(top["stages"], "stages", top.at("stages"))
         if not stages:
             self.fail("`stages` lists no stages", top.at("stages"))
         for node, spec in stages.items():
             made = self.stage(node, spec, stages.at(node), list(state.__annotations__))
             template.add_stage(node, made, where=self.where(stages.at(node)))
-        self.human(template, top)
+        read_human(self, template, top)
         if "start" in top:
             start = self.text(top["start"], "start", top.at("start"))
             template.set_start(start, where=self.where(top.at("start")))
@@ -392,45 +393,6 @@ class _Reader:
         self.loops(template, top)
         template.validate()
         return template
-
-    def human(self, template: Template, top: _Map) -> None:
-        """The ``gates:`` and ``questions:`` sections: nodes that wait for a person."""
-        for section, keys in (("gates", _GATE_KEYS), ("questions", _QUESTION_KEYS)):
-            found = top.get(section)
-            if found is None:
-                continue
-            nodes = self.mapping(found, section, top.at(section))
-            for node, spec in nodes.items():
-                line = nodes.at(node)
-                if not isinstance(node, str) or node in ("END", "end") or ":" in node:
-                    self.fail(f"bad node name {node!r}", line)
-                what = f"{section[:-1]} {node!r}"
-                opts = _Map(line) if spec is None else self.mapping(spec, what, line, keys)
-                options: dict[str, Any] = {}
-                for key, value in opts.items():
-                    at = opts.at(key)
-                    if key in ("changes_to", "reject_to", "feedback", "history", "answers"):
-                        value = self.text(value, f"{what} {key}", at)
-                    elif key in ("show", "on_deadline") and not isinstance(value, str):
-                        value = self.names(value, f"{what} {key}", at)
-                    elif key in ("max_changes", "max_turns") and (
-                            isinstance(value, bool) or not isinstance(value, int)):
-                        self.fail(f"{what}: {key} must be a whole number, got {value!r}", at)
-                    elif key == "ask":
-                        value = self.resolve(value, f"{what} ask", at, 3)
-                    name = {"feedback": "feedback_key", "history": "history_key",
-                            "answers": "answers_key"}.get(key, key)
-                    options[name] = value
-                where = self.where(line)
-                try:
-                    if section == "gates":
-                        template.add_gate(node, where=where, **options)
-                    else:
-                        template.add_question(node, where=where, **options)
-                except TemplateError:
-                    raise
-                except Exception as exc:
-                    self.fail(f"{what}: {exc}", line)
 
     def loops(self, template: Template, top: _Map) -> None:
         """The ``loops:`` section; a loop's name defaults to its head."""

@@ -142,6 +142,7 @@ async def aggregate(state: BlogState, ctx: StageContext) -> dict[str, Any]:
         f"lowest {lowest['critic']} ({float(lowest['score']):.2f})"
     )
     ctx.metric("score", mean)
+    ctx.metric("quality", mean)  # the capability outcome's quality score (router, stats)
     ctx.log.info(summary, score=mean)
     return {"score": mean, "summary": summary}
 

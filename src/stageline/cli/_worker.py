@@ -1,0 +1,93 @@
+"""``stageline worker`` and ``stageline prune``: thin commands over the worker and the runner."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+import typer
+
+from stageline.cli._render import console, print_json
+from stageline.config import load_settings
+from stageline.errors import UsageError
+from stageline.ledger import RunStatus
+from stageline.runner import PRUNED_BY_DEFAULT, PruneReport, Runner
+from stageline.stages import parse_duration
+from stageline.worker import run_local_worker, run_worker
+
+__all__ = ["COMMANDS", "prune", "worker"]
+
+RETENTION_DEFAULT = "30d"
+
+
+def _retention(value: str) -> float | None:
+    if value.strip().lower() in ("off", "0", "none", "never"):
+        return None
+    return parse_duration(value, "--retention")
+
+
+def worker(
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, metavar="N",
+                          help="Runs this worker advances at once (Postgres).")
+    ] = 1,
+    local: Annotated[
+        bool, typer.Option("--local", help="The one local worker of a SQLite project: "
+                           "advances its queued runs one at a time.")
+    ] = False,
+    idle_exit: Annotated[
+        float | None, typer.Option("--idle-exit", metavar="SECONDS",
+                                   help="With --local: exit after this long without work.")
+    ] = None,
+    retention: Annotated[
+        str, typer.Option("--retention", metavar="DURATION", envvar="STAGELINE_RETENTION",
+                          help="Prune finished runs idle longer than this, hourly "
+                               "(e.g. 30d; off: never).")
+    ] = RETENTION_DEFAULT,
+) -> None:
+    """Advance queued runs in the background until SIGTERM, which drains: runs in flight stop
+    after their current step and are queued again for another worker."""
+    keep = _retention(retention)
+    if local:
+        started = asyncio.run(run_local_worker(idle_exit=idle_exit, retention=keep))
+        if not started:
+            typer.echo("a local worker already runs for this project", err=True)
+        return
+    if idle_exit is not None:
+        raise UsageError("--idle-exit goes with --local")
+    asyncio.run(run_worker(concurrency=concurrency, retention=keep))
+
+
+def prune(
+    older_than: Annotated[
+        str, typer.Option("--older-than", metavar="DURATION",
+                          help="Delete runs not updated for this long, e.g. 30d, 12h.")
+    ],
+    status: Annotated[
+        str, typer.Option("--status", metavar="STATUS,...",
+                          help="Only runs with these statuses (default: "
+                               + ",".join(PRUNED_BY_DEFAULT) + ").")
+    ] = ",".join(PRUNED_BY_DEFAULT),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """Delete old runs' checkpoints and ledger rows; their outcomes (for `stats`) are kept."""
+    seconds = parse_duration(older_than, "--older-than")
+    try:
+        statuses = [RunStatus(s.strip()) for s in status.split(",") if s.strip()]
+    except ValueError as exc:
+        raise UsageError(f"--status: {exc}; use any of {', '.join(RunStatus)}") from exc
+    report = asyncio.run(_prune(seconds, statuses))
+    if as_json:
+        print_json({"cutoff": report.cutoff, "pruned": report.run_ids})
+        return
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.cutoff))
+    console().print(f"pruned {len(report.run_ids)} run(s) not updated since {since}")
+
+
+async def _prune(seconds: float, statuses: list[RunStatus]) -> PruneReport:
+    async with Runner.open(load_settings()) as runner:
+        return await runner.prune(older_than=seconds, statuses=statuses)
+
+
+COMMANDS = (worker, prune)

@@ -1,0 +1,79 @@
+"""Retention: delete old runs' checkpoints and ledger rows, keeping their outcomes.
+
+The aggregated outcomes (``stageline_outcomes``, what ``stats`` and the router read) are not
+tied to a run's other rows, so they outlive the runs they describe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from stageline.errors import UsageError
+from stageline.ledger import RunStatus
+
+if TYPE_CHECKING:
+    from stageline.config import Settings
+    from stageline.ledger import Backend, LedgerStore
+
+__all__ = ["PRUNABLE", "PRUNED_BY_DEFAULT", "PruneReport", "RetentionMixin"]
+
+PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED,
+                     RunStatus.REJECTED)
+"""The statuses ``prune`` deletes unless told otherwise: runs nobody will advance again."""
+
+PRUNABLE = (*PRUNED_BY_DEFAULT, RunStatus.WAITING, RunStatus.QUEUED)
+"""A running run is never pruned: a live process may be advancing it (cancel it first)."""
+
+BATCH = 200
+"""Runs deleted per look at the ledger."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PruneReport:
+    """What one prune deleted."""
+
+    cutoff: float
+    """Runs idle (not updated) since before this time were deleted."""
+    run_ids: list[str] = field(default_factory=list)
+
+
+class RetentionMixin:
+    """Mixed into ``Runner``."""
+
+    if TYPE_CHECKING:
+        backend: Backend
+        ledger: LedgerStore
+        settings: Settings
+
+    async def prune(
+        self,
+        *,
+        older_than: float,
+        statuses: Iterable[RunStatus | str] = PRUNED_BY_DEFAULT,
+        now: float | None = None,
+    ) -> PruneReport:
+        """Delete the runs of ``statuses`` not updated for ``older_than`` seconds: their
+        checkpoints, then their ledger rows (so a prune cut short is finished by the next)."""
+        if older_than <= 0:
+            raise UsageError(f"older_than must be positive, got {older_than!r}")
+        wanted = [RunStatus(s) for s in statuses]
+        if bad := [s for s in wanted if s not in PRUNABLE]:
+            raise UsageError(
+                f"runs that are {bad[0]} cannot be pruned (a process may be advancing them); "
+                f"cancel them first, or prune: {', '.join(PRUNABLE)}"
+            )
+        report = PruneReport(cutoff=(now or time.time()) - older_than)
+        for status in wanted:
+            while True:
+                old = await self.ledger.list_runs(status=str(status), limit=BATCH,
+                                                  updated_before=report.cutoff)
+                for run in old:
+                    await self.backend.saver.adelete_thread(run.run_id)
+                    await self.ledger.delete_run(run.run_id)
+                    report.run_ids.append(run.run_id)
+                if len(old) < BATCH:
+                    break
+        return report

@@ -1,0 +1,122 @@
+"""``stageline worker``: advance queued runs from the Postgres job queue until told to stop.
+
+One runner per worker process, opened at start and closed at exit. SIGTERM (or Ctrl-C) drains:
+every run in flight stops after its current step, checkpoints, goes back to ``queued`` and is
+queued again for another worker; then the worker exits. A worker that dies without draining
+(SIGKILL, a lost machine) leaves its job ``doing`` with a heartbeat that stops: every worker
+looks for such stalled jobs every few seconds and puts them back in the queue, and the worker
+that takes one resumes the run from its checkpoint (taking over the dead holder's lease).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+from procrastinate import App
+from procrastinate.exceptions import ProcrastinateException, UniqueViolation
+from procrastinate.jobs import Status
+
+from stageline.config import Settings, load_settings
+from stageline.errors import UsageError
+from stageline.ledger import RunStatus
+from stageline.runner import Runner
+from stageline.worker._queue import ADVANCE_TASK, defer_run, ensure_queue_schema, queue_app
+
+__all__ = ["HEARTBEAT", "STALLED_AFTER", "run_worker"]
+
+_log = logging.getLogger("stageline.worker")
+
+HEARTBEAT = 2.0
+"""Seconds between two heartbeats of a worker (procrastinate ``update_heartbeat_interval``)."""
+STALLED_AFTER = 6.0
+"""Seconds without a heartbeat after which a worker is taken for dead and its jobs requeued."""
+ADOPT_LIMIT = 1000
+"""Queued runs without a job (made by ``Runner.create``, a copy, a drained foreground run)
+queued at worker start."""
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith("postgres")
+
+
+async def run_worker(
+    *,
+    concurrency: int = 1,
+    retention: float | None = None,
+    settings: Settings | None = None,
+    heartbeat: float = HEARTBEAT,
+    stalled_after: float = STALLED_AFTER,
+    name: str = "stageline",
+) -> None:
+    """Run a worker until SIGTERM or SIGINT, then drain and return."""
+    settings = settings or load_settings()
+    if not is_postgres(settings.database_url):
+        raise UsageError(
+            "`stageline worker` takes its jobs from Postgres; on SQLite, background runs go to "
+            "one local worker (`stageline worker --local`, started by `run --detach`)"
+        )
+    await ensure_queue_schema(settings.database_url)
+    app = queue_app(settings.database_url)
+    async with Runner.open(settings) as runner, app.open_async():
+        await _adopt_queued(app, runner)
+        work = asyncio.create_task(app.run_worker_async(
+            concurrency=concurrency, name=name, install_signal_handlers=False,
+            update_heartbeat_interval=heartbeat, stalled_worker_timeout=stalled_after,
+            additional_context={"runner": runner, "retention": retention},
+        ), name="stageline worker")
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            in_flight = runner.drain("worker shutdown")
+            _log.warning("stopping: draining %d run(s) after their current step", in_flight)
+            work.cancel()  # procrastinate stops fetching and waits for the jobs in flight
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        rescuer = asyncio.create_task(_requeue_stalled(app, stalled_after, heartbeat))
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            rescuer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rescuer
+
+
+async def _adopt_queued(app: App, runner: Runner) -> None:
+    for run in await runner.ledger.list_runs(status=str(RunStatus.QUEUED), limit=ADOPT_LIMIT):
+        await defer_run(app, run.run_id)
+
+
+async def _requeue_stalled(app: App, stalled_after: float, every: float) -> None:
+    """Put the advance jobs of dead workers back in the queue, every ``every`` seconds."""
+    while True:
+        try:
+            stalled: Any = await app.job_manager.get_stalled_jobs(
+                task_name=ADVANCE_TASK, seconds_since_heartbeat=stalled_after)
+            for job in stalled:
+                await _requeue(app, job)
+        except Exception:  # the database went away for a moment: look again next time
+            _log.warning("could not look for stalled jobs", exc_info=True)
+        await asyncio.sleep(every)
+
+
+async def _requeue(app: App, job: Any) -> None:
+    try:
+        await app.job_manager.retry_job(job)
+    except UniqueViolation:
+        # The run has a queued job already (queueing_lock): end this one, which frees the
+        # run's lock for that one.
+        await app.job_manager.finish_job(job=job, status=Status.FAILED, delete_job=False)
+        _log.warning("ended stalled job %s: run %s is queued again already", job.id,
+                     job.task_kwargs.get("run_id"))
+    except ProcrastinateException:  # another worker requeued it first
+        return
+    else:
+        _log.warning("requeued stalled job %s (%s)", job.id, job.call_string)
