@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from stageline.config import load_settings
@@ -129,6 +130,9 @@ def test_db_upgrade_applies_the_migrations_once(cli: Cli, postgres_empty_url: st
         assert "schema version" in first and "applied migration(s) 1" in first
         again = _code(cli("db", "upgrade", db=db), 0).stdout
         assert "already up to date" in again
+    with psycopg.connect(postgres_empty_url, autocommit=True) as conn:
+        queue = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+    assert queue is not None and queue[0] is not None  # the job queue's tables, for workers
 
 
 # -- moving from SQLite to Postgres -------------------------------------------------------------

@@ -11,6 +11,7 @@ import typer
 from stageline.config import load_settings
 from stageline.errors import UsageError
 from stageline.ledger import copy_database, mask_url, upgrade_database
+from stageline.worker import ensure_queue_schema, is_postgres
 
 __all__ = ["db_app", "use_memory"]
 
@@ -26,12 +27,18 @@ EPHEMERAL_URL = "memory://"
 
 @db_app.command()
 def upgrade() -> None:
-    """Apply pending migrations to the configured database and print its schema version."""
+    """Apply pending migrations to the configured database and print its schema version.
+
+    On Postgres, the job queue's tables (procrastinate's schema) are set up too, so workers
+    started later find them ready.
+    """
     url = load_settings().database_url
     report = asyncio.run(upgrade_database(url))
     done = (f"applied migration(s) {', '.join(map(str, report.applied))}" if report.applied
             else "already up to date")
     typer.echo(f"{mask_url(url)}: schema version {report.version} ({done})")
+    if is_postgres(url) and asyncio.run(ensure_queue_schema(url)):
+        typer.echo(f"{mask_url(url)}: created the job queue's tables (procrastinate)")
 
 
 @db_app.command()

@@ -16,12 +16,13 @@ import logging
 import signal
 from typing import Any
 
+import psycopg
 from procrastinate import App
-from procrastinate.exceptions import ProcrastinateException, UniqueViolation
+from procrastinate.exceptions import ConnectorException, ProcrastinateException, UniqueViolation
 from procrastinate.jobs import Status
 
 from stageline.config import Settings, load_settings
-from stageline.errors import UsageError
+from stageline.errors import StorageError, UsageError
 from stageline.ledger import RunStatus
 from stageline.runner import Runner
 from stageline.worker._queue import ADVANCE_TASK, defer_run, ensure_queue_schema, queue_app
@@ -34,6 +35,8 @@ HEARTBEAT = 2.0
 """Seconds between two heartbeats of a worker (procrastinate ``update_heartbeat_interval``)."""
 STALLED_AFTER = 6.0
 """Seconds without a heartbeat after which a worker is taken for dead and its jobs requeued."""
+RESTART_WAIT = 1.0
+"""Seconds before a worker whose database went away starts taking jobs again."""
 ADOPT_LIMIT = 1000
 """Queued runs without a job (made by ``Runner.create``, a copy, a drained foreground run)
 queued at worker start."""
@@ -63,24 +66,45 @@ async def run_worker(
     app = queue_app(settings.database_url)
     async with Runner.open(settings) as runner, app.open_async():
         await _adopt_queued(app, runner)
-        work = asyncio.create_task(app.run_worker_async(
+        options: dict[str, Any] = dict(
             concurrency=concurrency, name=name, install_signal_handlers=False,
             update_heartbeat_interval=heartbeat, stalled_worker_timeout=stalled_after,
             additional_context={"runner": runner, "retention": retention},
-        ), name="stageline worker")
+        )
+        stopping = asyncio.Event()
+        work: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
 
         def stop() -> None:
             in_flight = runner.drain("worker shutdown")
             _log.warning("stopping: draining %d run(s) after their current step", in_flight)
-            work.cancel()  # procrastinate stops fetching and waits for the jobs in flight
+            stopping.set()
+            if work is not None:
+                work.cancel()  # procrastinate stops fetching and waits for the jobs in flight
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
         rescuer = asyncio.create_task(_requeue_stalled(app, stalled_after, heartbeat))
         try:
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
+            while not stopping.is_set():
+                # procrastinate's worker stops when the database goes away (its listener or
+                # heartbeat fails): start a new one, until the database is back.
+                work = asyncio.create_task(app.run_worker_async(**options),
+                                           name="stageline worker")
+                try:
+                    await work
+                except asyncio.CancelledError:
+                    if not stopping.is_set():
+                        raise
+                except (ConnectorException, psycopg.Error, StorageError) as exc:
+                    if stopping.is_set():
+                        raise
+                    _log.warning("the job queue is unreachable (%s); retrying in %ss",
+                                 type(exc).__name__, RESTART_WAIT)
+                if not stopping.is_set():
+                    _log.warning("the job queue's worker stopped; starting it again")
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stopping.wait(), RESTART_WAIT)
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
