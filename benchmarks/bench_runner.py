@@ -70,7 +70,9 @@ async def main(runs: int, rounds: int) -> dict[str, float]:
     ours_ms: list[float] = []
     async with Runner.open(settings) as runner:
         for warm in range(3):  # warm both paths up
-            await raw.ainvoke({"n": 0}, {"configurable": {"thread_id": f"w{warm}"}}, durability="sync")
+            await raw.ainvoke(
+                {"n": 0}, {"configurable": {"thread_id": f"w{warm}"}}, durability="sync"
+            )
             await runner.start(template, {"n": 0})
         for r in range(rounds):
             started = time.perf_counter()
@@ -99,8 +101,12 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     result = asyncio.run(main(args.runs, args.rounds))
-    print(f"10-node no-op graph, SQLite saver, durability=sync, {args.rounds} rounds x {args.runs} runs")
+    print(
+        "10-node no-op graph, SQLite saver, durability=sync, "
+        f"{args.rounds} rounds x {args.runs} runs"
+    )
     print(f"  raw LangGraph : {result['raw_ms_per_node']:.3f} ms/node")
     print(f"  stageline     : {result['stageline_ms_per_node']:.3f} ms/node")
-    print(f"  ratio         : {result['ratio']:.2f}x median of per-round ratios (stageline adds "
+    print(f"  ratio         : {result['ratio']:.2f}x median of per-round ratios "
+          "(stageline adds "
           f"{(result['ratio'] - 1) * 100:+.0f}% per node; aim <= +25%)")
