@@ -166,6 +166,12 @@ def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return BACKEND_URLS[request.param](request, tmp_path)
 
 
+@pytest.fixture(params=sorted(k for k in BACKEND_URLS if k != "memory"))
+def shared_backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A backend several connections (or processes) can share: every one but memory://."""
+    return BACKEND_URLS[request.param](request, tmp_path)
+
+
 @pytest.fixture
 async def backend(backend_url: str) -> AsyncIterator[Backend]:
     opened = await open_backend(backend_url, checkpoint_serde())

@@ -23,34 +23,8 @@ from stageline.runner import Runner
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
-FLAKY_TEMPLATE = """
-from __future__ import annotations
-
-from pathlib import Path
-from typing import Any, TypedDict
-
-from stageline.templates import Template
-
-
-class State(TypedDict, total=False):
-    topic: str
-    done: bool
-
-
-async def first(state: State, ctx: Any) -> dict[str, Any]:
-    return {}
-
-
-async def second(state: State, ctx: Any) -> dict[str, Any]:
-    if not Path("ok.flag").exists():
-        raise RuntimeError("ok.flag is missing")
-    return {"done": True}
-
-
-template = Template("flaky", state=State)
-template.add_stage("first", first).add_stage("second", second)
-template.add_edge("first", "second")
-"""
+FLAKY_TEMPLATE = (Path(__file__).parent.parent / "fixtures" / "flaky.py").read_text()
+"""A template whose second node fails until ``ok.flag`` exists in the working folder."""
 
 
 @pytest.fixture

@@ -138,9 +138,10 @@ async def test_deciding_an_unknown_round_is_an_invalid_transition(ledger: Ledger
         await ledger.decide_wait(run_id, "nope", 1, response={}, actor=None)
 
 
-async def test_two_connections_deciding_at_once_record_one_decision(backend_url: str) -> None:
-    if backend_url.startswith("memory"):
-        pytest.skip("one process holds the in-memory ledger")
+async def test_two_connections_deciding_at_once_record_one_decision(
+    shared_backend_url: str,
+) -> None:
+    backend_url = shared_backend_url
     one = await open_backend(backend_url, checkpoint_serde())
     two = await open_backend(backend_url, checkpoint_serde())
     try:
