@@ -33,8 +33,10 @@ class Settings:
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     def run_dir(self, run_id: str) -> Path:
-        """The run's output folder (posts, transcripts)."""
-        return self.home / "runs" / run_id
+        """The run's output folder (posts, transcripts); ``run_id`` must be a valid run id."""
+        from stageline.names import check_run_id, path_under
+
+        return path_under(self.home / "runs", check_run_id(run_id))
 
 
 def _find_root(start: Path) -> Path:
