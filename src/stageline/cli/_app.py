@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from stageline.cli._args import RunArg
 from stageline.cli._codes import EPILOG
 from stageline.cli._db import db_app, use_memory
 from stageline.cli._detach import detach as _detach
@@ -32,6 +33,7 @@ from stageline.cli._stats import stats
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
 from stageline.config import load_settings
 from stageline.ledger import EventCategory, RunStatus, WaitKind
+from stageline.names import check_run_id
 from stageline.runner import Runner, RunSummary, new_run_id
 from stageline.templates import list_templates, load_template
 
@@ -57,7 +59,6 @@ app = typer.Typer(
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
-RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run id.")]
 ForceFlag = Annotated[
     bool, typer.Option("--force", help="Continue even though the template changed since.")
 ]
@@ -170,7 +171,7 @@ def run(
     """
     values = parse_inputs(inputs or (), input_file)
     deadlines = parse_deadlines(deadline or ())
-    rid = run_id or new_run_id()
+    rid = new_run_id() if run_id is None else check_run_id(run_id, "--run-id")
     budget = {k: v for k, v in (("tokens", budget_tokens), ("cost", budget_cost)) if v} or None
     if ephemeral:
         use_memory(detach=detach)

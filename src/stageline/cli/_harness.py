@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from stageline.cli._args import RunArg
 from stageline.cli._render import console, when
 from stageline.errors import UsageError
 from stageline.ledger import EventCategory
@@ -22,7 +23,7 @@ _STYLES = {"error": "red", "warning": "yellow", "tool_use": "cyan", "tool_result
 
 
 def transcript(
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="A run id.")],
+    run_id: RunArg,
     node: Annotated[
         str | None, typer.Argument(metavar="NODE", help="Only this node's transcript.")
     ] = None,

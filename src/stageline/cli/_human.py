@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from stageline.cli._args import OptionalRunArg, RunArg
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
@@ -23,7 +24,6 @@ from stageline.stages import validate_answers
 
 __all__ = ["COMMANDS"]
 
-RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run id.")]
 GateOpt = Annotated[
     str | None, typer.Option("--gate", metavar="GATE", help="Which gate, if it waits at several.")
 ]
@@ -50,9 +50,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
 def pending(
-    run_id: Annotated[
-        str | None, typer.Argument(metavar="[RUN]", help="Only this run.")
-    ] = None,
+    run_id: OptionalRunArg = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List what waits for a person: gates and question sets, their age and deadline."""

@@ -15,6 +15,7 @@ from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outcomes import OutcomesMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+from stageline.names import check_run_id
 
 __all__ = ["MemoryLedger", "open_memory"]
 
@@ -45,6 +46,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory):
             raise RunNotFound(run_id) from None
 
     async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
+        check_run_id(run.run_id)
         if run.run_id in self._runs:
             raise InvalidTransition(f"run {run.run_id} already exists")
         self._runs[run.run_id] = run
@@ -53,6 +55,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory):
         return run
 
     async def get_run(self, run_id: str) -> Run:
+        check_run_id(run_id)  # every runner method reads its run first: a name, never a path
         return self._get(run_id)
 
     async def list_runs(

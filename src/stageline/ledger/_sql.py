@@ -44,6 +44,7 @@ from stageline.ledger._schema import (
 )
 from stageline.ledger._sql_human import HumanSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+from stageline.names import check_run_id
 
 __all__ = ["Executor", "SqlLedger"]
 
@@ -155,6 +156,7 @@ class SqlLedger(HumanSql, OutcomesSql):
 
     async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
         """Insert a run (created leased when ``run.lease_holder`` is set) with its first events."""
+        check_run_id(run.run_id)
         async with self._tx() as x:
             if not await x.execute(self._sql(self._insert_run), run.to_row()):
                 raise InvalidTransition(f"run {run.run_id} already exists")
@@ -165,6 +167,7 @@ class SqlLedger(HumanSql, OutcomesSql):
         return run
 
     async def get_run(self, run_id: str) -> Run:
+        check_run_id(run_id)  # every runner method reads its run first: a name, never a path
         async with self._read() as x:
             rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
         if not rows:

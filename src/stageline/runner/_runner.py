@@ -33,6 +33,8 @@ from stageline.ledger import (
     this_holder,
 )
 from stageline.llm import ChatModel, chat_model
+from stageline.names import check_run_id
+from stageline.plaindata import check_plain_inputs
 from stageline.runner._budget import run_budget, with_budget
 from stageline.runner._human import HumanMixin
 from stageline.runner._journal import LedgerJournal
@@ -147,6 +149,7 @@ class Runner(HumanMixin, RetentionMixin):
                                      for t in template.checkpoint_types])
 
     def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None:
+        check_plain_inputs(inputs)  # what JSON cannot hold never reaches the ledger
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
         if unknown:
@@ -177,6 +180,7 @@ class Runner(HumanMixin, RetentionMixin):
         budget: Budget | Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
+        run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
         self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
@@ -208,6 +212,7 @@ class Runner(HumanMixin, RetentionMixin):
         limits (a ``Budget`` or ``{"tokens": 5000, "cost": 0.5, "nodes": {...}}``) over the
         template's.
         """
+        run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
         self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
