@@ -101,10 +101,10 @@ def _runner(context: JobContext) -> Runner:
 
 async def advance_run(context: JobContext, run_id: str) -> str:
     """Advance ``run_id`` until it ends, waits or is drained; a drained run is queued again."""
-    runner = _runner(context)
     if not is_run_id(run_id):  # a job not deferred by stageline: refused, never retried
         _log.error("refusing job for run %s: not a valid run id", shown(run_id))
         return "refused: not a valid run id"
+    runner = _runner(context)
     run = await runner.ledger.get_run(run_id)
     if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
         return f"nothing to do: the run is {run.status}"  # decided, cancelled or done meanwhile
