@@ -14,7 +14,7 @@ import yaml
 
 from stageline.cli._inputs import parse_assignment, parse_inputs, read_input_file
 from stageline.config import Settings
-from stageline.errors import InputError, TemplateError
+from stageline.errors import AnswerInvalid, InputError, TemplateError
 from stageline.plaindata import (
     BoundedSafeLoader,
     check_plain_inputs,
@@ -23,6 +23,7 @@ from stageline.plaindata import (
     shown,
 )
 from stageline.runner import Runner
+from stageline.stages import validate_answers
 from stageline.templates import load_template
 from stageline.testing import memory_runner
 
@@ -175,3 +176,13 @@ async def test_the_runner_refuses_before_a_run_exists(runner: Runner,
     with pytest.raises(InputError):
         await runner.create("blog_post", inputs)
     assert await runner.ledger.list_runs() == []
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ({"id": "q", "text": "t", "kind": "json"}, "NaN"),
+    ({"id": "q", "text": "t", "kind": "json"}, '{"a": 1e999}'),
+    ({"id": "q", "text": "t"}, "a\x00b"),
+], ids=repr)
+def test_answers_json_cannot_hold_are_refused(question: dict[str, Any], answer: str) -> None:
+    with pytest.raises(AnswerInvalid, match="the answer to 'q' cannot be stored"):
+        validate_answers([question], {"q": answer})

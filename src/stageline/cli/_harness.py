@@ -63,9 +63,12 @@ async def _transcripts(run_id: str) -> dict[str, Path]:
         events = await runner.ledger.events(run_id, categories=[str(EventCategory.OUTPUT)])
         folder = runner.settings.run_dir(run_id) / "transcripts"
     found: dict[str, Path] = {}
+    inside = folder.resolve()
     for event in events:
         if event.kind == "operation.transcript" and event.node and event.data.get("path"):
-            found.setdefault(event.node, Path(str(event.data["path"])))
+            path = Path(str(event.data["path"]))
+            if inside in path.resolve().parents:  # only files in the run's own folder are read
+                found.setdefault(event.node, path)
     if not found and folder.is_dir():  # the run died before its reference was written
         found = {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
     return found
