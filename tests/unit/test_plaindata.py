@@ -14,7 +14,7 @@ import yaml
 
 from stageline.cli._inputs import parse_assignment, parse_inputs, read_input_file
 from stageline.config import Settings
-from stageline.errors import AnswerInvalid, InputError, TemplateError
+from stageline.errors import AnswerInvalid, InputError, TemplateError, UsageError
 from stageline.plaindata import (
     BoundedSafeLoader,
     check_plain_inputs,
@@ -186,3 +186,10 @@ async def test_the_runner_refuses_before_a_run_exists(runner: Runner,
 def test_answers_json_cannot_hold_are_refused(question: dict[str, Any], answer: str) -> None:
     with pytest.raises(AnswerInvalid, match="the answer to 'q' cannot be stored"):
         validate_answers([question], {"q": answer})
+
+
+@pytest.mark.parametrize("limit", [math.nan, math.inf])
+async def test_a_budget_json_cannot_hold_is_refused(runner: Runner, limit: float) -> None:
+    with pytest.raises(UsageError, match="budget cost must be a positive number"):
+        await runner.start("blog_post", {"topic": "a"}, budget={"cost": limit})
+    assert await runner.ledger.list_runs() == []
