@@ -129,10 +129,15 @@ class SqlLedger(HumanSql, OutcomesSql):
         async with self._lock:
             yield self._x
 
+    async def _lock_schema(self, x: Executor) -> None:
+        """Take the database's write lock for a migration's check-and-apply (a backend's part:
+        processes that start at once on an empty database must agree on who migrates)."""
+
     async def setup(self) -> None:
-        """Apply pending migrations."""
+        """Apply pending migrations, under the database's write lock."""
         dialect = self._x.dialect
         async with self._tx() as x:
+            await self._lock_schema(x)
             for stmt in _ddl(schema_version, dialect):
                 await x.execute(stmt, {})
             rows = await x.fetch(self._sql(_SELECT_VERSION), {})
