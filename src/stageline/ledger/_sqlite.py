@@ -112,10 +112,15 @@ def _run_batch(raw: sqlite3.Connection, ops: Ops) -> None:
 
 
 def _run_batch_and_commit(
-    raw: sqlite3.Connection, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
-) -> None:
+    raw: sqlite3.Connection, ops: Ops, check: tuple[str, list[str]] | None
+) -> list[str]:
+    """Staged rows, the commit, then the watched runs' cancel flags: the runs flagged."""
     _run_batch(raw, ops)
     raw.commit()
+    if check is None:
+        return []
+    sql, run_ids = check
+    return [r for r in run_ids if (raw.execute(sql, {"run_id": r}).fetchone() or (0,))[0]]
 
 
 class _CheckpointConnection:
@@ -135,15 +140,18 @@ class _CheckpointConnection:
 
     async def commit(self) -> None:
         ops, written, undo = self._ledger.take_staged()
-        if not ops:
+        check = self._ledger.cancel_check()
+        if not ops and check is None:
             await self._real.commit()
             return
         try:
-            await self._real._execute(_run_batch_and_commit, self._real._conn, ops)
+            flagged = await self._real._execute(_run_batch_and_commit, self._real._conn, ops,
+                                                check)
         except BaseException:
             undo()
             raise
         self._ledger._publish(written)
+        self._ledger.cancels_seen(flagged)
 
 
 _HAS_VERSION_TABLE = (

@@ -266,7 +266,7 @@ class Runner(HumanMixin, RetentionMixin):
         """Cancel a run: at once if no live process advances it, else between its next steps."""
         run = await self.ledger.get_run(run_id)
         if run.status.terminal:
-            raise InvalidTransition(f"run {run_id} is already {run.status}")
+            raise InvalidTransition(f"run {run_id} already {run.status}")
         lease_live = run.lease_holder is not None and (run.lease_expires_at or 0) > time.time()
         if run.status is RunStatus.RUNNING and lease_live:
             return await self.ledger.request_cancel(run_id)
@@ -365,11 +365,15 @@ class Runner(HumanMixin, RetentionMixin):
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
             )
             keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
+            # Each step's checkpoint commit also reads the cancel flag: a cancel stops the run
+            # before its next step (LangGraph checks the drain between steps).
+            self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
             interrupts: list[Any] = []
             try:
                 outcome, state = await self._drive(template, run_id, payload, context, control,
                                                    interrupts)
             finally:
+                self.ledger.watch_cancel(run_id, None)
                 self._controls.discard(control)
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
