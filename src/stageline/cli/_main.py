@@ -92,6 +92,8 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """The ``stageline`` console script."""
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
+    # A type its allowlist blocks: stageline refuses the checkpoint with its own error instead.
+    logging.getLogger("langgraph.checkpoint.serde.jsonplus").setLevel(logging.ERROR)
     if _debug():
         logging.getLogger("stageline").setLevel(logging.DEBUG)
     sys.exit(run_cli(argv))

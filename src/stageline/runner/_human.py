@@ -32,10 +32,13 @@ from stageline.ledger import (
     already_decided,
 )
 from stageline.runner._support import RunSummary
+from stageline.runner._trust import check_checkpoint
 from stageline.runner._waits import what
 from stageline.stages import validate_answers
 
 if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
     from stageline.config import Settings
     from stageline.ledger import LedgerStore
     from stageline.templates import Template
@@ -73,6 +76,7 @@ class HumanMixin:
         settings: Settings
 
         def _checked_template(self, run: Run, force: bool) -> Template: ...
+        def _saver(self, template: Template) -> BaseCheckpointSaver[Any]: ...
         async def _claim(self, run: Run, template: Template, kind: str, *,
                          attempt: int | None = None) -> str: ...
         async def _advance(self, run: Run, template: Template, payload: Any,
@@ -196,6 +200,8 @@ class HumanMixin:
         found = wait or _pick([w for w in waits if w.status is WaitStatus.PENDING], kind, name,
                               run_id)
         response = {**respond(run, found), "token": found.token}
+        # Nothing is recorded, and the run does not move, on a checkpoint stageline did not write.
+        await check_checkpoint(self._saver(made), run_id, waits, found.node)
         said = response.get("decision") or "answered"
         await self.ledger.decide_wait(
             run_id, found.wait_id, found.round, response=response, actor=response["actor"],
