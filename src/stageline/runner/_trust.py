@@ -3,8 +3,8 @@
 The strict serializer refuses values it cannot trust (``checkpoints.StrictSerializer``). The
 pending writes of the people's channels are checked against the ledger, which recorded them
 when they were made: an interrupt the run waits at must be the one the ledger asked, a resume
-value must be a decision the ledger holds, and a node that waits at an interrupt has written
-nothing else (LangGraph keeps no other write of an interrupted node).
+value must be a decision the ledger holds, and a node that waits at an interrupt nobody has
+answered yet has written nothing else (LangGraph keeps no other write of such a node).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ async def check_checkpoint(saver: BaseCheckpointSaver[Any], run_id: str, waits: 
         asked.setdefault(wait.interrupt_id, []).append(_plain(dict(wait.payload)))
     said = {w.token: _plain(dict(w.response)) for w in waits if w.response is not None}
     writes = list(saved.pending_writes or ())
-    waiting = {task for task, channel, _ in writes if channel == _INTERRUPT}
+    waiting = ({task for task, channel, _ in writes if channel == _INTERRUPT}
+               - {task for task, channel, _ in writes if channel == _RESUME})
     for task, channel, value in writes:
         values = value if isinstance(value, list | tuple) else [value]
         if channel == _INTERRUPT:
@@ -71,7 +72,7 @@ async def check_checkpoint(saver: BaseCheckpointSaver[Any], run_id: str, waits: 
                     raise CheckpointCorrupt(
                         f"a pending resume value of task {task} is no decision the ledger "
                         "recorded", run_id=run_id, step=step)
-        elif task in waiting:
+        elif task in waiting:  # not resumed yet: it cannot have written anything else
             raise CheckpointCorrupt(
                 f"task {task} waits at an interrupt, yet has a pending write to {channel!r} "
                 "that it never made", run_id=run_id, step=step)
