@@ -287,6 +287,9 @@ async def _show(run_id: str, as_json: bool) -> None:
             out.print(line)
     for line in waiting_lines(run_id, summary.waiting):
         out.print(line)
+    if summary.checkpoint_error:
+        out.print()
+        out.print(f"checkpoint: cannot be read: {summary.checkpoint_error}")
 
 
 @app.command()

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from stageline.cli._args import OptionalRunArg, RunArg
+from stageline.cli._clock import began
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
@@ -80,18 +81,20 @@ def approve(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: A
             attempt: AttemptOpt = None, state_hash: HashOpt = None,
             force: ForceOpt = False) -> None:
     """Approve the gate RUN waits at; the run goes on, followed here."""
+    seen = began()  # binds the decision to the visit waiting then, not to a later one
     advance_in_foreground(run_id, lambda runner: runner.approve(
         run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force))
+        force=force, seen_at=seen))
 
 
 def reject(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: AsOpt = None,
            attempt: AttemptOpt = None, state_hash: HashOpt = None,
            force: ForceOpt = False) -> None:
     """Reject at the gate RUN waits at: the run ends rejected (or takes the reject route)."""
+    seen = began()
     advance_in_foreground(run_id, lambda runner: runner.reject(
         run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force), ok=(RunStatus.REJECTED,))
+        force=force, seen_at=seen), ok=(RunStatus.REJECTED,))
 
 
 def changes(
@@ -102,9 +105,10 @@ def changes(
     state_hash: HashOpt = None, force: ForceOpt = False,
 ) -> None:
     """Request changes at the gate RUN waits at: back to the gate's changes node with the note."""
+    seen = began()
     advance_in_foreground(run_id, lambda runner: runner.request_changes(
         run_id, note=note, gate=gate, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force))
+        force=force, seen_at=seen))
 
 
 def answer(
@@ -128,11 +132,12 @@ def answer(
     force: ForceOpt = False,
 ) -> None:
     """Answer the questions RUN waits on: prompts for each, unless -a or --answer-file."""
+    seen = began()
     given = parse_answers(answers or (), answer_file)
     if not given and not answer_file:
         given = _prompt(asyncio.run(_question(run_id, question)))
     advance_in_foreground(run_id, lambda runner: runner.answer(
-        run_id, given, question_id=question, actor=actor, force=force))
+        run_id, given, question_id=question, actor=actor, force=force, seen_at=seen))
 
 
 async def _question(run_id: str, question: str | None) -> Wait:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory):
         self._nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._events: dict[str, list[Event]] = {}
         self._outcomes = {}
+        self._cancel_watch: dict[str, Callable[[], None]] = {}
 
     async def setup(self) -> None:
         return None
@@ -78,6 +79,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory):
         events: Iterable[Event] = (),
         expect: Iterable[RunStatus] | None = None,
         release: bool = False,
+        cancel_wins: Iterable[Event] | None = None,
         **fields: Any,
     ) -> Run:
         run = self._get(run_id)
@@ -85,15 +87,38 @@ class MemoryLedger(HumanMemory, OutcomesMemory):
             fields.update(lease_holder=None, lease_expires_at=None)
         if expect is not None and run.status not in set(expect):
             raise InvalidTransition(f"run {run_id} is {run.status}; cannot make it {status}")
+        if cancel_wins is not None and run.cancel_requested:
+            now = time.time()
+            status, events = RunStatus.CANCELLED, cancel_wins
+            fields = {"finished_at": now}
+            if release:
+                fields.update(lease_holder=None, lease_expires_at=None)
         run = replace(run, status=status, updated_at=time.time(), **fields)
         self._runs[run_id] = run
         self._publish(self._write(run_id, list(events)))
         return self._runs[run_id]
 
     async def request_cancel(self, run_id: str) -> Run:
-        run = replace(self._get(run_id), cancel_requested=True, updated_at=time.time())
+        run = self._get(run_id)
+        if run.status.terminal:
+            raise InvalidTransition(f"run {run_id} already {run.status}")
+        run = replace(run, cancel_requested=True, updated_at=time.time())
         self._runs[run_id] = run
+        on_cancel = self._cancel_watch.pop(run_id, None)
+        if on_cancel is not None:
+            on_cancel()
         return run
+
+    async def cancel_requested(self, run_id: str) -> bool:
+        return self._get(run_id).cancel_requested
+
+    def watch_cancel(self, run_id: str, on_cancel: Callable[[], None] | None) -> None:
+        if on_cancel is None:
+            self._cancel_watch.pop(run_id, None)
+        elif self._get(run_id).cancel_requested:
+            on_cancel()
+        else:
+            self._cancel_watch[run_id] = on_cancel
 
     async def acquire_lease(self, run_id: str, holder: str, ttl: float) -> Run:
         run = self._get(run_id)

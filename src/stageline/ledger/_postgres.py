@@ -34,7 +34,7 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from stageline.errors import ConfigError, StorageError
-from stageline.ledger._postgres_pool import PgExecutor, PgLedger, PgSaver, reason
+from stageline.ledger._postgres_pool import SETUP_LOCK, PgExecutor, PgLedger, PgSaver, reason
 from stageline.ledger._schema import MIGRATIONS, metadata
 from stageline.ledger._sql import SqlLedger
 
@@ -42,6 +42,9 @@ __all__ = ["PostgresOptions", "open_postgres"]
 
 CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection to be made (libpq ``connect_timeout``)."""
+
+SAVER_SETUP_LOCK = SETUP_LOCK + 1
+"""Session advisory lock key held while LangGraph's own migrations run."""
 
 LANGGRAPH_TABLES = ("checkpoint_migrations", "checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
@@ -129,7 +132,7 @@ async def open_postgres(
             saver = PgSaver(pool, ledger=ledger, serde=serde, where=opts.where)
             saver.lock = ledger.lock  # one statement stream per process, in commit order
             await ledger.setup()
-            await _setup_saver(saver)
+            await _setup_saver(saver, probe)
             await _check_schema(probe, opts.where)
     except BaseException as exc:
         await pool.close()
@@ -153,18 +156,26 @@ def _setup_hint(exc: psycopg.Error) -> str:
     return "fix it, then run `stageline db upgrade`"
 
 
-async def _setup_saver(saver: AsyncPostgresSaver) -> None:
-    """LangGraph's migrations, once more if another process was making the same tables.
+async def _setup_saver(saver: AsyncPostgresSaver, conn: psycopg.AsyncConnection[Any]) -> None:
+    """LangGraph's migrations, one process at a time.
 
-    They cannot run under the setup lock: LangGraph builds indexes CONCURRENTLY, which waits
-    for every open transaction, the lock's included.
+    They cannot run inside the ledger's setup transaction: LangGraph builds indexes
+    CONCURRENTLY, which waits for every open transaction, that one's included. So ``conn``
+    (autocommit, idle while it holds it) takes a session lock, and the others poll for it with
+    short statements rather than wait in one that an index build would wait for in turn.
     """
+    while not await _try_lock(conn):
+        await asyncio.sleep(0.05)
     try:
         await saver.setup()
-    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable,
-            psycopg.errors.DuplicateObject):
-        await asyncio.sleep(0.5)
-        await saver.setup()
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (SAVER_SETUP_LOCK,))
+
+
+async def _try_lock(conn: psycopg.AsyncConnection[Any]) -> bool:
+    cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (SAVER_SETUP_LOCK,))
+    row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 async def _check_schema(conn: psycopg.AsyncConnection[Any], where: str) -> None:

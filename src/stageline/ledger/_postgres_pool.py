@@ -204,16 +204,26 @@ class PgSaver(AsyncPostgresSaver):
             return
         written: list[Any] = []
         undo: Callable[[], None] = _noop
+        flagged: list[str] = []
         try:
             async with super()._cursor(pipeline=True) as cur:
                 yield cur
                 ops, written, undo = self._ledger.take_staged()
                 for sql, rows in ops:
                     await cur.executemany(sql, rows)
+                check = self._ledger.cancel_check()
+                if check is not None:  # the watched runs' cancel flags, in the same round trip
+                    sql, run_ids = check
+                    for run_id in run_ids:
+                        await cur.execute(sql, {"run_id": run_id})
+                        row = await cur.fetchone()
+                        if row and row["cancel_requested"]:
+                            flagged.append(run_id)
         except BaseException:
             undo()
             raise
         self._ledger._publish(written)
+        self._ledger.cancels_seen(flagged)
 
     async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``call``; if its connection had died, once more on a fresh one.

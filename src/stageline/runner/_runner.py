@@ -18,6 +18,7 @@ from langgraph.runtime import RunControl
 from stageline.checkpoints import checkpoint_serde, ensure_checkpointable
 from stageline.config import Settings, load_settings
 from stageline.errors import (
+    CheckpointCorrupt,
     InputError,
     InvalidTransition,
     StagelineError,
@@ -27,6 +28,7 @@ from stageline.events import EventBus, Sink
 from stageline.ledger import (
     Backend,
     Event,
+    NodeRecord,
     Run,
     RunStatus,
     open_backend,
@@ -49,6 +51,7 @@ from stageline.runner._support import (
     _stable_ref,
     new_run_id,
 )
+from stageline.runner._trust import check_checkpoint
 from stageline.runner._waits import (
     DEADLINES_INPUT,
     graph_inputs,
@@ -244,6 +247,9 @@ class Runner(HumanMixin, RetentionMixin):
         if run.status.terminal:
             raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
         made = self._checked_template(run, force)
+        if run.status is RunStatus.WAITING:  # its checkpoint must be the one people were asked on
+            await check_checkpoint(self._saver(made), run_id, await self.ledger.waits(run_id),
+                                   _step(run, await self.ledger.node_records(run_id)))
         # No checkpoint yet: queued, or its process died before the first step was saved.
         unstarted = not await self._has_checkpoint(made, run_id)
         payload = graph_inputs(run.inputs) if unstarted else None
@@ -271,7 +277,7 @@ class Runner(HumanMixin, RetentionMixin):
         """Cancel a run: at once if no live process advances it, else between its next steps."""
         run = await self.ledger.get_run(run_id)
         if run.status.terminal:
-            raise InvalidTransition(f"run {run_id} is already {run.status}")
+            raise InvalidTransition(f"run {run_id} already {run.status}")
         lease_live = run.lease_holder is not None and (run.lease_expires_at or 0) > time.time()
         if run.status is RunStatus.RUNNING and lease_live:
             return await self.ledger.request_cancel(run_id)
@@ -288,10 +294,20 @@ class Runner(HumanMixin, RetentionMixin):
         """The run as recorded, with its latest checkpointed state."""
         run = await self.ledger.get_run(run_id)
         state: dict[str, Any] = {}
-        with contextlib.suppress(StagelineError):
-            state = await self._state(self.load(run.template), run_id)
-        return RunSummary(run=run, records=await self.ledger.node_records(run_id), state=state,
-                          waits=await self.ledger.waits(run_id))
+        records = await self.ledger.node_records(run_id)
+        unreadable: str | None = None
+        waits = await self.ledger.waits(run_id)
+        try:
+            made = self.load(run.template)
+            state = await self._state(made, run_id)
+            if run.status is RunStatus.WAITING:  # what a decision would be applied to
+                await check_checkpoint(self._saver(made), run_id, waits, _step(run, records))
+        except CheckpointCorrupt as exc:  # the ledger is still worth showing
+            unreadable = str(exc.of(run_id, _step(run, records)))
+        except StagelineError:
+            pass
+        return RunSummary(run=run, records=records, state=state, waits=waits,
+                          checkpoint_error=unreadable)
 
     def _checked_template(self, run: Run, force: bool) -> Template:
         made = self.load(run.template)
@@ -304,6 +320,9 @@ class Runner(HumanMixin, RetentionMixin):
             snapshot = await self._graph(made).aget_state(_config(run_id))
         except InvalidUpdateError:  # pending writes that clash: there is a checkpoint
             return True
+        except CheckpointCorrupt as exc:
+            run = await self.ledger.get_run(run_id)
+            raise exc.of(run_id, _step(run, await self.ledger.node_records(run_id))) from exc
         return bool(snapshot.values) or bool(snapshot.next)
 
     async def _state(self, made: Template, run_id: str) -> dict[str, Any]:
@@ -370,11 +389,15 @@ class Runner(HumanMixin, RetentionMixin):
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
             )
             keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
+            # Each step's checkpoint commit also reads the cancel flag: a cancel stops the run
+            # before its next step (LangGraph checks the drain between steps).
+            self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
             interrupts: list[Any] = []
             try:
                 outcome, state = await self._drive(template, run_id, payload, context, control,
                                                    interrupts)
             finally:
+                self.ledger.watch_cancel(run_id, None)
                 self._controls.discard(control)
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -420,6 +443,8 @@ class Runner(HumanMixin, RetentionMixin):
             return drained.reason, None
         except InvalidUpdateError as exc:
             return exc, None
+        except CheckpointCorrupt as exc:  # a storage fault, not the run's: it stays as it was
+            raise exc.of(run_id, None) from exc
         except Exception as exc:
             return exc, None if state is None else _public_state(state)
         return ("waiting" if waiting else None), None if state is None else _public_state(state)
@@ -443,3 +468,8 @@ class Runner(HumanMixin, RetentionMixin):
             if run.cancel_requested:
                 control.request_drain("cancel")
                 return
+
+
+def _step(run: Run, records: list[NodeRecord]) -> str | None:
+    """The step a run stands at, for messages: its failed node, else its latest node."""
+    return run.failed_node or (records[-1].node if records else None)

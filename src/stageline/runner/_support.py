@@ -29,6 +29,8 @@ class RunSummary:
     state: dict[str, Any]
     waits: list[Wait] = field(default_factory=list)
     """Gates and question sets: every round (``status``), or what the run now waits on."""
+    checkpoint_error: str | None = None
+    """Why the run's checkpoint cannot be read (``status``): ``state`` is then empty."""
 
     @property
     def status(self) -> RunStatus:
@@ -46,6 +48,7 @@ class RunSummary:
             "state": self.state,
             "decisions": [w.to_dict() for w in self.waits if w.kind is WaitKind.GATE],
             "questions": [w.to_dict() for w in self.waits if w.kind is WaitKind.QUESTION],
+            "checkpoint_error": self.checkpoint_error,
         }
 
 
