@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -55,8 +57,30 @@ def _from_module(module_name: str) -> Template:
     raise TemplateError(f"module {module_name} defines no `template`", source=module_name)
 
 
+def _module_name(path: Path) -> str:
+    """The import name of a template file: the same in every process and on every machine
+    for the same project layout (stage names and the template's digest are made from it).
+
+    Named after the file's path relative to its project root (the folder holding
+    ``stageline.toml`` above it, else the working directory), not after an absolute path or a
+    salted ``hash()``. Another file that would take the same name gets one of its own.
+    """
+    resolved = path.resolve()
+    root = next((d for d in resolved.parents if (d / "stageline.toml").is_file()), None)
+    if root is None and resolved.is_relative_to(Path.cwd().resolve()):
+        root = Path.cwd().resolve()
+    where = resolved.relative_to(root).as_posix() if root is not None else resolved.name
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"stageline_user_templates.{stem}_{hashlib.sha256(where.encode()).hexdigest()[:10]}"
+    loaded = sys.modules.get(name)
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() != resolved:
+        digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
+        name = f"stageline_user_templates.{stem}_{digest}"
+    return name
+
+
 def _from_python_file(path: Path) -> Template:
-    module_name = f"stageline_user_templates.{path.stem}_{abs(hash(str(path.resolve())))}"
+    module_name = _module_name(path)
     if module_name in sys.modules:
         return _from_module(module_name)
     spec = importlib.util.spec_from_file_location(module_name, path)
