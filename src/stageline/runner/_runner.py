@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -60,6 +61,9 @@ __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 _log = logging.getLogger("stageline.runner")
 
+GRAPH_CACHE_SIZE = 32
+"""Compiled graphs a runner keeps (one per template and version in use)."""
+
 class Runner(HumanMixin, RetentionMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
@@ -77,7 +81,9 @@ class Runner(HumanMixin, RetentionMixin):
         self.bus = bus or EventBus()
         self.ledger.publisher = self.bus.publish
         self._model = model
-        self._graphs: dict[tuple[int, str], Any] = {}
+        self._graphs: collections.OrderedDict[tuple[str, str, str], tuple[Template, Any]] = (
+            collections.OrderedDict())
+        """Compiled graphs by template identity and digest, least recently used first."""
         self._templates: dict[str, Template] = {}
         """Templates given as objects, by name, so resume and retry find them in this process."""
         self._controls: set[RunControl] = set()
@@ -131,11 +137,18 @@ class Runner(HumanMixin, RetentionMixin):
         return load_template(ref, self.settings.template_dirs)
 
     def _graph(self, template: Template) -> Any:
-        key = (id(template), template.digest)
-        graph = self._graphs.get(key)
-        if graph is None:
-            graph = template.build().compile(checkpointer=self._saver(template))
-            self._graphs[key] = graph
+        """The template's compiled graph, cached by its identity and digest (bounded: a
+        long-lived worker or server must not keep one per run)."""
+        key = (template.name, template.source, template.full_version)
+        hit = self._graphs.get(key)
+        if hit is not None and hit[0] is template:
+            self._graphs.move_to_end(key)
+            return hit[1]
+        graph = template.build().compile(checkpointer=self._saver(template))
+        self._graphs[key] = (template, graph)  # another object of that name: the newest wins
+        self._graphs.move_to_end(key)
+        while len(self._graphs) > GRAPH_CACHE_SIZE:
+            self._graphs.popitem(last=False)
         return graph
 
     def _saver(self, template: Template) -> BaseCheckpointSaver[Any]:

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import re
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -28,6 +29,9 @@ BUILTINS: dict[str, str] = {
 """Built-in template name -> module holding ``template``."""
 
 ENTRY_POINT_GROUP = "stageline.templates"
+YAML_CACHE_SIZE = 64
+"""YAML templates kept loaded, by file and content (a long-lived process loads one per run)."""
+_YAML_CACHE: OrderedDict[tuple[str, str], Template] = OrderedDict()
 _SUFFIXES = (".yaml", ".yml", ".py")
 
 
@@ -117,14 +121,30 @@ def load_template_file(path: Path) -> Template:
     if not path.is_file():
         raise TemplateError("no such file", source=str(path))
     if path.suffix in (".yaml", ".yml"):
-        from stageline.templates._yaml import load_yaml_template
-
-        made = load_yaml_template(path)
+        return _from_yaml_file(path)
     elif path.suffix == ".py":
         made = _from_python_file(path)
     else:
         raise TemplateError("a template file ends in .yaml, .yml or .py", source=str(path))
     made.validate()
+    return made
+
+
+def _from_yaml_file(path: Path) -> Template:
+    """The YAML template in ``path``: the same object while the file's content is the same,
+    so a worker that runs it again and again compiles it once (least recently used go)."""
+    from stageline.templates._yaml import load_yaml_template
+
+    key = (str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest())
+    made = _YAML_CACHE.get(key)
+    if made is not None:
+        _YAML_CACHE.move_to_end(key)
+        return made
+    made = load_yaml_template(path)
+    made.validate()
+    _YAML_CACHE[key] = made
+    while len(_YAML_CACHE) > YAML_CACHE_SIZE:
+        _YAML_CACHE.popitem(last=False)
     return made
 
 
