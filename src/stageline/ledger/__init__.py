@@ -20,6 +20,7 @@ from stageline.ledger._human import (
     already_decided,
 )
 from stageline.ledger._memory import MemoryLedger
+from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
 from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
@@ -35,6 +36,7 @@ __all__ = [
     "NodeRecord",
     "NodeStatus",
     "Outcome",
+    "OutcomeGroup",
     "Publisher",
     "Run",
     "RunStatus",
@@ -44,6 +46,7 @@ __all__ = [
     "WaitStatus",
     "already_decided",
     "copy_database",
+    "group_outcomes",
     "holder_is_dead",
     "mask_url",
     "open_backend",

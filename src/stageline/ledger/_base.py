@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from stageline.ledger._human import Effect, Wait, WaitStatus
+from stageline.ledger._outcome_stats import OutcomeGroup
 from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
@@ -124,3 +125,6 @@ class LedgerStore(Protocol):
         self, *, template: str | None = None, since: float | None = None,
         node: str | None = None, routed: bool = False, limit: int | None = None,
     ) -> list[Outcome]: ...
+    async def outcome_groups(
+        self, *, template: str | None = None, since: float | None = None
+    ) -> list[OutcomeGroup]: ...

@@ -32,6 +32,7 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._outcome_stats import OutcomeStatsSql
 from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
@@ -73,7 +74,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql):
+class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
