@@ -31,6 +31,8 @@ class Settings:
     lease_ttl: float = 30.0
     """Seconds a run's lease lives without renewal; it is renewed every third of that."""
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    sink_exit_timeout: float = 1.5
+    """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
 
     def run_dir(self, run_id: str) -> Path:
         """The run's output folder (posts, transcripts); ``run_id`` must be a valid run id."""
@@ -72,6 +74,14 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
     except ValueError as exc:
         raise ConfigError(f"STAGELINE_LEASE_TTL / lease_ttl must be a number: {exc}") from exc
     model = env.get("STAGELINE_MODEL") or section.get("model") or None
+    try:
+        grace = float(env.get("STAGELINE_SINK_EXIT_TIMEOUT")
+                      or section.get("sink_exit_timeout", 1.5))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"STAGELINE_SINK_EXIT_TIMEOUT / sink_exit_timeout must be a number: {exc}") from exc
+    if grace < 0:
+        raise ConfigError("sink_exit_timeout must be 0 or more seconds")
     sinks = data.get("sinks", section.get("sinks", []))
     settings = Settings(
         root=root,
@@ -81,6 +91,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         template_dirs=tuple(root / d for d in dirs),
         lease_ttl=ttl,
         sinks=tuple(sinks),
+        sink_exit_timeout=grace,
     )
     return settings
 

@@ -60,7 +60,7 @@ def pending(
 
 
 async def _pending(run_id: str | None, as_json: bool) -> None:
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         if run_id is not None:
             await runner.ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
         listed = await runner.pending_with_templates(run_id)
@@ -139,7 +139,7 @@ def answer(
 
 
 async def _question(run_id: str, question: str | None) -> Wait:
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         await runner.ledger.get_run(run_id)
         found = [w for w in await runner.pending(run_id) if w.kind is WaitKind.QUESTION
                  and (question is None or w.wait_id.startswith(question))]

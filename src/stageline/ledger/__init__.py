@@ -20,12 +20,14 @@ from stageline.ledger._human import (
     already_decided,
 )
 from stageline.ledger._memory import MemoryLedger
+from stageline.ledger._outbox import Claim, SinkStart
 from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
 from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
 __all__ = [
     "Backend",
+    "Claim",
     "CopyReport",
     "Effect",
     "EffectStatus",
@@ -40,6 +42,7 @@ __all__ = [
     "Publisher",
     "Run",
     "RunStatus",
+    "SinkStart",
     "UpgradeReport",
     "Wait",
     "WaitKind",

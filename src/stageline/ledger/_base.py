@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from stageline.ledger._human import Effect, Wait, WaitStatus
+from stageline.ledger._outbox import Claim, SinkStart
 from stageline.ledger._outcome_stats import OutcomeGroup
 from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
@@ -129,3 +130,22 @@ class LedgerStore(Protocol):
     async def outcome_groups(
         self, *, template: str | None = None, since: float | None = None
     ) -> list[OutcomeGroup]: ...
+
+    # -- the sinks' outbox ------------------------------------------------------------------
+    async def sink_start(self, sink_id: str, *, now: float | None = None) -> SinkStart: ...
+    async def due_runs(
+        self, sink_id: str, *, since: float, now: float | None = None
+    ) -> list[str]: ...
+    async def claim_events(
+        self, sink_id: str, run_id: str, *, holder: str, until: float, started_at: float,
+        limit: int, steal: str | None = None, now: float | None = None,
+    ) -> Claim | str | None: ...
+    async def ack_events(self, sink_id: str, run_id: str, *, holder: str, seq: int) -> bool: ...
+    async def release_events(
+        self, sink_id: str, run_id: str, *, holder: str, retry_at: float | None = None,
+        failed_upto: int | None = None,
+    ) -> None: ...
+    async def advance_watermark(
+        self, sink_id: str, *, since: float, now: float | None = None
+    ) -> float: ...
+    async def sink_cursor(self, sink_id: str, run_id: str) -> int | None: ...

@@ -24,7 +24,7 @@ from stageline.errors import (
     StagelineError,
     TemplateChanged,
 )
-from stageline.events import EventBus, Sink
+from stageline.events import Deliverer, EventBus, Sink
 from stageline.ledger import (
     Backend,
     Event,
@@ -89,6 +89,8 @@ class Runner(HumanMixin, RetentionMixin):
         self._controls: set[RunControl] = set()
         """The controls of the advances in flight, for ``drain``."""
         self._drain_reason: str | None = None
+        self.deliverer: Deliverer | None = None
+        """Delivers to the ``[[sinks]]`` outbox sinks (``Runner.open(deliver=True)``)."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -99,18 +101,35 @@ class Runner(HumanMixin, RetentionMixin):
         sinks: tuple[Sink, ...] = (),
         model: ChatModel | None = None,
         extra_types: tuple[type[Any], ...] = (),
+        deliver: bool = True,
     ) -> AsyncIterator[Runner]:
-        """A runner over the configured database, closed on exit."""
+        """A runner over the configured database, closed on exit. With ``deliver`` (read
+        commands pass False) it also delivers the ledger's events to the outbox sinks of
+        ``[[sinks]]`` while it is open, and for at most ``sink_exit_timeout`` s at exit."""
         settings = settings or load_settings()
-        bus = EventBus.configured(settings.sinks, sinks)  # [[sinks]] of stageline.toml, then these
+        # Inline [[sinks]] (the terminal) here; the others are delivered from the ledger, and
+        # built only where ``deliver`` is asked for (a read command needs no sink's secret).
+        bus = EventBus.configured(settings.sinks, sinks, which="inline")
         backend = await open_backend(settings.database_url, checkpoint_serde(extra_types))
+        deliverer = None
         try:
-            yield cls(settings, backend, bus=bus, model=model)
+            if deliver:
+                deliverer = Deliverer.configured(settings.sinks, backend.ledger)
+                bus.add(deliverer)  # committed events wake it up
+                await deliverer.start()
+            runner = cls(settings, backend, bus=bus, model=model)
+            runner.deliverer = deliverer
+            yield runner
         finally:
             try:
-                await backend.aclose()
-            finally:  # after the ledger's last flush has published; bounded, whatever the sinks do
-                await bus.aclose(timeout=5.0)
+                if deliverer is not None:  # what is due, within a short bound; the rest waits
+                    await backend.ledger.flush()
+                    await deliverer.stop(settings.sink_exit_timeout)
+            finally:
+                try:
+                    await backend.aclose()
+                finally:  # after the ledger's last flush published; bounded, whatever sinks do
+                    await bus.aclose(timeout=5.0)
 
     @property
     def model(self) -> ChatModel:
