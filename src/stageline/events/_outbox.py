@@ -172,11 +172,10 @@ class Deliverer:
             claim = await self._claim(outlet, run_id, claim)
         if not isinstance(claim, Claim) or not claim.events:
             return 0
-        self._held.add(key)
-        try:
-            return await self._send(outlet, claim)
-        finally:
-            self._held.discard(key)
+        self._held.add(key)  # kept if cancelled mid-delivery: ``stop`` lets go of it
+        delivered = await self._send(outlet, claim)
+        self._held.discard(key)
+        return delivered
 
     async def _claim(self, outlet: _Outlet, run_id: str, steal: str | None) -> Claim | str | None:
         assert outlet.started_at is not None
@@ -197,7 +196,11 @@ class Deliverer:
                 raise
             except Exception as exc:
                 return await self._failed(outlet, claim, exc, len(wanted))
-        if await self.ledger.ack_events(sink_id, run_id, holder=self.holder, seq=last):
+        # The endpoint has them: from here the claim is the acknowledgement's to end, even
+        # if this task is cancelled meanwhile (``stop`` must not release it for a resend).
+        self._held.discard((sink_id, run_id))
+        if await asyncio.shield(self.ledger.ack_events(sink_id, run_id, holder=self.holder,
+                                                       seq=last)):
             outlet.stats.delivered += len(wanted)
         else:
             _log.debug("sink %s: lost the claim on run %s before acknowledging", sink_id, run_id)
@@ -241,7 +244,7 @@ class Deliverer:
 
     async def _loop(self, outlet: _Outlet) -> None:
         wake = self._wakes[outlet.sink_id]
-        while not self._closing:  # besides cancel(): 3.11's wait_for can swallow a cancel
+        while True:
             wake.clear()
             try:
                 delivered = await self._pass(outlet)
@@ -250,34 +253,47 @@ class Deliverer:
                 delivered = 0
             if delivered:
                 continue  # more may be due at once
+            if self._closing:
+                return  # stopping, and nothing more was due
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), self.poll)
-            if outlet.policy.linger > 0 and wake.is_set():
+            if outlet.policy.linger > 0 and wake.is_set() and not self._closing:
                 await asyncio.sleep(outlet.policy.linger)  # a burst of events: fewer batches
 
     async def stop(self, timeout: float = EXIT_TIMEOUT) -> None:
-        """Deliver what is due within ``timeout`` seconds, then stop and close the sinks.
-        Whatever is not delivered by then stays in the ledger for the next process."""
+        """Deliver what is due within ``timeout`` seconds in all, then stop and close the
+        sinks. Whatever is not delivered by then stays in the ledger for the next process."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+
+        def left(least: float = 0.0) -> float:
+            return max(deadline - loop.time(), least)
+
         tasks, self._tasks = self._tasks, []
-        self._closing = True
-        for task in tasks:
-            task.cancel()
+        self._closing = True  # each sink's loop delivers what is due, then returns
         for wake in self._wakes.values():
             wake.set()
         if tasks:
-            await asyncio.wait(tasks, timeout=max(timeout, 0.1))
-        await self._let_go()  # claims the cancelled passes held
+            _, late = await asyncio.wait(tasks, timeout=left())
+            for task in late:  # a slow endpoint: the rest waits in the ledger
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=0.25)
+        elif self._outlets:  # never started (``deliver_due`` was called instead)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(self._drain(o) for o in self._outlets)), left())
+        await self._let_go(left(0.25))  # claims of deliveries cut short
         if not self._outlets:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(self._drain(o) for o in self._outlets)), max(timeout, 0.0))
-        await self._let_go()
-        for outlet in self._outlets:
-            try:
-                await asyncio.wait_for(outlet.sink.aclose(), 0.5)
-            except Exception as exc:
-                _log.debug("sink %s: close failed (%s)", outlet.sink_id, _why(exc, 0.5))
+        closing = [asyncio.ensure_future(o.sink.aclose()) for o in self._outlets]
+        done, pending = await asyncio.wait(closing, timeout=left(0.25))
+        for task in pending:
+            task.cancel()
+        for outlet, task in zip(self._outlets, closing, strict=True):
+            if task in done and not task.cancelled() and task.exception() is not None:
+                _log.debug("sink %s: close failed (%s)", outlet.sink_id,
+                           _why(task.exception() or Exception(), 0.25))
 
     async def _drain(self, outlet: _Outlet) -> None:
         while True:
@@ -289,13 +305,16 @@ class Deliverer:
                            exc_info=True)
                 return
 
-    async def _let_go(self) -> None:
+    async def _let_go(self, timeout: float) -> None:
         """Release the claims a cancelled delivery held, so the next process need not wait
         for them to expire (the endpoint never answered: nothing was acknowledged)."""
         held, self._held = list(self._held), set()
-        for sink_id, run_id in held:
-            try:
-                await asyncio.wait_for(
-                    self.ledger.release_events(sink_id, run_id, holder=self.holder), 0.5)
-            except Exception:
-                _log.debug("sink %s: could not release its claim on run %s", sink_id, run_id)
+        if not held:
+            return
+        releases = [asyncio.ensure_future(self.ledger.release_events(s, r, holder=self.holder))
+                    for s, r in held]
+        done, pending = await asyncio.wait(releases, timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending or any(t.exception() for t in done if not t.cancelled()):
+            _log.debug("deliverer: could not release every claim; they expire on their own")

@@ -90,8 +90,8 @@ class OutboxSql:
 
     async def due_runs(self, sink_id: str, *, since: float, now: float | None = None
                        ) -> list[str]:
-        """Runs with events the sink has not acknowledged that nobody holds and that are not
-        backing off, the longest waiting first."""
+        """Runs with events the sink has not acknowledged that are not backing off, the
+        longest waiting first."""
         params = {"sink_id": sink_id, "since": since, "now": time.time() if now is None else now}
         async with self._read() as x:
             rows = await x.fetch(self._sql(_DUE), params)
@@ -169,9 +169,8 @@ _e, _c = events, sink_cursors
 _SINK = select(sinks).where(sinks.c.sink_id == bindparam("sink_id"))
 _JOIN = _e.outerjoin(_c, and_(_c.c.sink_id == bindparam("sink_id"), _c.c.run_id == _e.c.run_id))
 _UNSENT = or_(_c.c.run_id.is_(None), _e.c.seq > _c.c.seq)
-_FREE = or_(_c.c.run_id.is_(None), and_(
-    or_(_c.c.claimed_by.is_(None), _c.c.claimed_until < bindparam("now")),
-    or_(_c.c.retry_at.is_(None), _c.c.retry_at <= bindparam("now"))))
+# Runs another deliverer holds are due too: the claim tells whether its holder still lives.
+_FREE = or_(_c.c.run_id.is_(None), _c.c.retry_at.is_(None), _c.c.retry_at <= bindparam("now"))
 _FIRST = func.min(_e.c.ts).label("first")
 _DUE = (
     select(_e.c.run_id, _FIRST).select_from(_JOIN)
@@ -237,6 +236,9 @@ class OutboxMemory:
             (row["claimed_by"] is None or row["claimed_until"] < now)
             and (row["retry_at"] is None or row["retry_at"] <= now))
 
+    def _due(self, row: dict[str, Any] | None, now: float) -> bool:
+        return row is None or row["retry_at"] is None or row["retry_at"] <= now
+
     async def due_runs(self, sink_id: str, *, since: float, now: float | None = None
                        ) -> list[str]:
         now = time.time() if now is None else now
@@ -245,7 +247,7 @@ class OutboxMemory:
         for run_id, evs in self._events.items():
             row = cursors.get((sink_id, run_id))
             unsent = [e.ts for e in evs if e.ts >= since and (row is None or e.seq > row["seq"])]
-            if unsent and self._free(row, now):
+            if unsent and self._due(row, now):
                 due.append((min(unsent), run_id))
         return [run_id for _, run_id in sorted(due)[:DUE_RUNS]]
 
