@@ -115,8 +115,9 @@ class Runner(HumanMixin, RetentionMixin):
         try:
             if deliver:
                 deliverer = Deliverer.configured(settings.sinks, backend.ledger)
-                bus.add(deliverer)  # committed events wake it up
-                await deliverer.start()
+                if deliverer.sink_ids:
+                    bus.add(deliverer)  # committed events wake it up
+                    await deliverer.start()
             runner = cls(settings, backend, bus=bus, model=model)
             runner.deliverer = deliverer
             yield runner
