@@ -94,6 +94,7 @@ class Deliverer:
         self._wakes = {o.sink_id: asyncio.Event() for o in self._outlets}
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+        self._stopping = asyncio.Event()
         self._held: set[tuple[str, str]] = set()
         """(sink id, run id) claims this deliverer holds right now."""
 
@@ -235,6 +236,7 @@ class Deliverer:
         if self._tasks or not self._outlets:
             return
         self._closing = False
+        self._stopping.clear()
         await self.register()
         loop = asyncio.get_running_loop()
         for outlet in self._outlets:
@@ -258,7 +260,8 @@ class Deliverer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), self.poll)
             if outlet.policy.linger > 0 and wake.is_set() and not self._closing:
-                await asyncio.sleep(outlet.policy.linger)  # a burst of events: fewer batches
+                with contextlib.suppress(TimeoutError):  # a burst of events: fewer batches
+                    await asyncio.wait_for(self._stopping.wait(), outlet.policy.linger)
 
     async def stop(self, timeout: float = EXIT_TIMEOUT) -> None:
         """Deliver what is due within ``timeout`` seconds in all, then stop and close the
@@ -271,6 +274,7 @@ class Deliverer:
 
         tasks, self._tasks = self._tasks, []
         self._closing = True  # each sink's loop delivers what is due, then returns
+        self._stopping.set()
         for wake in self._wakes.values():
             wake.set()
         if tasks:
