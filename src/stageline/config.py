@@ -73,6 +73,8 @@ class ConfigFile(BaseModel):
     lease_ttl: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     sinks: list[dict[str, Any]] = Field(default_factory=list)
     """``[[sinks]]`` tables; their own keys are checked when the sinks are built."""
+    sink_exit_timeout: float = Field(default=1.5, ge=0, allow_inf_nan=False)
+    """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
     services: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     """``module:callable`` returning the services runs get, used by ``stageline serve``."""
     public_url: str | None = None
@@ -82,7 +84,8 @@ class ConfigFile(BaseModel):
     slack: SlackConfig = Field(default_factory=SlackConfig)
 
 
-_ENV_KEYS = ("home", "database_url", "model", "lease_ttl", "services", "public_url")
+_ENV_KEYS = ("home", "database_url", "model", "lease_ttl", "services", "public_url",
+             "sink_exit_timeout")
 """Keys a ``STAGELINE_<KEY>`` variable overrides."""
 
 
@@ -102,6 +105,8 @@ class Settings:
     lease_ttl: float = 30.0
     """Seconds a run's lease lives without renewal; it is renewed every third of that."""
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    sink_exit_timeout: float = 1.5
+    """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
     services: str | None = None
     """``module:callable`` making the services of runs (``stageline serve``)."""
     public_url: str | None = None
@@ -230,6 +235,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         template_dirs=tuple(root / d for d in conf.template_dirs),
         lease_ttl=conf.lease_ttl,
         sinks=tuple(conf.sinks),
+        sink_exit_timeout=conf.sink_exit_timeout,
         services=conf.services,
         public_url=conf.public_url,
         server=conf.server,

@@ -240,7 +240,7 @@ def runs(
 
 
 async def _runs(status: RunStatus | None, template: str | None, limit: int, as_json: bool) -> None:
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         found = await runner.ledger.list_runs(
             status=str(status) if status else None, template=template, limit=limit
         )
@@ -259,7 +259,7 @@ def show(run_id: RunArg, as_json: JsonFlag = False) -> None:
 
 
 async def _show(run_id: str, as_json: bool) -> None:
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         summary = await runner.status(run_id)
     if as_json:
         print_json(summary.to_dict())
@@ -320,7 +320,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
     after = 0
     began = time.monotonic()
     hinted = False
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         while True:
             # The status is read before the events, so none written before it ended is missed.
             current = await runner.ledger.get_run(run_id)

@@ -58,7 +58,7 @@ def transcript(
 
 async def _transcripts(run_id: str) -> dict[str, Path]:
     """Node -> transcript path, as the ledger references them, in the order they were made."""
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         await runner.ledger.get_run(run_id)
         events = await runner.ledger.events(run_id, categories=[str(EventCategory.OUTPUT)])
         folder = runner.settings.run_dir(run_id) / "transcripts"

@@ -59,11 +59,12 @@ def pending(
 
 
 async def _pending(run_id: str | None, as_json: bool) -> None:
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         if run_id is not None:
             await runner.ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
-        found = await runner.pending(run_id)
-        templates = {w.run_id: (await runner.ledger.get_run(w.run_id)).template for w in found}
+        listed = await runner.pending_with_templates(run_id)
+    found = [wait for wait, _ in listed]
+    templates = {wait.run_id: template for wait, template in listed}
     if as_json:
         print_json([w.to_dict() for w in found])
         return
@@ -141,7 +142,7 @@ def answer(
 
 
 async def _question(run_id: str, question: str | None) -> Wait:
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         await runner.ledger.get_run(run_id)
         found = [w for w in await runner.pending(run_id) if w.kind is WaitKind.QUESTION
                  and (question is None or w.wait_id.startswith(question))]

@@ -53,5 +53,5 @@ def _cells(g: dict[str, Any]) -> list[str]:
 
 
 async def _stats(template: str | None, since: float | None) -> dict[str, Any]:
-    async with Runner.open() as runner:
+    async with Runner.open(deliver=False) as runner:
         return await outcome_stats(runner.ledger, template=template, since=since)

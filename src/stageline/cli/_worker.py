@@ -86,7 +86,7 @@ def prune(
 
 
 async def _prune(seconds: float, statuses: list[RunStatus]) -> PruneReport:
-    async with Runner.open(load_settings()) as runner:
+    async with Runner.open(load_settings(), deliver=False) as runner:
         return await runner.prune(older_than=seconds, statuses=statuses)
 
 

@@ -20,11 +20,14 @@ from stageline.ledger._human import (
     already_decided,
 )
 from stageline.ledger._memory import MemoryLedger
+from stageline.ledger._outbox import Claim, SinkStart
+from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
 from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
 __all__ = [
     "Backend",
+    "Claim",
     "CopyReport",
     "Effect",
     "EffectStatus",
@@ -35,15 +38,18 @@ __all__ = [
     "NodeRecord",
     "NodeStatus",
     "Outcome",
+    "OutcomeGroup",
     "Publisher",
     "Run",
     "RunStatus",
+    "SinkStart",
     "UpgradeReport",
     "Wait",
     "WaitKind",
     "WaitStatus",
     "already_decided",
     "copy_database",
+    "group_outcomes",
     "holder_is_dead",
     "mask_url",
     "open_backend",

@@ -13,6 +13,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._memory_human import HumanMemory
+from stageline.ledger._outbox import OutboxMemory
 from stageline.ledger._outcomes import OutcomesMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id
@@ -20,7 +21,7 @@ from stageline.names import check_run_id
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory):
+class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -198,6 +199,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory):
         for key in [k for k in self._nodes if k[0] == run_id]:
             del self._nodes[key]
         self._forget_run(run_id)
+        self._forget_cursors(run_id)
 
 
 def open_memory(serde: SerializerProtocol) -> tuple[MemoryLedger, InMemorySaver]:

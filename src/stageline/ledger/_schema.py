@@ -26,6 +26,8 @@ __all__ = [
     "outcomes",
     "runs",
     "schema_version",
+    "sink_cursors",
+    "sinks",
     "waits",
 ]
 
@@ -195,5 +197,44 @@ def _v3(dialect: Dialect) -> list[str]:
     return ddl
 
 
-MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3)
+# -- migration 4: the sinks' outbox cursors ---------------------------------------------------
+
+sinks = Table(
+    "stageline_sinks",
+    metadata,
+    Column("sink_id", String(200), primary_key=True),
+    Column("started_at", Float, nullable=False),
+    Column("watermark", Float, nullable=False),
+)
+"""Each configured sink, by its stable id: it gets events from ``started_at`` (when it was
+first configured) on; every event before ``watermark`` was delivered (or given up)."""
+
+sink_cursors = Table(
+    "stageline_sink_cursors",
+    metadata,
+    Column("sink_id", String(200), primary_key=True),
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, nullable=False),
+    Column("claimed_by", String(200)),
+    Column("claimed_until", Float),
+    Column("attempts", Integer, nullable=False),
+    Column("retry_at", Float),
+    Column("batch_upto", Integer),
+    Column("updated_at", Float, nullable=False),
+)
+"""Per sink and run: the last event ``seq`` the sink acknowledged, which deliverer holds the
+run's next batch (until when), and the failed attempts of that batch (backing off until
+``retry_at``; a retry sends the same batch, up to ``batch_upto``)."""
+
+_indexes_v4 = [Index("ix_stageline_events_ts", events.c.ts)]
+
+
+def _v4_sink_cursors(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+           for t in (sinks, sink_cursors)]
+    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v4]
+    return ddl
+
+
+MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3, _v4_sink_cursors)
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

@@ -230,12 +230,11 @@ class HumanMixin:
 
     async def pending(self, run_id: str | None = None) -> list[Wait]:
         """Pending gates and question sets of waiting runs (of one run), oldest first."""
-        found = await self.ledger.pending_waits(run_id=run_id)
-        status: dict[str, RunStatus] = {}
-        for wait in found:
-            if wait.run_id not in status:
-                status[wait.run_id] = (await self.ledger.get_run(wait.run_id)).status
-        return [w for w in found if status[w.run_id] is RunStatus.WAITING]
+        return [wait for wait, _ in await self.ledger.waiting_on(run_id=run_id)]
+
+    async def pending_with_templates(self, run_id: str | None = None) -> list[tuple[Wait, str]]:
+        """``pending``, each with its run's template (one query, for ``stageline pending``)."""
+        return await self.ledger.waiting_on(run_id=run_id)
 
     # -- deadlines --------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -24,7 +25,7 @@ from stageline.errors import (
     StagelineError,
     TemplateChanged,
 )
-from stageline.events import EventBus, Sink
+from stageline.events import Deliverer, EventBus, Sink
 from stageline.ledger import (
     Backend,
     Event,
@@ -65,6 +66,9 @@ __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 _log = logging.getLogger("stageline.runner")
 
+GRAPH_CACHE_SIZE = 32
+"""Compiled graphs a runner keeps (one per template and version in use)."""
+
 class Runner(HumanMixin, RetentionMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
@@ -82,12 +86,16 @@ class Runner(HumanMixin, RetentionMixin):
         self.bus = bus or EventBus()
         self.ledger.publisher = self.bus.publish
         self._model = model
-        self._graphs: dict[tuple[int, str], Any] = {}
+        self._graphs: collections.OrderedDict[tuple[str, str, str], tuple[Template, Any]] = (
+            collections.OrderedDict())
+        """Compiled graphs by template identity and digest, least recently used first."""
         self._templates: dict[str, Template] = {}
         """Templates given as objects, by name, so resume and retry find them in this process."""
         self._controls: set[RunControl] = set()
         """The controls of the advances in flight, for ``drain``."""
         self._drain_reason: str | None = None
+        self.deliverer: Deliverer | None = None
+        """Delivers to the ``[[sinks]]`` outbox sinks (``Runner.open(deliver=True)``)."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -98,18 +106,36 @@ class Runner(HumanMixin, RetentionMixin):
         sinks: tuple[Sink, ...] = (),
         model: ChatModel | None = None,
         extra_types: tuple[type[Any], ...] = (),
+        deliver: bool = True,
     ) -> AsyncIterator[Runner]:
-        """A runner over the configured database, closed on exit."""
+        """A runner over the configured database, closed on exit. With ``deliver`` (read
+        commands pass False) it also delivers the ledger's events to the outbox sinks of
+        ``[[sinks]]`` while it is open, and for at most ``sink_exit_timeout`` s at exit."""
         settings = settings or load_settings()
-        bus = EventBus.configured(settings.sinks, sinks)  # [[sinks]] of stageline.toml, then these
+        # Inline [[sinks]] (the terminal) here; the others are delivered from the ledger, and
+        # built only where ``deliver`` is asked for (a read command needs no sink's secret).
+        bus = EventBus.configured(settings.sinks, sinks, which="inline")
         backend = await open_backend(settings.database_url, checkpoint_serde(extra_types))
+        deliverer = None
         try:
-            yield cls(settings, backend, bus=bus, model=model)
+            if deliver:
+                deliverer = Deliverer.configured(settings.sinks, backend.ledger)
+                if deliverer.sink_ids:
+                    bus.add(deliverer)  # committed events wake it up
+                    await deliverer.start()
+            runner = cls(settings, backend, bus=bus, model=model)
+            runner.deliverer = deliverer
+            yield runner
         finally:
             try:
-                await backend.aclose()
-            finally:  # after the ledger's last flush has published; bounded, whatever the sinks do
-                await bus.aclose(timeout=5.0)
+                if deliverer is not None:  # what is due, within a short bound; the rest waits
+                    await backend.ledger.flush()
+                    await deliverer.stop(settings.sink_exit_timeout)
+            finally:
+                try:
+                    await backend.aclose()
+                finally:  # after the ledger's last flush published; bounded, whatever sinks do
+                    await bus.aclose(timeout=5.0)
 
     @property
     def model(self) -> ChatModel:
@@ -136,11 +162,18 @@ class Runner(HumanMixin, RetentionMixin):
         return load_template(ref, self.settings.template_dirs)
 
     def _graph(self, template: Template) -> Any:
-        key = (id(template), template.digest)
-        graph = self._graphs.get(key)
-        if graph is None:
-            graph = template.build().compile(checkpointer=self._saver(template))
-            self._graphs[key] = graph
+        """The template's compiled graph, cached by its identity and digest (bounded: a
+        long-lived worker or server must not keep one per run)."""
+        key = (template.name, template.source, template.full_version)
+        hit = self._graphs.get(key)
+        if hit is not None and hit[0] is template:
+            self._graphs.move_to_end(key)
+            return hit[1]
+        graph = template.build().compile(checkpointer=self._saver(template))
+        self._graphs[key] = (template, graph)  # another object of that name: the newest wins
+        self._graphs.move_to_end(key)
+        while len(self._graphs) > GRAPH_CACHE_SIZE:
+            self._graphs.popitem(last=False)
         return graph
 
     def _saver(self, template: Template) -> BaseCheckpointSaver[Any]:
