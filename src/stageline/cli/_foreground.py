@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -12,7 +13,9 @@ from stageline.cli._codes import EXIT_INTERRUPTED, EXIT_OK, exit_code_for
 from stageline.cli._render import ProgressSink, console, result_lines
 from stageline.cli._render_waits import waiting_lines
 from stageline.ledger import RunStatus
-from stageline.runner import Runner, RunSummary
+
+if TYPE_CHECKING:
+    from stageline.runner import Runner, RunSummary
 
 __all__ = ["advance_in_foreground"]
 
@@ -27,6 +30,8 @@ def advance_in_foreground(
 
     A run that stops at a gate or question says what it waits on and how to decide.
     """
+    from stageline.runner import Runner
+
     out = console()
     began = time.monotonic()
 

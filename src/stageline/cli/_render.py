@@ -7,14 +7,16 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from stageline.ledger import Event, NodeRecord, Run, RunStatus
-from stageline.templates import TemplateInfo
+
+if TYPE_CHECKING:
+    from stageline.templates import TemplateInfo
 
 __all__ = [
     "ProgressSink",

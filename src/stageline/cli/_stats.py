@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from stageline.cli._render import console, print_json
-from stageline.runner import Runner, outcome_stats, parse_since
+from stageline.config import load_settings
+from stageline.ledger import open_ledger
 
 __all__ = ["stats"]
 
@@ -27,6 +28,8 @@ def stats(
 ) -> None:
     """Per node: runs, p50/p95 latency, failure rate by phase, tokens, cost; and per
     alternative where a router chose. Percentiles are nearest-rank."""
+    from stageline.runner import parse_since
+
     cutoff = parse_since(since)
     found = asyncio.run(_stats(template, cutoff))
     if as_json:
@@ -53,5 +56,7 @@ def _cells(g: dict[str, Any]) -> list[str]:
 
 
 async def _stats(template: str | None, since: float | None) -> dict[str, Any]:
-    async with Runner.open() as runner:
-        return await outcome_stats(runner.ledger, template=template, since=since)
+    from stageline.runner import outcome_stats
+
+    async with open_ledger(load_settings().database_url) as ledger:
+        return await outcome_stats(ledger, template=template, since=since)

@@ -6,17 +6,19 @@ import asyncio
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.dialects import sqlite
 
 from stageline.errors import StorageError
 from stageline.ledger._sql import SqlLedger
 
-__all__ = ["open_sqlite"]
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+__all__ = ["open_sqlite", "open_sqlite_ledger"]
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -103,8 +105,8 @@ def sqlite_path(url: str) -> Path:
     return Path(rest[1:])
 
 
-async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, AsyncSqliteSaver]:
-    """Open (creating if needed) the SQLite file, migrate it, and set up LangGraph's tables."""
+async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, aiosqlite.Connection]:
+    """Open (creating if needed) the SQLite file and migrate the ledger; LangGraph untouched."""
     path = sqlite_path(url)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,13 +116,26 @@ async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, A
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        executor = _SqliteExecutor(conn)
-        ledger = SqlLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
-        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger), serde=serde)  # type: ignore[arg-type]
-        saver.lock = ledger.lock  # one statement stream on the shared connection
+        ledger = SqlLedger(_SqliteExecutor(conn), lock=asyncio.Lock(), upsert=sqlite.insert,
+                           url=url)
         await ledger.setup()
-        await saver.setup()
     except sqlite3.Error as exc:
         await conn.close()
         raise StorageError(f"cannot set up the SQLite database {path}: {exc}") from exc
+    return ledger, conn
+
+
+async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, AsyncSqliteSaver]:
+    """Open (creating if needed) the SQLite file, migrate it, and set up LangGraph's tables."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    ledger, conn = await open_sqlite_ledger(url)
+    try:
+        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger), serde=serde)  # type: ignore[arg-type]
+        saver.lock = ledger.lock  # one statement stream on the shared connection
+        await saver.setup()
+    except sqlite3.Error as exc:
+        await conn.close()
+        raise StorageError(
+            f"cannot set up the SQLite database {sqlite_path(url)}: {exc}") from exc
     return ledger, saver

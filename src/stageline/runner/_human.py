@@ -31,6 +31,7 @@ from stageline.ledger import (
     WaitStatus,
     already_decided,
 )
+from stageline.runner._reads import pending_waits
 from stageline.runner._support import RunSummary
 from stageline.runner._waits import what
 from stageline.stages import validate_answers
@@ -207,12 +208,7 @@ class HumanMixin:
 
     async def pending(self, run_id: str | None = None) -> list[Wait]:
         """Pending gates and question sets of waiting runs (of one run), oldest first."""
-        found = await self.ledger.pending_waits(run_id=run_id)
-        status: dict[str, RunStatus] = {}
-        for wait in found:
-            if wait.run_id not in status:
-                status[wait.run_id] = (await self.ledger.get_run(wait.run_id)).status
-        return [w for w in found if status[w.run_id] is RunStatus.WAITING]
+        return await pending_waits(self.ledger, run_id)
 
     # -- deadlines --------------------------------------------------------------------------
 
