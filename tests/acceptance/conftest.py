@@ -54,14 +54,14 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def cli(tmp_path: Path, cli_env: dict[str, str]) -> Cli:
+def cli_process(tmp_path: Path, cli_env: dict[str, str]) -> Cli:
     """Runs ``stageline ARGS`` in ``tmp_path`` as a user would: a real subprocess.
 
     ``db=URL`` picks the database (default: the SQLite file under the home), ``timeout=``
     bounds the command, ``stdin=`` feeds it, and other keywords are environment variables.
     """
 
-    def run(*args: str, db: str | None = None, timeout: float = 120, stdin: str | None = None,
+    def run(*args: str, db: str | None = None, timeout: float = 180, stdin: str | None = None,
             **extra: str) -> subprocess.CompletedProcess[str]:
         env = {**cli_env, **extra}
         if db:
@@ -69,6 +69,12 @@ def cli(tmp_path: Path, cli_env: dict[str, str]) -> Cli:
         return run_stageline(tmp_path, env, *args, timeout=timeout, stdin=stdin)
 
     return run
+
+
+@pytest.fixture
+def cli(cli_process: Cli) -> Cli:
+    """``cli_process``, under the name most suites use (a suite may override it)."""
+    return cli_process
 
 
 @pytest.fixture
@@ -88,12 +94,18 @@ def blog_waiting(cli: Cli) -> str:
 # -- worker processes ------------------------------------------------------------------------
 
 
-def worker_env(tmp_path: Path, url: str, **extra: str) -> dict[str, str]:
-    """The environment of worker processes over ``url``, writing their trail under ``tmp_path``
-    (see ``tests/fixtures/worker_nodes.py``); retention off so no run is pruned mid-test."""
-    return stageline_env(tmp_path / ".stageline", STAGELINE_DATABASE_URL=url,
-                         STAGELINE_TEST_TRAIL=str(tmp_path / "trail.txt"),
-                         STAGELINE_RETENTION="off", **extra)
+@pytest.fixture
+def worker_env(tmp_path: Path) -> Callable[..., dict[str, str]]:
+    """``worker_env(url, **extra)``: the environment of worker processes over ``url``, writing
+    their trail to ``tmp_path/trail.txt`` (see ``tests/fixtures/worker_nodes.py``), with
+    retention off so no run is pruned mid-test."""
+
+    def make(url: str, **extra: str) -> dict[str, str]:
+        return stageline_env(tmp_path / ".stageline", STAGELINE_DATABASE_URL=url,
+                             STAGELINE_TEST_TRAIL=str(tmp_path / "trail.txt"),
+                             STAGELINE_RETENTION="off", **extra)
+
+    return make
 
 
 async def _queue_runs(env: dict[str, str], ids: list[str],

@@ -4,12 +4,9 @@ payloads, and endpoints that fail or never answer without slowing a run."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import statistics
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -209,36 +206,16 @@ async def test_discord_slack_and_signed_json_reach_a_real_server(
 
 
 NODES = 10
-STAGE_SLEEP = 0.02
-ROUNDS = 3
 
 
-async def _timed_runs(settings: Settings) -> tuple[list[float], Runner, float]:
-    """Wall times of ROUNDS 10-node runs (after one warm-up), the runner, and how long the
-    runner took to close (its bus draining against the endpoint)."""
-    template = chain("ten", NODES, sleep=STAGE_SLEEP)
-    times = []
-    async with contextlib.AsyncExitStack() as stack:
-        runner = await stack.enter_async_context(Runner.open(settings))
-        assert (await runner.start(template, {})).status is RunStatus.SUCCEEDED
-        for _ in range(ROUNDS):
-            began = time.perf_counter()
-            summary = await runner.start(template, {})
-            times.append(time.perf_counter() - began)
-            assert summary.status is RunStatus.SUCCEEDED
-        deadline = time.monotonic() + 5
-        while runner.bus.deliveries and runner.bus.failures == 0 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        closing = time.perf_counter()
-    return times, runner, time.perf_counter() - closing
-
-
+@pytest.mark.timeout(60)  # a run or a close that waited on the endpoint would hang here
 @pytest.mark.parametrize("mode", ["fail", "hang"])
-async def test_a_failing_or_hanging_endpoint_does_not_slow_a_run(
+async def test_a_failing_or_hanging_endpoint_does_not_hold_up_a_run(
     mode: str, sqlite_settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The run ends while the endpoint still fails or hangs; what it costs is measured in
+    ``benchmarks/``, not here."""
     caplog.set_level(logging.DEBUG, logger="stageline.events")
-    baseline, _, _ = await _timed_runs(sqlite_settings)
     server = Hook(mode)
     try:
         hooked = with_sinks(
@@ -249,17 +226,14 @@ async def test_a_failing_or_hanging_endpoint_does_not_slow_a_run(
             {"type": "webhook", "format": "discord", "url": server.url("/api/webhooks/1/tok"),
              "timeout": 0.3, "retries": 1, "backoff": 0.05},
         )
-        times, runner, closing = await _timed_runs(hooked)
+        async with Runner.open(hooked) as runner:
+            for _ in range(3):
+                summary = await runner.start(chain("ten", NODES), {})
+                assert summary.status is RunStatus.SUCCEEDED
+            while runner.bus.deliveries and runner.bus.failures == 0:
+                await asyncio.sleep(0.05)
     finally:
         server.close()
-    base, slow = statistics.median(baseline), statistics.median(times)
-    overhead = slow - base
-    print(f"\n{mode}: {NODES}-node run median {slow * 1000:.1f} ms vs {base * 1000:.1f} ms "
-          f"without sinks: overhead {overhead * 1000:+.1f} ms ({overhead / base:+.1%}); "
-          f"runner closed in {closing:.2f} s")
-    assert base >= NODES * STAGE_SLEEP
-    assert slow < base * 1.2 + 0.05
-    assert closing < 5.0 + 1.0  # Runner.open drains its bus for at most 5 s
     stats = runner.bus.stats()
     assert runner.bus.failures >= 1
     assert sum(s.delivered for s in stats.values()) == 0
