@@ -28,9 +28,9 @@ gates:                        # node name -> a gate; its edge out is where an ap
 questions:                    # node name -> a question node (answers go to `history`)
   clarify:
     questions:                # text / a choice / a JSON value; `default` for the policy
-      - {id: scope, text: What is in scope?}
-      - {id: size, text: How big?, choices: [small, large], default: small}
-      - {id: limits, text: Limits?, schema: {type: object}, required: false}
+      - {id: scope, text: "What is in scope?"}
+      - {id: size, text: "How big?", choices: [small, large], default: small}
+      - {id: limits, text: "Limits?", schema: {type: object}, required: false}
     # or ask: mypkg.stages:author   # (state, history, ctx) -> questions or None, per turn
     max_turns: 1              # sets asked in a row, while `ask` still has questions
     history: qa_history       # state key for the sets and answers (default qa_history)
