@@ -27,5 +27,5 @@ def test_the_docstring_example_parses_as_yaml_with_only_known_keys() -> None:
 
 def test_the_docstring_example_parses_with_the_template_loader() -> None:
     """The loader stageline reads templates with (line numbers, duplicate keys refused)."""
-    data = yaml.load(_example(), Loader=_yaml._LineLoader)  # noqa: S506 - a SafeLoader
+    data = yaml.load(_example(), Loader=_yaml._LineLoader)
     assert data["stages"]["outline"]["use"] == "mypkg.stages:outline"
