@@ -31,6 +31,9 @@ class Settings:
     lease_ttl: float = 30.0
     """Seconds a run's lease lives without renewal; it is renewed every third of that."""
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    stage_modules: tuple[str, ...] = ()
+    """Modules that register stages by name (``@stage(name=...)``), imported when a YAML
+    template names a stage not registered yet (as are the templates folders' Python files)."""
 
     def run_dir(self, run_id: str) -> Path:
         """The run's output folder (posts, transcripts); ``run_id`` must be a valid run id."""
@@ -72,6 +75,9 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
     except ValueError as exc:
         raise ConfigError(f"STAGELINE_LEASE_TTL / lease_ttl must be a number: {exc}") from exc
     model = env.get("STAGELINE_MODEL") or section.get("model") or None
+    stage_modules = section.get("stage_modules", [])
+    if not isinstance(stage_modules, list) or not all(isinstance(m, str) for m in stage_modules):
+        raise ConfigError(f"{path}: stage_modules must be a list of module names")
     sinks = data.get("sinks", section.get("sinks", []))
     settings = Settings(
         root=root,
@@ -81,6 +87,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         template_dirs=tuple(root / d for d in dirs),
         lease_ttl=ttl,
         sinks=tuple(sinks),
+        stage_modules=tuple(stage_modules),
     )
     return settings
 

@@ -101,9 +101,11 @@ def graph(
     template: Annotated[str, typer.Argument(metavar="TEMPLATE", help="A template name or file.")],
 ) -> None:
     """Print a template's graph as Mermaid text."""
-    from stageline.templates import load_template
+    from stageline.templates import load_template, use_project
 
-    made = load_template(template, load_settings().template_dirs)
+    settings = load_settings()
+    use_project(settings)
+    made = load_template(template, settings.template_dirs)
     typer.echo(made.mermaid().rstrip("\n"))
 
 

@@ -35,6 +35,7 @@ from stageline.ledger import (
 from stageline.llm import ChatModel, chat_model
 from stageline.runner._budget import run_budget, with_budget
 from stageline.runner._human import HumanMixin
+from stageline.runner._input_types import typed_inputs
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._retention import RetentionMixin
@@ -54,7 +55,7 @@ from stageline.runner._waits import (
     with_deadlines,
 )
 from stageline.stages import RESERVED_KEYS, Budget, RunContext
-from stageline.templates import Template, load_template
+from stageline.templates import Template, load_template, use_project
 
 __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
@@ -83,6 +84,7 @@ class Runner(HumanMixin, RetentionMixin):
         self._controls: set[RunControl] = set()
         """The controls of the advances in flight, for ``drain``."""
         self._drain_reason: str | None = None
+        use_project(settings)  # the root on the import path; stage names found in the project
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -146,7 +148,9 @@ class Runner(HumanMixin, RetentionMixin):
         return saver.with_allowlist([(t.__module__, t.__qualname__)
                                      for t in template.checkpoint_types])
 
-    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None:
+    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The inputs, checked against the template's state (names, types, checkpointability)
+        and converted to the declared types (see ``_input_types``)."""
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
         if unknown:
@@ -156,6 +160,7 @@ class Runner(HumanMixin, RetentionMixin):
             )
         if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
             raise InputError(f"{reserved[0]!r} is reserved for stageline")
+        inputs = typed_inputs(template.state, inputs, template.name)
         serde = self._saver(template).serde
         for key, value in inputs.items():
             why = ensure_checkpointable(serde, value)  # type: ignore[arg-type]
@@ -164,6 +169,7 @@ class Runner(HumanMixin, RetentionMixin):
                     f"input {key!r} cannot be checkpointed: {why}; "
                     "pass live objects (clients, handles) as services instead"
                 )
+        return inputs
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -178,7 +184,7 @@ class Runner(HumanMixin, RetentionMixin):
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
         made = self.load(template)
-        self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         run = Run(
             run_id=run_id or new_run_id(), template=_stable_ref(ref),
@@ -209,7 +215,7 @@ class Runner(HumanMixin, RetentionMixin):
         template's.
         """
         made = self.load(template)
-        self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
         run_id = run_id or new_run_id()

@@ -53,8 +53,9 @@ import yaml
 from langgraph.types import RetryPolicy
 
 from stageline.errors import StageNotFound, TemplateError, UsageError
-from stageline.stages import RESERVED_KEYS, Budget, Stage, lookup_stage
+from stageline.stages import RESERVED_KEYS, Budget, Stage
 from stageline.templates._builder import Template
+from stageline.templates._project import find_stage
 from stageline.templates._yaml_human import read_human
 
 __all__ = ["load_yaml_template"]
@@ -276,7 +277,7 @@ class _Reader:
                                 ("use", "retry", "timeout", "writes"), ("use",))
         ref = self.text(opts.get("use", spec), f"the stage of node {node!r}", opts.at("use"))
         try:
-            made = lookup_stage(ref)
+            made = find_stage(ref)
         except Exception as exc:
             reason = str(exc).removeprefix(f"unknown stage {ref!r}: ")
             if not isinstance(exc, StageNotFound):
