@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
@@ -36,8 +37,20 @@ def advance_in_foreground(
     began = time.monotonic()
 
     async def advance() -> RunSummary:
-        async with Runner.open(sinks=(ProgressSink(out),)) as runner:
-            return await action(runner)
+        # SIGTERM stops the run as Ctrl-C does: the task is cancelled, the runner closes (the
+        # run stays resumable from its last checkpoint), and the same hint is printed.
+        loop, task, terminated = asyncio.get_running_loop(), asyncio.current_task(), []
+        if task is not None:
+            loop.add_signal_handler(signal.SIGTERM, lambda: (terminated.append(1), task.cancel()))
+        try:
+            async with Runner.open(sinks=(ProgressSink(out),)) as runner:
+                return await action(runner)
+        except asyncio.CancelledError:
+            if terminated:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
 
     try:
         summary = asyncio.run(advance())

@@ -39,13 +39,39 @@ def stats(
     if not found["nodes"]:
         out.print("no outcomes recorded" + (f" for template {template}" if template else ""))
         return
-    table = Table("template", "node", "alternative", "runs", "failed", "p50 s", "p95 s",
-                  "failures by phase", "tokens", "cost", "quality")
-    for node in found["nodes"]:
-        table.add_row(node["template"], node["node"], "", *_cells(node))
-        for alt in node["alternatives"]:
-            table.add_row("", "", alt["alternative"], *_cells(alt))
-    out.print(table)
+    for template_name in dict.fromkeys(n["template"] for n in found["nodes"]):
+        nodes = [n for n in found["nodes"] if n["template"] == template_name]
+        out.print(f"template {template_name}")
+        out.print(stats_table(nodes))
+        out.print()
+
+
+def stats_table(nodes: list[dict[str, Any]]) -> Table:
+    """One template's nodes (and their router alternatives): readable at 80 columns, nothing
+    cut. Token, cost, quality and failure-phase columns appear only where some row has one."""
+    rows = [r for node in nodes for r in ((node["node"], node), *(
+        (f"  -> {alt['alternative']}", alt) for alt in node["alternatives"]))]
+    groups = [g for _, g in rows]
+    optional = {
+        "tokens": any(g["tokens"] for g in groups),
+        "cost": any(g["cost"] for g in groups),
+        "quality": any(g["quality_mean"] is not None for g in groups),
+        "failures by phase": any(g["failure_rate_by_phase"] for g in groups),
+    }
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    table.add_column("node", overflow="fold")
+    for column in ("runs", "failed", "p50 s", "p95 s"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for column, shown in optional.items():
+        if shown:
+            table.add_column(column, overflow="fold",
+                             justify="left" if column == "failures by phase" else "right")
+    for name, g in rows:
+        cells = dict(zip(("runs", "failed", "p50 s", "p95 s", "failures by phase", "tokens",
+                          "cost", "quality"), _cells(g), strict=True))
+        table.add_row(name, *(cells[c] for c in ("runs", "failed", "p50 s", "p95 s")),
+                      *(cells[c] for c, shown in optional.items() if shown))
+    return table
 
 
 def _cells(g: dict[str, Any]) -> list[str]:

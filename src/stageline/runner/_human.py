@@ -273,10 +273,20 @@ class HumanMixin:
 
     async def resolve_effect(self, run_id: str, node: str, key: str, *, done: bool,
                              result: Any = None) -> None:
-        """Settle an effect in doubt: it happened (``done``, with ``result``), or run it again."""
+        """Settle an effect in doubt: it happened (``done``, with ``result``), or run it again.
+
+        Refused for a run that ended (succeeded, cancelled, rejected): nothing of it will run
+        again, so forgetting an effect would only make its record lie."""
         found = await self.ledger.get_effect(run_id, node, key)
         if found is None:
             raise UsageError(f"run {run_id} has no effect {key!r} in node {node!r}")
+        run = await self.ledger.get_run(run_id)
+        if run.status.terminal:
+            raise InvalidTransition(
+                f"run {run_id} is {run.status}, so effect {key!r} of node {node!r} can no "
+                f"longer be {'settled' if done else 'run again'}: its record stays as it is; "
+                "start a new run to do it again"
+            )
         if done:
             await self.ledger.finish_effect(run_id, node, key, result)
         else:

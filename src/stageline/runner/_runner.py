@@ -364,8 +364,9 @@ class Runner(HumanMixin, RetentionMixin):
             self._controls.add(control)
             if self._drain_reason is not None:
                 control.request_drain(self._drain_reason)
+            earlier = () if fresh else await self.ledger.node_records(run_id)
             journal = LedgerJournal(self.ledger, run_id, run.attempt,
-                                    budget=run_budget(template, run.inputs))
+                                    budget=run_budget(template, run.inputs), previous=earlier)
             context = RunContext(
                 run_id=run_id, attempt=run.attempt, template=template.name, services=services,
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,

@@ -5,7 +5,8 @@ root (where ``stageline.toml`` is, or the working directory), or by registered n
 (``@stage(name="blog.draft")``). A registered name needs the module that registers it imported;
 when a name is not registered yet, the project's declared ``stage_modules`` (stageline.toml)
 and the Python files of its templates folders (``_helpers.py`` too) are imported once, then
-the name is looked up again. The runner and the command line call ``use_project`` with the settings they run under.
+the name is looked up again. The runner and the command line call ``use_project`` with the
+settings they run under.
 """
 
 from __future__ import annotations
