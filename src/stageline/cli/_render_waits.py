@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from stageline.cli._render import seconds, status_text, when
+from stageline.cli._render import console, seconds, status_text, when
 from stageline.ledger import Wait, WaitKind
 
 __all__ = ["decisions_table", "pending_table", "qa_lines", "waiting_lines"]
@@ -86,21 +86,31 @@ def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> Table:
         cells.append([wait.run_id, templates.get(wait.run_id, "?"), label,
                       *([str(wait.attempt)] if retried else []),
                       seconds(now - wait.requested_at), _deadline(wait, now), wait.wait_id[:12]])
+    asks = any(w.kind is WaitKind.QUESTION for w in rows)  # the id picks a question set
+    if not asks:
+        cells = [row[:-1] for row in cells]
     columns = ["run", "template", "waits at", *(["attempt"] if retried else []), "age",
-               "deadline", "id"]
-    return _fitted(columns, cells, wrap=("template", "waits at"))
+               "deadline", *(["id"] if asks else [])]
+    return _fitted(columns, cells, wrap=("template", "waits at"), keep=("template",))
 
 
-def _fitted(columns: Sequence[str], rows: Sequence[Sequence[Any]], wrap: Sequence[str]) -> Table:
-    """A table whose ``wrap`` columns share what is left after the others take their width."""
+def _fitted(columns: Sequence[str], rows: Sequence[Sequence[Any]], wrap: Sequence[str],
+            keep: Sequence[str] = ()) -> Table:
+    """A table whose ``wrap`` columns share what is left after the others take their width;
+    those also in ``keep`` wrap only past 24 characters, where the console is wide enough."""
+    widest = [max([len(c), *(len(str(r[i])) for r in rows)]) for i, c in enumerate(columns)]
+    least = [min(w, max(8, len(c))) if c in wrap else w
+             for c, w in zip(columns, widest, strict=True)]
+    kept = [min(w, 24) if c in keep else m
+            for c, w, m in zip(columns, widest, least, strict=True)]
+    if sum(kept) + 2 * (len(columns) - 1) <= console().width:
+        least = kept
     table = _table()
     for i, column in enumerate(columns):
-        widest = max([len(column), *(len(str(r[i])) for r in rows)])
         if column in wrap:
-            table.add_column(column, overflow="fold", ratio=1,
-                             min_width=min(widest, max(8, len(column))))
+            table.add_column(column, overflow="fold", ratio=1, min_width=least[i])
         else:
-            table.add_column(column, no_wrap=True, min_width=widest)
+            table.add_column(column, no_wrap=True, min_width=widest[i])
     for row in rows:
         table.add_row(*row)
     return table
@@ -123,7 +133,7 @@ def decisions_table(waits: Iterable[Wait]) -> Table:
                      wait.decision or "-", wait.actor or "-", when(wait.decided_at, "%H:%M:%S"),
                      " ".join(note.split())])
     return _fitted(("gate", "attempt", "round", "status", "decision", "by", "at", "note"), rows,
-                   wrap=("gate", "by", "note"))
+                   wrap=("gate", "by", "note"), keep=("gate",))
 
 
 def qa_lines(waits: Iterable[Wait]) -> list[Text]:
