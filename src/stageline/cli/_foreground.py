@@ -40,8 +40,13 @@ def advance_in_foreground(
         # SIGTERM stops the run as Ctrl-C does: the task is cancelled, the runner closes (the
         # run stays resumable from its last checkpoint), and the same hint is printed.
         loop, task, terminated = asyncio.get_running_loop(), asyncio.current_task(), []
-        if task is not None:
-            loop.add_signal_handler(signal.SIGTERM, lambda: (terminated.append(1), task.cancel()))
+
+        def on_sigterm() -> None:
+            terminated.append(signal.SIGTERM)
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
         try:
             async with Runner.open(sinks=(ProgressSink(out),)) as runner:
                 return await action(runner)
