@@ -75,6 +75,8 @@ class ConfigFile(BaseModel):
     """``[[sinks]]`` tables; their own keys are checked when the sinks are built."""
     sink_exit_timeout: float = Field(default=1.5, ge=0, allow_inf_nan=False)
     """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
+    stage_modules: list[str] = Field(default_factory=list)
+    """Modules that register stages by name, imported when a YAML template needs one."""
     services: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     """``module:callable`` returning the services runs get, used by ``stageline serve``."""
     public_url: str | None = None
@@ -107,6 +109,9 @@ class Settings:
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     sink_exit_timeout: float = 1.5
     """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
+    stage_modules: tuple[str, ...] = ()
+    """Modules that register stages by name (``@stage(name=...)``), imported when a YAML
+    template names a stage not registered yet (as are the templates folders' Python files)."""
     services: str | None = None
     """``module:callable`` making the services of runs (``stageline serve``)."""
     public_url: str | None = None
@@ -236,6 +241,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         lease_ttl=conf.lease_ttl,
         sinks=tuple(conf.sinks),
         sink_exit_timeout=conf.sink_exit_timeout,
+        stage_modules=tuple(conf.stage_modules),
         services=conf.services,
         public_url=conf.public_url,
         server=conf.server,

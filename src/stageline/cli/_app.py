@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,10 +32,11 @@ from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
 from stageline.cli._stats import stats
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
 from stageline.config import load_settings
-from stageline.ledger import EventCategory, RunStatus, WaitKind
+from stageline.ledger import EventCategory, RunStatus, WaitKind, open_ledger
 from stageline.names import check_run_id
-from stageline.runner import Runner, RunSummary, new_run_id
-from stageline.templates import list_templates, load_template
+
+if TYPE_CHECKING:
+    from stageline.runner import Runner, RunSummary
 
 __all__ = ["app"]
 
@@ -87,6 +88,8 @@ def _root(
 @app.command()
 def templates(as_json: JsonFlag = False) -> None:
     """List the templates found by name: built-ins, entry points, the templates folder."""
+    from stageline.templates import list_templates
+
     infos = list_templates(load_settings().template_dirs)
     if as_json:
         print_json([asdict(info) for info in infos])
@@ -99,7 +102,11 @@ def graph(
     template: Annotated[str, typer.Argument(metavar="TEMPLATE", help="A template name or file.")],
 ) -> None:
     """Print a template's graph as Mermaid text."""
-    made = load_template(template, load_settings().template_dirs)
+    from stageline.templates import load_template, use_project
+
+    settings = load_settings()
+    use_project(settings)
+    made = load_template(template, settings.template_dirs)
     typer.echo(made.mermaid().rstrip("\n"))
 
 
@@ -169,6 +176,8 @@ def run(
     A run that reaches a gate or a question waits for a person and exits 3, saying how to
     decide (`stageline approve`, `reject`, `changes`, `answer`).
     """
+    from stageline.runner import new_run_id
+
     values = parse_inputs(inputs or (), input_file)
     deadlines = parse_deadlines(deadline or ())
     rid = new_run_id() if run_id is None else check_run_id(run_id, "--run-id")
@@ -201,6 +210,8 @@ def cancel(run_id: RunArg) -> None:
 
 
 async def _cancel(run_id: str) -> None:
+    from stageline.runner import Runner
+
     async with Runner.open() as runner:
         done = await runner.cancel(run_id)
     if done.status is RunStatus.CANCELLED:
@@ -240,8 +251,8 @@ def runs(
 
 
 async def _runs(status: RunStatus | None, template: str | None, limit: int, as_json: bool) -> None:
-    async with Runner.open(deliver=False) as runner:
-        found = await runner.ledger.list_runs(
+    async with open_ledger(load_settings().database_url) as ledger:
+        found = await ledger.list_runs(
             status=str(status) if status else None, template=template, limit=limit
         )
     if as_json:
@@ -259,6 +270,8 @@ def show(run_id: RunArg, as_json: JsonFlag = False) -> None:
 
 
 async def _show(run_id: str, as_json: bool) -> None:
+    from stageline.runner import Runner
+
     async with Runner.open(deliver=False) as runner:
         summary = await runner.status(run_id)
     if as_json:
@@ -320,11 +333,12 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
     after = 0
     began = time.monotonic()
     hinted = False
-    async with Runner.open(deliver=False) as runner:
+    settings = load_settings()
+    async with open_ledger(settings.database_url) as ledger:
         while True:
             # The status is read before the events, so none written before it ended is missed.
-            current = await runner.ledger.get_run(run_id)
-            batch = await runner.ledger.events(run_id, after=after, categories=kinds or None)
+            current = await ledger.get_run(run_id)
+            batch = await ledger.events(run_id, after=after, categories=kinds or None)
             for event in batch:
                 after = max(after, event.seq)
                 if as_json and follow:
@@ -341,7 +355,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
                 and time.monotonic() - began > QUEUED_HINT_AFTER
             ):
                 hinted = True
-                log = runner.settings.run_dir(run_id) / "worker.log"
+                log = settings.run_dir(run_id) / "worker.log"
                 typer.echo(
                     f"run {run_id} is still queued; advance it with `stageline resume "
                     f"{run_id}` (a detached worker writes to {log})",

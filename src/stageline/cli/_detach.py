@@ -11,9 +11,6 @@ import sys
 from pathlib import Path
 
 from stageline.cli._render import console
-from stageline.runner import Runner
-from stageline.worker import defer_run, ensure_queue_schema, is_postgres, local_worker_alive
-from stageline.worker import queue_app as _queue_app
 
 __all__ = ["LOCAL_IDLE_EXIT", "detach", "spawn_local_worker"]
 
@@ -26,6 +23,10 @@ async def detach(
     budget: dict[str, float] | None = None,
 ) -> None:
     """Queue a run and hand it to a worker; print how to follow it."""
+    from stageline.runner import Runner
+    from stageline.worker import defer_run, ensure_queue_schema, is_postgres
+    from stageline.worker import queue_app as _queue_app
+
     async with Runner.open(deliver=False) as runner:
         queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines,
                                      budget=budget)
@@ -50,6 +51,8 @@ async def detach(
 
 def spawn_local_worker(home: Path, log: Path) -> int | None:
     """Start ``stageline worker --local`` in its own session unless one runs; its pid."""
+    from stageline.worker import local_worker_alive
+
     if local_worker_alive(home):
         return None
     log.parent.mkdir(parents=True, exist_ok=True)

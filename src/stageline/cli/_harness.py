@@ -12,9 +12,9 @@ from rich.text import Text
 
 from stageline.cli._args import RunArg
 from stageline.cli._render import console, when
+from stageline.config import load_settings
 from stageline.errors import UsageError
-from stageline.ledger import EventCategory
-from stageline.runner import Runner
+from stageline.ledger import EventCategory, open_ledger
 
 __all__ = ["transcript"]
 
@@ -58,10 +58,11 @@ def transcript(
 
 async def _transcripts(run_id: str) -> dict[str, Path]:
     """Node -> transcript path, as the ledger references them, in the order they were made."""
-    async with Runner.open(deliver=False) as runner:
-        await runner.ledger.get_run(run_id)
-        events = await runner.ledger.events(run_id, categories=[str(EventCategory.OUTPUT)])
-        folder = runner.settings.run_dir(run_id) / "transcripts"
+    settings = load_settings()
+    async with open_ledger(settings.database_url) as ledger:
+        await ledger.get_run(run_id)
+        events = await ledger.events(run_id, categories=[str(EventCategory.OUTPUT)])
+    folder = settings.run_dir(run_id) / "transcripts"
     found: dict[str, Path] = {}
     inside = folder.resolve()
     for event in events:

@@ -18,10 +18,10 @@ from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
 from stageline.cli._render_waits import pending_table, waiting_lines
+from stageline.config import load_settings
 from stageline.errors import AnswerInvalid, UsageError
-from stageline.ledger import RunStatus, Wait, WaitKind
-from stageline.runner import Runner
-from stageline.stages import validate_answers
+from stageline.ledger import RunStatus, Wait, WaitKind, open_ledger
+from stageline.runner import pending_waits, waiting_on
 
 __all__ = ["COMMANDS"]
 
@@ -59,10 +59,10 @@ def pending(
 
 
 async def _pending(run_id: str | None, as_json: bool) -> None:
-    async with Runner.open(deliver=False) as runner:
+    async with open_ledger(load_settings().database_url) as ledger:
         if run_id is not None:
-            await runner.ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
-        listed = await runner.pending_with_templates(run_id)
+            await ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
+        listed = await waiting_on(ledger, run_id)
     found = [wait for wait, _ in listed]
     templates = {wait.run_id: template for wait, template in listed}
     if as_json:
@@ -142,9 +142,9 @@ def answer(
 
 
 async def _question(run_id: str, question: str | None) -> Wait:
-    async with Runner.open(deliver=False) as runner:
-        await runner.ledger.get_run(run_id)
-        found = [w for w in await runner.pending(run_id) if w.kind is WaitKind.QUESTION
+    async with open_ledger(load_settings().database_url) as ledger:
+        await ledger.get_run(run_id)
+        found = [w for w in await pending_waits(ledger, run_id) if w.kind is WaitKind.QUESTION
                  and (question is None or w.wait_id.startswith(question))]
     if not found:
         raise UsageError(f"run {run_id} waits on no question set"
@@ -157,6 +157,8 @@ async def _question(run_id: str, question: str | None) -> Wait:
 
 def _prompt(wait: Wait) -> dict[str, Any]:
     """Ask each question on the terminal, again until the answer fits."""
+    from stageline.stages import validate_answers
+
     out = console()
     out.print(f"question set {wait.wait_id} (turn {wait.payload.get('turn')})")
     given: dict[str, Any] = {}
@@ -192,6 +194,8 @@ def sweep(as_json: JsonFlag = False) -> None:
 
 
 async def _sweep() -> list[dict[str, Any]]:
+    from stageline.runner import Runner
+
     async with Runner.open() as runner:
         return await runner.sweep()
 
@@ -221,6 +225,8 @@ def effect(
 
 
 async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> None:
+    from stageline.runner import Runner
+
     async with Runner.open() as runner:
         await runner.ledger.get_run(run_id)
         await runner.resolve_effect(run_id, node, key, done=done, result=value)

@@ -8,8 +8,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from stageline.errors import InputError
 from stageline.plaindata import check_plain_inputs, load_plain_yaml, shown
 
@@ -43,6 +41,8 @@ def parse_assignment(raw: str, flag: str = "-i") -> tuple[str, Any]:
 
 def read_input_file(name: str, flag: str = "--input-file") -> dict[str, Any]:
     """A JSON or YAML mapping from a file (``-`` reads standard input)."""
+    import yaml
+
     label = f"{flag} {name}"
     try:
         text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")

@@ -6,13 +6,15 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stageline.ledger._human import Effect, Wait, WaitStatus
-from stageline.ledger._outbox import Claim, SinkStart
-from stageline.ledger._outcome_stats import OutcomeGroup
-from stageline.ledger._outcomes import Outcome
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+
+if TYPE_CHECKING:
+    from stageline.ledger._outbox import Claim, SinkStart
+    from stageline.ledger._outcome_stats import OutcomeGroup
+    from stageline.ledger._outcomes import Outcome
 
 __all__ = ["LedgerStore", "Publisher", "holder_is_dead", "this_holder"]
 

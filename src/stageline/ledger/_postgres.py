@@ -12,7 +12,7 @@ libpq's own (``sslmode``, ...):
   (PgBouncer in transaction mode).
 
 Node records and events ride in the checkpoint write's own pipeline (see ``PgSaver`` in
-``_postgres_pool``): one round trip and one commit per step, as on SQLite. A connection found
+``_postgres_saver``): one round trip and one commit per step, as on SQLite. A connection found
 dead (the server was restarted) is replaced and the call retried once, where nothing of it can
 have committed.
 """
@@ -22,21 +22,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import psycopg
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from stageline.errors import ConfigError, StorageError
-from stageline.ledger._postgres_pool import SETUP_LOCK, PgExecutor, PgLedger, PgSaver, reason
+from stageline.ledger._postgres_pool import SETUP_LOCK, PgExecutor, PgLedger, reason
 from stageline.ledger._schema import MIGRATIONS, metadata
 from stageline.ledger._sql import SqlLedger
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresOptions", "open_postgres"]
 
@@ -103,12 +105,13 @@ class PostgresOptions:
 
 
 async def open_postgres(
-    url: str, serde: SerializerProtocol, *, masked: str
-) -> tuple[SqlLedger, AsyncPostgresSaver, Callable[[], Awaitable[None]]]:
+    url: str, serde: SerializerProtocol | None, *, masked: str
+) -> tuple[SqlLedger, AsyncPostgresSaver | None, Callable[[], Awaitable[None]]]:
     """Connect, migrate the ledger, set up LangGraph's tables and check the result.
 
-    Returns the ledger, the saver and the pool's closer. Any failure is a ``StorageError``
-    naming the server (never a fall-back to another backend).
+    Returns the ledger, the saver (None without a ``serde``: a reader's ledger, which neither
+    imports LangGraph nor touches its tables) and the pool's closer. Any failure is a
+    ``StorageError`` naming the server (never a fall-back to another backend).
     """
     opts = PostgresOptions.from_url(url)
     try:
@@ -129,11 +132,16 @@ async def open_postgres(
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
             executor = PgExecutor(pool, opts.where)
             ledger = PgLedger(executor, lock=asyncio.Lock(), upsert=pg_insert, url=url)
-            saver = PgSaver(pool, ledger=ledger, serde=serde, where=opts.where)
-            saver.lock = ledger.lock  # one statement stream per process, in commit order
+            saver = None
+            if serde is not None:
+                from stageline.ledger._postgres_saver import PgSaver
+
+                saver = PgSaver(pool, ledger=ledger, serde=serde, where=opts.where)
+                saver.lock = ledger.lock  # one statement stream per process, in commit order
             await ledger.setup()
-            await _setup_saver(saver, probe)
-            await _check_schema(probe, opts.where)
+            if saver is not None:
+                await _setup_saver(saver, probe)
+            await _check_schema(probe, opts.where, langgraph=saver is not None)
     except BaseException as exc:
         await pool.close()
         if isinstance(exc, psycopg.Error):
@@ -178,10 +186,13 @@ async def _try_lock(conn: psycopg.AsyncConnection[Any]) -> bool:
     return bool(row and row[0])
 
 
-async def _check_schema(conn: psycopg.AsyncConnection[Any], where: str) -> None:
+async def _check_schema(
+    conn: psycopg.AsyncConnection[Any], where: str, *, langgraph: bool = True
+) -> None:
     """Refuse a half-made schema: every table and column the code expects must be there."""
     expected = {t.name: {c.name for c in t.columns} for t in metadata.sorted_tables}
-    expected.update({t: set() for t in LANGGRAPH_TABLES})
+    if langgraph:
+        expected.update({t: set() for t in LANGGRAPH_TABLES})
     cur = await conn.execute(
         "SELECT c.relname, a.attname FROM pg_class c "
         "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "

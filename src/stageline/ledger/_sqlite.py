@@ -10,19 +10,21 @@ import asyncio
 import sqlite3
 from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
 
 import aiosqlite
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.dialects import sqlite
 
 from stageline.errors import ConfigError, StorageError
 from stageline.ledger._schema import MIGRATIONS
 from stageline.ledger._sql import SqlLedger
 
-__all__ = ["open_sqlite", "sqlite_path", "storage_error"]
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+__all__ = ["open_sqlite", "open_sqlite_ledger", "sqlite_path", "storage_error"]
 
 BUSY_TIMEOUT_MS = 10_000
 """Default wait for another process's write lock (``?busy_timeout=`` in the URL overrides)."""
@@ -180,8 +182,8 @@ def busy_timeout_ms(url: str) -> int:
     return int(seconds * 1000)
 
 
-async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, AsyncSqliteSaver]:
-    """Open (creating if needed) the SQLite file, migrate it, and set up LangGraph's tables."""
+async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, aiosqlite.Connection]:
+    """Open (creating if needed) the SQLite file and migrate the ledger; LangGraph untouched."""
     path = sqlite_path(url)
     timeout_ms = busy_timeout_ms(url)
     try:
@@ -194,10 +196,7 @@ async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, A
         await conn.execute("PRAGMA journal_mode=WAL")
         executor = _SqliteExecutor(conn, path)
         ledger = SqliteLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
-        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger), serde=serde)  # type: ignore[arg-type]
-        saver.lock = ledger.lock  # one statement stream on the shared connection
         await ledger.setup()
-        await saver.setup()
     except (sqlite3.Error, StorageError) as exc:
         await conn.close()
         if isinstance(exc, StorageError):
@@ -205,4 +204,22 @@ async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, A
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             raise storage_error(path, exc) from exc
         raise StorageError(f"cannot set up the SQLite database {path}: {exc}") from exc
+    return ledger, conn
+
+
+async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, AsyncSqliteSaver]:
+    """Open (creating if needed) the SQLite file, migrate it, and set up LangGraph's tables."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    ledger, conn = await open_sqlite_ledger(url)
+    try:
+        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger), serde=serde)  # type: ignore[arg-type]
+        saver.lock = ledger.lock  # one statement stream on the shared connection
+        await saver.setup()
+    except sqlite3.Error as exc:
+        await conn.close()
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise storage_error(sqlite_path(url), exc) from exc
+        raise StorageError(
+            f"cannot set up the SQLite database {sqlite_path(url)}: {exc}") from exc
     return ledger, saver

@@ -31,6 +31,7 @@ from stageline.ledger import (
     WaitStatus,
     already_decided,
 )
+from stageline.runner._reads import pending_waits, waiting_on
 from stageline.runner._support import RunSummary
 from stageline.runner._trust import check_checkpoint
 from stageline.runner._waits import what
@@ -230,11 +231,11 @@ class HumanMixin:
 
     async def pending(self, run_id: str | None = None) -> list[Wait]:
         """Pending gates and question sets of waiting runs (of one run), oldest first."""
-        return [wait for wait, _ in await self.ledger.waiting_on(run_id=run_id)]
+        return await pending_waits(self.ledger, run_id)
 
     async def pending_with_templates(self, run_id: str | None = None) -> list[tuple[Wait, str]]:
         """``pending``, each with its run's template (one query, for ``stageline pending``)."""
-        return await self.ledger.waiting_on(run_id=run_id)
+        return await waiting_on(self.ledger, run_id)
 
     # -- deadlines --------------------------------------------------------------------------
 
@@ -299,10 +300,20 @@ class HumanMixin:
 
     async def resolve_effect(self, run_id: str, node: str, key: str, *, done: bool,
                              result: Any = None) -> None:
-        """Settle an effect in doubt: it happened (``done``, with ``result``), or run it again."""
+        """Settle an effect in doubt: it happened (``done``, with ``result``), or run it again.
+
+        Refused for a run that ended (succeeded, cancelled, rejected): nothing of it will run
+        again, so forgetting an effect would only make its record lie."""
         found = await self.ledger.get_effect(run_id, node, key)
         if found is None:
             raise UsageError(f"run {run_id} has no effect {key!r} in node {node!r}")
+        run = await self.ledger.get_run(run_id)
+        if run.status.terminal:
+            raise InvalidTransition(
+                f"run {run_id} is {run.status}, so effect {key!r} of node {node!r} can no "
+                f"longer be {'settled' if done else 'run again'}: its record stays as it is; "
+                "start a new run to do it again"
+            )
         if done:
             await self.ledger.finish_effect(run_id, node, key, result)
         else:

@@ -40,6 +40,7 @@ from stageline.names import check_run_id
 from stageline.plaindata import check_plain_inputs
 from stageline.runner._budget import run_budget, with_budget
 from stageline.runner._human import HumanMixin
+from stageline.runner._input_types import typed_inputs
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._retention import RetentionMixin
@@ -60,7 +61,7 @@ from stageline.runner._waits import (
     with_deadlines,
 )
 from stageline.stages import RESERVED_KEYS, Budget, RunContext
-from stageline.templates import Template, load_template
+from stageline.templates import Template, load_template, use_project
 
 __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
@@ -96,6 +97,7 @@ class Runner(HumanMixin, RetentionMixin):
         self._drain_reason: str | None = None
         self.deliverer: Deliverer | None = None
         """Delivers to the ``[[sinks]]`` outbox sinks (``Runner.open(deliver=True)``)."""
+        use_project(settings)  # the root on the import path; stage names found in the project
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -184,7 +186,9 @@ class Runner(HumanMixin, RetentionMixin):
         return saver.with_allowlist([(t.__module__, t.__qualname__)
                                      for t in template.checkpoint_types])
 
-    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None:
+    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The inputs, checked against the template's state (names, types, checkpointability)
+        and converted to the declared types (see ``_input_types``)."""
         check_plain_inputs(inputs)  # what JSON cannot hold never reaches the ledger
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
@@ -195,6 +199,7 @@ class Runner(HumanMixin, RetentionMixin):
             )
         if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
             raise InputError(f"{reserved[0]!r} is reserved for stageline")
+        inputs = typed_inputs(template.state, inputs, template.name)
         serde = self._saver(template).serde
         for key, value in inputs.items():
             why = ensure_checkpointable(serde, value)  # type: ignore[arg-type]
@@ -203,6 +208,7 @@ class Runner(HumanMixin, RetentionMixin):
                     f"input {key!r} cannot be checkpointed: {why}; "
                     "pass live objects (clients, handles) as services instead"
                 )
+        return inputs
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -218,7 +224,7 @@ class Runner(HumanMixin, RetentionMixin):
         """Record a queued run after checking its inputs; nothing runs yet."""
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
-        self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         run = Run(
             run_id=run_id or new_run_id(), template=_stable_ref(ref),
@@ -250,7 +256,7 @@ class Runner(HumanMixin, RetentionMixin):
         """
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
-        self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
         run_id = run_id or new_run_id()
@@ -415,8 +421,9 @@ class Runner(HumanMixin, RetentionMixin):
             self._controls.add(control)
             if self._drain_reason is not None:
                 control.request_drain(self._drain_reason)
+            earlier = () if fresh else await self.ledger.node_records(run_id)
             journal = LedgerJournal(self.ledger, run_id, run.attempt,
-                                    budget=run_budget(template, run.inputs))
+                                    budget=run_budget(template, run.inputs), previous=earlier)
             context = RunContext(
                 run_id=run_id, attempt=run.attempt, template=template.name, services=services,
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,

@@ -17,7 +17,7 @@ from typing import Any
 from stageline.errors import TemplateError, TemplateNotFound
 from stageline.templates._builder import Template
 
-__all__ = ["BUILTINS", "TemplateInfo", "list_templates", "load_template"]
+__all__ = ["BUILTINS", "TemplateInfo", "import_python_file", "list_templates", "load_template"]
 
 BUILTINS: dict[str, str] = {
     "blog_post": "stageline.templates.builtin.blog_post",
@@ -84,9 +84,19 @@ def _module_name(path: Path) -> str:
 
 
 def _from_python_file(path: Path) -> Template:
+    module = import_python_file(path)
+    for attr in ("template", "make_template"):
+        if hasattr(module, attr):
+            return _from_object(getattr(module, attr), str(path))
+    raise TemplateError("defines no `template` (a stageline Template)", source=str(path))
+
+
+def import_python_file(path: Path) -> Any:
+    """The module of a Python template file, imported once per process (its errors name the
+    file and line); its name is stable across processes and machines."""
     module_name = _module_name(path)
     if module_name in sys.modules:
-        return _from_module(module_name)
+        return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise TemplateError("cannot import this file", source=str(path))
@@ -100,10 +110,7 @@ def _from_python_file(path: Path) -> Template:
             raise
         line = _traceback_line(exc, path)
         raise TemplateError(f"{type(exc).__name__}: {exc}", source=str(path), line=line) from exc
-    for attr in ("template", "make_template"):
-        if hasattr(module, attr):
-            return _from_object(getattr(module, attr), str(path))
-    raise TemplateError("defines no `template` (a stageline Template)", source=str(path))
+    return module
 
 
 def _traceback_line(exc: BaseException, path: Path) -> int | None:

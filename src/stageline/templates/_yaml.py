@@ -28,9 +28,9 @@ gates:                        # node name -> a gate; its edge out is where an ap
 questions:                    # node name -> a question node (answers go to `history`)
   clarify:
     questions:                # text / a choice / a JSON value; `default` for the policy
-      - {id: scope, text: What is in scope?}
-      - {id: size, text: How big?, choices: [small, large], default: small}
-      - {id: limits, text: Limits?, schema: {type: object}, required: false}
+      - {id: scope, text: "What is in scope?"}
+      - {id: size, text: "How big?", choices: [small, large], default: small}
+      - {id: limits, text: "Limits?", schema: {type: object}, required: false}
     # or ask: mypkg.stages:author   # (state, history, ctx) -> questions or None, per turn
     max_turns: 1              # sets asked in a row, while `ask` still has questions
     history: qa_history       # state key for the sets and answers (default qa_history)
@@ -54,8 +54,9 @@ from langgraph.types import RetryPolicy
 
 from stageline.errors import StageNotFound, TemplateError, UsageError
 from stageline.plaindata import BoundedSafeLoader, shown
-from stageline.stages import RESERVED_KEYS, Budget, Stage, lookup_stage
+from stageline.stages import RESERVED_KEYS, Budget, Stage
 from stageline.templates._builder import Template
+from stageline.templates._project import find_stage
 from stageline.templates._yaml_human import read_human
 
 __all__ = ["load_yaml_template"]
@@ -278,7 +279,7 @@ class _Reader:
                                 ("use", "retry", "timeout", "writes"), ("use",))
         ref = self.text(opts.get("use", spec), f"the stage of node {node!r}", opts.at("use"))
         try:
-            made = lookup_stage(ref)
+            made = find_stage(ref)
         except Exception as exc:
             reason = str(exc).removeprefix(f"unknown stage {ref!r}: ")
             if not isinstance(exc, StageNotFound):
