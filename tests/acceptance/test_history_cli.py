@@ -57,7 +57,7 @@ def test_fork_a_finished_blog_post_at_the_draft_step_with_a_new_topic(
     assert "waiting at gate editor_approval" in out
 
     fork = _json(tmp_path, "show", "fork1", "--json")
-    assert [r["node"] for r in fork["records"]][0] == "draft"
+    assert fork["records"][0]["node"] == "draft"
     assert {r["node"] for r in fork["records"]} & {"research", "outline"} == set()
     assert fork["state"]["topic"] == "gardening"
     assert fork["lineage"]["forked_from"]["parent_run_id"] == finished

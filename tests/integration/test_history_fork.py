@@ -115,7 +115,7 @@ async def test_fork_from_the_start_and_from_a_checkpoint_id(
         assert [r.node for r in again.records][:2] == ["research", "outline"]
         assert again.state["topic"] == "x"
         by_id = await runner.fork(done.run.run_id, checkpoint_id=history[5].checkpoint_id)
-        assert [r.node for r in by_id.records][0] == "aggregate"
+        assert by_id.records[0].node == "aggregate"
         assert by_id.lineage is not None and by_id.lineage.parent_step == 5
 
 
