@@ -4,15 +4,17 @@ changed state, records its lineage, and leaves the original as it was."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stageline.config import Settings
-from stageline.errors import InputError, RunNotFound, UsageError
+from stageline.errors import InputError, InvalidTransition, RunNotFound, UsageError
 from stageline.ledger import RunStatus
 from stageline.runner import Runner, RunSummary
 
+FLAKY = Path(__file__).parent.parent / "fixtures" / "flaky.py"
 DRAFT_STEP = 3
 """blog_post: -1 input, 0 __start__, 1 research, 2 outline, 3 draft, 4 critics, ..."""
 
@@ -141,3 +143,45 @@ async def test_bad_forks_are_refused_and_leave_nothing_behind(
             with pytest.raises(RunNotFound):
                 await runner.ledger.get_run(bad)
         assert (await runner.status(rid)).forks == []
+
+
+async def test_update_state_of_a_waiting_run_asks_again_on_the_new_state(
+    settings_for: Callable[[str], Settings], shared_backend_url: str
+) -> None:
+    async with Runner.open(settings_for(shared_backend_url)) as runner:
+        waiting = await runner.start("blog_post", {"topic": "t"})
+        rid = waiting.run.run_id
+        [old] = waiting.waiting
+        again = await runner.update_state(rid, {"summary": "edited by hand"}, actor="ed")
+        assert again.status is RunStatus.WAITING and again.state["summary"] == "edited by hand"
+        [new] = again.waiting
+        assert new.name == "editor_approval" and new.interrupt_id != old.interrupt_id
+        assert "edited by hand" in str(new.payload)
+        assert "run.state_updated" in [e.kind for e in await runner.ledger.events(rid)]
+        with pytest.raises(InputError, match="unknown input"):
+            await runner.update_state(rid, {"nope": 1})
+        done = await runner.approve(rid, actor="ed")
+        assert done.status is RunStatus.SUCCEEDED
+        assert done.state["summary"] == "edited by hand"
+        with pytest.raises(InvalidTransition, match="fork it instead"):
+            await runner.update_state(rid, {"summary": "x"})
+
+
+async def test_update_state_of_a_failed_run_then_retry_continues_from_it(
+    settings_for: Callable[[str], Settings], shared_backend_url: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with Runner.open(settings_for(shared_backend_url)) as runner:
+        failed = await runner.start(str(FLAKY), {"topic": "a"})
+        rid = failed.run.run_id
+        assert failed.status is RunStatus.FAILED
+        with pytest.raises(InputError, match="as_node 'nope'"):
+            await runner.update_state(rid, {"topic": "b"}, as_node="nope")
+        edited = await runner.update_state(rid, {"topic": "b"})
+        assert edited.status is RunStatus.FAILED and edited.state["topic"] == "b"
+        assert edited.run.lease_holder is None
+        (tmp_path / "ok.flag").write_text("")
+        done = await runner.retry(rid)
+    assert done.status is RunStatus.SUCCEEDED and done.state == {"topic": "b", "done": True}
+    assert [r.node for r in done.records].count("first") == 1

@@ -229,6 +229,13 @@ class Client:
         """Every checkpoint of the run, oldest first."""
         return self._call(self._runner.history(run_id))
 
+    def update_state(self, run_id: str, values: Mapping[str, Any], *,
+                     checkpoint_id: str | None = None, as_node: str | None = None,
+                     actor: str | None = None) -> RunSummary:
+        """Change a waiting or failed run's state (see ``Runner.update_state``)."""
+        return self._call(self._runner.update_state(run_id, values, checkpoint_id=checkpoint_id,
+                                                    as_node=as_node, actor=actor))
+
     def fork(self, run_id: str, *, at_step: int | None = None, checkpoint_id: str | None = None,
              changes: Mapping[str, Any] | None = None, fork_id: str | None = None,
              wait: bool = True) -> RunSummary:

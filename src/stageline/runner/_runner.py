@@ -34,6 +34,7 @@ from stageline.ledger import (
 )
 from stageline.llm import ChatModel, chat_model
 from stageline.runner._budget import run_budget, with_budget
+from stageline.runner._edit import EditMixin
 from stageline.runner._history import HistoryMixin
 from stageline.runner._human import HumanMixin
 from stageline.runner._journal import LedgerJournal
@@ -62,7 +63,7 @@ __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 _log = logging.getLogger("stageline.runner")
 
-class Runner(HumanMixin, RetentionMixin, HistoryMixin, ServicesMixin):
+class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
     def __init__(
