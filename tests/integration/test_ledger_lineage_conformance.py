@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
+from pathlib import Path
 
 import pytest
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.schema import CreateTable
 
+from stageline.checkpoints import checkpoint_serde
 from stageline.errors import InvalidTransition, RunNotFound
-from stageline.ledger import Backend, Event, LedgerStore, Lineage, Run, RunStatus
+from stageline.ledger import Backend, Event, LedgerStore, Lineage, Run, RunStatus, open_backend
+from stageline.ledger._schema import MIGRATIONS, schema_version
 
 
 def uid(prefix: str = "r") -> str:
@@ -60,3 +66,33 @@ async def test_a_refused_run_leaves_no_lineage_and_deleting_a_run_drops_its_own(
     assert await ledger.lineage(child) is None and await ledger.forks(parent) == []
     with pytest.raises(RunNotFound):
         await ledger.get_run(child)
+
+
+async def test_a_database_made_before_lineage_is_upgraded_and_keeps_its_runs(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    dialect = sqlite_dialect.dialect()
+    db.execute(str(CreateTable(schema_version).compile(dialect=dialect)))
+    before = next(i for i, m in enumerate(MIGRATIONS)  # the lineage migration, wherever it is
+                  if any("stageline_lineage" in stmt for stmt in m(dialect)))
+    for number, migration in enumerate(MIGRATIONS[:before], start=1):
+        for stmt in migration(dialect):
+            db.execute(stmt)
+        db.execute("INSERT INTO stageline_schema_version VALUES (?, 0)", (number,))
+    db.execute("INSERT INTO stageline_runs (run_id, template, template_version, status, "
+               "attempt, inputs, created_at, updated_at, cancel_requested, last_seq) "
+               "VALUES ('old', 't', '1', 'succeeded', 1, '{}', 1, 1, 0, 0)")
+    db.commit()
+    db.close()
+    opened = await open_backend(f"sqlite:///{path}", checkpoint_serde())
+    try:
+        ledger = opened.ledger
+        assert await ledger.schema_version() == len(MIGRATIONS)
+        assert (await ledger.get_run("old")).status is RunStatus.SUCCEEDED
+        row = Lineage(run_id="new", parent_run_id="old", parent_step=1, parent_checkpoint_id="c")
+        await ledger.create_run(_run("new"), lineage=row)
+        assert await ledger.forks("old") == [row]
+    finally:
+        await opened.aclose()
