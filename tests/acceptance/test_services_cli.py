@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -78,6 +79,8 @@ def _env(project: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
     env.update(STAGELINE_HOME=str(project / "home"), STAGELINE_MODEL="offline",
                PYTHONIOENCODING="utf-8", COLUMNS="200")
+    if (project / "database_url").exists():
+        env["STAGELINE_DATABASE_URL"] = (project / "database_url").read_text()
     return env
 
 
@@ -133,6 +136,31 @@ def test_the_local_worker_and_show_use_the_factory_only_to_advance(project: Path
     approved = _cli(project, "approve", "svc2")
     assert approved.returncode == 0, approved.stderr
     assert _state(project, "svc2")["state"]["greeting"].startswith("hello grace from ")
+
+
+def test_a_postgres_worker_makes_the_services_for_the_runs_it_advances(
+    project: Path, postgres_url: str
+) -> None:
+    (project / "database_url").write_text(postgres_url)
+    queued = _cli(project, "run", "greeting", "-i", "name=lin", "--run-id", "svc3", "--detach")
+    assert queued.returncode == 0, queued.stderr
+    with (project / "worker.log").open("w") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "stageline.cli", "worker"], cwd=project,
+                                  env=_env(project), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while _state(project, "svc3")["run"]["status"] != "waiting":
+            assert time.monotonic() < deadline, (project / "worker.log").read_text()
+            time.sleep(0.3)
+        prepared = _state(project, "svc3")["state"]["prepared"]
+        assert prepared == f"hello worker from {worker.pid}"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+    assert f"close {worker.pid}" in (project / "services.log").read_text()
+    approved = _cli(project, "approve", "svc3")
+    assert approved.returncode == 0, approved.stderr
+    assert _state(project, "svc3")["state"]["greeting"].startswith("hello lin from ")
 
 
 def test_a_bad_factory_is_a_config_error_naming_it(project: Path) -> None:
