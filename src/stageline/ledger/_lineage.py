@@ -49,22 +49,23 @@ class Lineage:
 class LineageMemory:
     """Lineage rows of the in-memory ledger."""
 
-    _lineage: dict[str, Lineage]
+    def _lineage_rows(self) -> dict[str, Lineage]:
+        rows: dict[str, Lineage] = self.__dict__.setdefault("_lineage", {})
+        return rows
 
     def _put_lineage(self, row: Lineage | None) -> None:
         if row is not None:
-            self.__dict__.setdefault("_lineage", {})[row.run_id] = row
+            self._lineage_rows()[row.run_id] = row
 
     async def lineage(self, run_id: str) -> Lineage | None:
-        return self.__dict__.get("_lineage", {}).get(run_id)
+        return self._lineage_rows().get(run_id)
 
     async def forks(self, run_id: str) -> list[Lineage]:
-        found = [r for r in self.__dict__.get("_lineage", {}).values()
-                 if r.parent_run_id == run_id]
+        found = [r for r in self._lineage_rows().values() if r.parent_run_id == run_id]
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
 
     def _forget_lineage(self, run_id: str) -> None:
-        self.__dict__.get("_lineage", {}).pop(run_id, None)
+        self._lineage_rows().pop(run_id, None)
 
 
 class LineageSql:
