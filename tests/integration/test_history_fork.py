@@ -163,6 +163,10 @@ async def test_update_state_of_a_waiting_run_asks_again_on_the_new_state(
         done = await runner.approve(rid, actor="ed")
         assert done.status is RunStatus.SUCCEEDED
         assert done.state["summary"] == "edited by hand"
+        edit = next(c for c in await runner.history(rid) if c.source == "update")
+        assert edit.nodes == ["aggregate"] and edit.changed == {"summary": "edited by hand"}
+        forked = await runner.fork(rid, checkpoint_id=edit.checkpoint_id)  # from the edit
+        assert forked.status is RunStatus.WAITING and forked.state["summary"] == "edited by hand"
         with pytest.raises(InvalidTransition, match="fork it instead"):
             await runner.update_state(rid, {"summary": "x"})
 

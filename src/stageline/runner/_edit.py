@@ -95,7 +95,7 @@ class EditMixin:
             conf = _config(run_id)
             conf["configurable"].update(checkpoint_ns="", checkpoint_id=base.info.checkpoint_id)
             updates = [StateUpdate(values, writers[0]), *(StateUpdate({}, w) for w in writers[1:])]
-            await graph.abulk_update_state(conf, [updates])
+            written = await graph.abulk_update_state(conf, [updates])
         except BaseException as exc:
             with contextlib.suppress(StagelineError):
                 if waiting:
@@ -106,6 +106,7 @@ class EditMixin:
             if isinstance(exc, InvalidUpdateError):
                 raise InputError(f"cannot change the state of run {run_id}: {exc}") from exc
             raise
+        data["new_checkpoint_id"] = written["configurable"]["checkpoint_id"]
         event = Event(run_id=run_id, kind="run.state_updated", data=data,
                       message=f"state changed: {', '.join(sorted(values)) or 'nothing'}")
         if waiting:  # asks again on the new state; the event goes with its first step

@@ -110,6 +110,7 @@ class HistoryMixin:
         by_id = {s.config["configurable"]["checkpoint_id"]: s for s in found}
         snaps: list[_Snap] = []
         infos: dict[str, CheckpointInfo] = {}
+        edits: dict[str, list[str]] | None = None
         for snap in found:
             cid = snap.config["configurable"]["checkpoint_id"]
             pid = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
@@ -121,7 +122,11 @@ class HistoryMixin:
             elif source == "update" and parent is None:  # a fork's first: as its base's nodes
                 nodes = await self._fork_writers(run_id)
                 source = "fork" if nodes else source
-            else:  # the input, or a state edit (LangGraph keeps no record of its writer)
+            elif source == "update":  # a state edit: its writer is in the ledger's event
+                if edits is None:
+                    edits = await self._edits(run_id)
+                nodes = edits.get(cid, [])
+            else:  # the input
                 nodes = []
             values = _public_state(snap.values)
             before = infos[pid].values if pid in infos else {}
@@ -135,6 +140,12 @@ class HistoryMixin:
             infos[cid] = info
             snaps.append(_Snap(info=info, raw=dict(snap.values)))
         return snaps
+
+    async def _edits(self, run_id: str) -> dict[str, list[str]]:
+        """Checkpoint id -> the node(s) a state edit was written as (``update_state``)."""
+        found = await self.ledger.events(run_id)
+        return {str(e.data["new_checkpoint_id"]): list(e.data.get("as_node") or [])
+                for e in found if e.kind == "run.state_updated" and "new_checkpoint_id" in e.data}
 
     async def _fork_writers(self, run_id: str) -> list[str]:
         """The nodes that wrote the checkpoint run ``run_id`` was forked from."""
