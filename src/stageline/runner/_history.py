@@ -25,6 +25,7 @@ from langgraph.types import StateUpdate
 
 from stageline.errors import InputError, InvalidTransition, StagelineError, UsageError
 from stageline.ledger import Event, Lineage, Run, RunStatus, this_holder
+from stageline.names import check_run_id
 from stageline.runner._support import RunSummary, _config, _public_state, new_run_id
 
 if TYPE_CHECKING:
@@ -188,10 +189,7 @@ class HistoryMixin:
         self._check_inputs(made, changes)
         base, writers = await self._fork_base(made, source, at_step, checkpoint_id)
         given = await self._services(services)
-        new_id = fork_id or new_run_id()
-        from stageline.names import check_run_id
-
-        check_run_id(new_id)
+        new_id = check_run_id(fork_id or new_run_id())
         step = base.info.step + 1
         holder = this_holder()
         run = await self.ledger.create_run(
