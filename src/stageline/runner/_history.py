@@ -60,7 +60,9 @@ class CheckpointInfo:
     """What the nodes of this step asked a person (id and payload), if anything."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["node"] = ", ".join(self.nodes)  # as `history` prints it
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
