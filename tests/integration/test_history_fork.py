@@ -171,6 +171,19 @@ async def test_update_state_of_a_waiting_run_asks_again_on_the_new_state(
             await runner.update_state(rid, {"summary": "x"})
 
 
+async def test_update_state_can_leave_a_waiting_run_queued_for_a_worker(
+    settings_for: Callable[[str], Settings], shared_backend_url: str
+) -> None:
+    async with Runner.open(settings_for(shared_backend_url)) as runner:
+        waiting = await runner.start("blog_post", {"topic": "t"})
+        rid = waiting.run.run_id
+        queued = await runner.update_state(rid, {"score": 0.5}, advance=False)
+        assert queued.status is RunStatus.QUEUED and queued.waiting == []
+        again = await runner.resume(rid)
+        assert again.status is RunStatus.WAITING and again.state["score"] == 0.5
+        assert [w.name for w in again.waiting] == ["editor_approval"]
+
+
 async def test_update_state_of_a_failed_run_then_retry_continues_from_it(
     settings_for: Callable[[str], Settings], shared_backend_url: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -57,12 +57,14 @@ class EditMixin:
         as_node: str | None = None,
         actor: str | None = None,
         services: Mapping[str, Any] | None = None,
+        advance: bool = True,
         force: bool = False,
     ) -> RunSummary:
         """Change the state of a waiting or failed run (from its latest checkpoint, or from
         ``checkpoint_id``), as if ``as_node`` (default: the node(s) that wrote that checkpoint)
-        had written ``values``. A waiting run goes on at once and asks again; a failed one
-        waits for ``retry``. A finished run cannot change: fork it."""
+        had written ``values``. A waiting run goes on at once and asks again (``advance=False``:
+        it is left queued, for a worker); a failed one waits for ``retry``. A finished run
+        cannot change: fork it."""
         run = await self.ledger.get_run(run_id)
         if run.status not in (RunStatus.WAITING, RunStatus.FAILED):
             hint = "; fork it instead" if run.status.terminal else ""
@@ -111,6 +113,10 @@ class EditMixin:
                       message=f"state changed: {', '.join(sorted(values)) or 'nothing'}")
         if waiting:  # asks again on the new state; the event goes with its first step
             await self.ledger.close_waits(run_id, "the state was changed; it asks again")
+            if not advance:
+                await self.ledger.transition(run_id, RunStatus.QUEUED, release=True,
+                                             expect=[RunStatus.RUNNING], events=[event])
+                return await self.status(run_id)
             self.ledger.stage_event(event)
             return await self._advance(run, made, None, services, holder=holder)
         await self.ledger.append_events(run_id, [event])
