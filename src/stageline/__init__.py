@@ -27,7 +27,7 @@ from stageline.errors import (
 if _typing.TYPE_CHECKING:
     from stageline.config import Settings, load_settings
     from stageline.ledger import Event, NodeRecord, Run, RunStatus
-    from stageline.runner import Runner, RunSummary
+    from stageline.runner import CheckpointInfo, Client, Runner, RunSummary, connect
     from stageline.stages import Budget, Stage, StageContext, legacy_stage, router_stage, stage
     from stageline.templates import END, Template, list_templates, load_template
 
@@ -40,6 +40,9 @@ _LAZY = {
     "RunStatus": "stageline.ledger",
     "Runner": "stageline.runner",
     "RunSummary": "stageline.runner",
+    "CheckpointInfo": "stageline.runner",
+    "Client": "stageline.runner",
+    "connect": "stageline.runner",
     "Budget": "stageline.stages",
     "Stage": "stageline.stages",
     "StageContext": "stageline.stages",
@@ -81,6 +84,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "END",
     "Budget",
+    "CheckpointInfo",
+    "Client",
     "ConflictError",
     "Event",
     "InputError",
@@ -102,6 +107,7 @@ __all__ = [
     "TemplateNotFound",
     "UsageError",
     "__version__",
+    "connect",
     "legacy_stage",
     "list_templates",
     "load_settings",

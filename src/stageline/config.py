@@ -78,7 +78,8 @@ class ConfigFile(BaseModel):
     stage_modules: list[str] = Field(default_factory=list)
     """Modules that register stages by name, imported when a YAML template needs one."""
     services: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
-    """``module:callable`` returning the services runs get, used by ``stageline serve``."""
+    """``module:callable`` returning the services every process that advances runs gives its
+    stages (CLI, workers, ``stageline serve``)."""
     public_url: str | None = None
     """The URL people reach the server at (links in chat messages), used by
     ``stageline serve``."""
@@ -113,7 +114,7 @@ class Settings:
     """Modules that register stages by name (``@stage(name=...)``), imported when a YAML
     template names a stage not registered yet (as are the templates folders' Python files)."""
     services: str | None = None
-    """``module:callable`` making the services of runs (``stageline serve``)."""
+    """``module:callable`` making the services every advancing process gives its stages."""
     public_url: str | None = None
     """The server's public URL (``stageline serve``)."""
     server: ServerConfig = field(default_factory=ServerConfig)

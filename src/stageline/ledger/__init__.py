@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         copy_database,
         upgrade_database,
     )
+    from stageline.ledger._lineage import Lineage
     from stageline.ledger._memory import MemoryLedger
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
@@ -43,6 +44,7 @@ _LAZY = {
     "upgrade_database": "stageline.ledger._admin",
     "MemoryLedger": "stageline.ledger._memory",
     "Outcome": "stageline.ledger._outcomes",
+    "Lineage": "stageline.ledger._lineage",
     "Claim": "stageline.ledger._outbox",
     "SinkStart": "stageline.ledger._outbox",
     "OutcomeGroup": "stageline.ledger._outcome_stats",
@@ -68,6 +70,7 @@ __all__ = [
     "Event",
     "EventCategory",
     "LedgerStore",
+    "Lineage",
     "MemoryLedger",
     "NodeRecord",
     "NodeStatus",

@@ -32,6 +32,7 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outbox import OutboxSql
 from stageline.ledger._outcome_stats import OutcomeStatsSql
 from stageline.ledger._outcomes import Outcome, OutcomesSql
@@ -39,6 +40,7 @@ from stageline.ledger._schema import (
     MIGRATIONS,
     effects,
     events,
+    lineage,
     node_records,
     runs,
     schema_version,
@@ -77,7 +79,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql):
+class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -164,12 +166,16 @@ class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql):
 
     # -- runs -------------------------------------------------------------------------------
 
-    async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
-        """Insert a run (created leased when ``run.lease_holder`` is set) with its first events."""
+    async def create_run(
+        self, run: Run, *, events: Iterable[Event] = (), lineage: Lineage | None = None
+    ) -> Run:
+        """Insert a run (created leased when ``run.lease_holder`` is set) with its first events
+        (and, for a fork, where it came from)."""
         check_run_id(run.run_id)
         async with self._tx() as x:
             if not await x.execute(self._sql(self._insert_run), run.to_row()):
                 raise InvalidTransition(f"run {run.run_id} already exists")
+            await self._insert_lineage(x, lineage)
             if run.lease_holder:
                 self._seq[run.run_id] = run.last_seq
             written = await self._write_events(x, run.run_id, list(events))
@@ -581,7 +587,7 @@ _INSERT_VERSION = insert(schema_version)
 _INSERT_EVENTS = insert(events)
 _DELETE_RUN = tuple(
     delete(t).where(t.c.run_id == bindparam("run_id"))
-    for t in (events, node_records, waits, effects, sink_cursors, runs)
+    for t in (events, node_records, waits, effects, sink_cursors, lineage, runs)
 )
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))

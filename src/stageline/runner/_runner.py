@@ -39,11 +39,14 @@ from stageline.llm import ChatModel, chat_model
 from stageline.names import check_run_id
 from stageline.plaindata import check_plain_inputs
 from stageline.runner._budget import run_budget, with_budget
+from stageline.runner._edit import EditMixin
+from stageline.runner._history import HistoryMixin
 from stageline.runner._human import HumanMixin
 from stageline.runner._input_types import typed_inputs
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._retention import RetentionMixin
+from stageline.runner._services import ServicesMixin
 from stageline.runner._support import (
     RECURSION_LIMIT,
     RunSummary,
@@ -70,7 +73,8 @@ _log = logging.getLogger("stageline.runner")
 GRAPH_CACHE_SIZE = 32
 """Compiled graphs a runner keeps (one per template and version in use)."""
 
-class Runner(HumanMixin, RetentionMixin):
+
+class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
     def __init__(
@@ -127,7 +131,10 @@ class Runner(HumanMixin, RetentionMixin):
                     await deliverer.start()
             runner = cls(settings, backend, bus=bus, model=model)
             runner.deliverer = deliverer
-            yield runner
+            try:
+                yield runner
+            finally:
+                await runner.close_services()
         finally:
             try:
                 if deliverer is not None:  # what is due, within a short bound; the rest waits
@@ -257,6 +264,7 @@ class Runner(HumanMixin, RetentionMixin):
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
         inputs = self._check_inputs(made, inputs)
+        services = await self._services(services)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
         run_id = run_id or new_run_id()
@@ -273,7 +281,7 @@ class Runner(HumanMixin, RetentionMixin):
                           data={"attempt": 1, "template": made.name,
                                 "version": made.full_version})],
         )
-        return await self._advance(run, made, dict(inputs), services or {}, holder=holder,
+        return await self._advance(run, made, dict(inputs), services, holder=holder,
                                    fresh=True)
 
     async def resume(
@@ -289,11 +297,12 @@ class Runner(HumanMixin, RetentionMixin):
         if run.status is RunStatus.WAITING:  # its checkpoint must be the one people were asked on
             await check_checkpoint(self._saver(made), run_id, await self.ledger.waits(run_id),
                                    _step(run, await self.ledger.node_records(run_id)))
+        services = await self._services(services)
         # No checkpoint yet: queued, or its process died before the first step was saved.
         unstarted = not await self._has_checkpoint(made, run_id)
         payload = graph_inputs(run.inputs) if unstarted else None
         return await self._advance(
-            run, made, payload, services or {}, holder=await self._claim(run, made, "run.resumed")
+            run, made, payload, services, holder=await self._claim(run, made, "run.resumed")
         )
 
     async def retry(
@@ -305,10 +314,11 @@ class Runner(HumanMixin, RetentionMixin):
             raise InvalidTransition(
                 f"run {run_id} is {run.status}; only a failed run can be retried")
         made = self._checked_template(run, force)
+        services = await self._services(services)
         payload = None if await self._has_checkpoint(made, run_id) else graph_inputs(run.inputs)
         holder = await self._claim(run, made, "run.retried", attempt=run.attempt + 1)
         return await self._advance(
-            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services or {},
+            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services,
             holder=holder,
         )
 
@@ -346,7 +356,9 @@ class Runner(HumanMixin, RetentionMixin):
         except StagelineError:
             pass
         return RunSummary(run=run, records=records, state=state, waits=waits,
-                          checkpoint_error=unreadable)
+                          checkpoint_error=unreadable,
+                          lineage=await self.ledger.lineage(run_id),
+                          forks=await self.ledger.forks(run_id))
 
     def _checked_template(self, run: Run, force: bool) -> Template:
         made = self.load(run.template)
