@@ -113,7 +113,7 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[_Map
         key, text = loader.construct_object(key_node, deep=True), (key_node.tag, key_node.value)
         if not isinstance(key, Hashable) or (text in seen and own.count(text) > 1):
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}"
+                "while constructing a mapping", node.start_mark, f"found duplicate key {shown(key)}"
                 if isinstance(key, Hashable) else "found an unhashable key", key_node.start_mark)
         seen.add(text)
         data[key] = loader.construct_object(value_node, deep=True)
