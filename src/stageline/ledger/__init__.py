@@ -21,6 +21,7 @@ from stageline.ledger._human import (
 )
 from stageline.ledger._memory import MemoryLedger
 from stageline.ledger._outcomes import Outcome
+from stageline.ledger._tokens import Scope, Token, hash_token, new_token
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
 __all__ = [
@@ -38,14 +39,18 @@ __all__ = [
     "Publisher",
     "Run",
     "RunStatus",
+    "Scope",
+    "Token",
     "UpgradeReport",
     "Wait",
     "WaitKind",
     "WaitStatus",
     "already_decided",
     "copy_database",
+    "hash_token",
     "holder_is_dead",
     "mask_url",
+    "new_token",
     "open_backend",
     "this_holder",
     "upgrade_database",

@@ -43,6 +43,7 @@ from stageline.ledger._schema import (
     waits,
 )
 from stageline.ledger._sql_human import HumanSql
+from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["Executor", "SqlLedger"]
@@ -73,7 +74,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql):
+class SqlLedger(HumanSql, OutcomesSql, TokensSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
