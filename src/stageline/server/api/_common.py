@@ -14,7 +14,14 @@ from stageline.names import RUN_ID_PATTERN
 from stageline.runner import Runner, RunSummary
 from stageline.server._advancer import Advancer
 from stageline.server._auth import require_scope
-from stageline.server._models import TEMPLATE_NAME, NodeRecordOut, RunOut, SummaryOut, WaitOut
+from stageline.server._models import (
+    TEMPLATE_NAME,
+    ErrorOut,
+    NodeRecordOut,
+    RunOut,
+    SummaryOut,
+    WaitOut,
+)
 from stageline.server._state import get_advancer, get_runner
 from stageline.templates import Template, list_templates
 
@@ -42,8 +49,12 @@ RunId = Annotated[str, Path(pattern=f"^{RUN_ID_PATTERN.pattern}$", description="
 TemplateName = Annotated[str, Path(pattern=TEMPLATE_NAME, description="A template's name.")]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "No token, or a bad or revoked one"},
-    403: {"description": "The token's scope does not allow this"},
+    400: {"model": ErrorOut, "description": "A body that cannot be parsed, or a request that "
+          "makes no sense (the detail says why)"},
+    401: {"model": ErrorOut, "description": "No token, or a bad or revoked one"},
+    403: {"model": ErrorOut, "description": "The token's scope does not allow this"},
+    413: {"model": ErrorOut, "description": "The body is over the limit ([server] "
+          "max_body_bytes)"},
 }
 
 
