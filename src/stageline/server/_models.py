@@ -25,8 +25,9 @@ __all__ = [
     "WaitOut",
 ]
 
-TEMPLATE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
-"""A template name as the API takes it: a name, never a path."""
+TEMPLATE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
+"""A template name as the API takes it: a name, never a path (no dot, no slash, so it can never
+name a file: the registry finds it among built-ins, entry points and the templates folder)."""
 
 
 class _Body(BaseModel):

@@ -61,9 +61,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def find_template(runner: Runner, name: str) -> Template:
     """A template found *by name* (built-ins, entry points, the templates folder): a name from
     outside never reaches the file system as a path. Unknown: 404."""
-    known = [i.name for i in list_templates(runner.settings.template_dirs)]
-    if not re.fullmatch(TEMPLATE_NAME, name) or name not in known:
-        raise TemplateNotFound(name, known)
+    if not re.fullmatch(TEMPLATE_NAME, name):
+        raise TemplateNotFound(name, [i.name for i in list_templates(
+            runner.settings.template_dirs)])
     return runner.load(name)
 
 

@@ -31,7 +31,6 @@ from stageline.server.api._common import (
     Reader,
     RunId,
     RunnerDep,
-    find_template,
     jsonable,
     run_out,
     summary_out,
@@ -94,8 +93,8 @@ async def list_runs(
 async def start_run(body: StartBody, runner: RunnerDep, advancer: AdvancerDep,
                     _: Decider) -> SummaryOut:
     """The run is created queued and advanced by the server in the background (it survives a
-    restart of the server); with ``wait`` the answer comes when it ends or waits."""
-    find_template(runner, body.template)
+    restart of the server); with ``wait`` the answer comes when it ends or waits. The template
+    is looked up by name only (``StartBody`` takes no path): unknown, 404."""
     if body.wait:
         summary = await advancer.run(runner.start(
             body.template, body.inputs, run_id=body.run_id, deadlines=body.deadlines,
