@@ -33,6 +33,7 @@ class State(TypedDict, total=False):
 def bench_template() -> Template:
     template = Template("bench_api", state=State)
     for i in range(10):
+
         async def step(state: State, ctx: Any) -> State:
             return {"n": state.get("n", 0) + 1}
 
@@ -51,10 +52,14 @@ async def main(runs: int, rounds: int) -> dict[str, float]:
         secret = new_token()
         await runner.ledger.create_token("bench", "decide", hash_token(secret))
         app = create_app(settings, runner=runner)
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://bench",
-            headers={"Authorization": f"Bearer {secret}"},
-        ) as client:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app),
+                base_url="http://bench",
+                headers={"Authorization": f"Bearer {secret}"},
+            ) as client,
+        ):
             body = {"template": "bench_api", "inputs": {"n": 0}, "wait": True}
 
             async def through_api() -> None:
@@ -77,8 +82,13 @@ async def main(runs: int, rounds: int) -> dict[str, float]:
                     out.append((time.perf_counter() - began) / runs * 1000)
     api, direct = statistics.median(api_ms), statistics.median(runner_ms)
     paired = statistics.median(a - r for a, r in zip(api_ms, runner_ms, strict=True))
-    return {"runner_ms": direct, "api_ms": api, "overhead_ms": paired,
-            "ratio": api / direct, "best_overhead_ms": min(api_ms) - min(runner_ms)}
+    return {
+        "runner_ms": direct,
+        "api_ms": api,
+        "overhead_ms": paired,
+        "ratio": api / direct,
+        "best_overhead_ms": min(api_ms) - min(runner_ms),
+    }
 
 
 if __name__ == "__main__":
@@ -90,6 +100,8 @@ if __name__ == "__main__":
     print(f"10-node run, one advance each ({args.runs} x {args.rounds} rounds, medians)")
     print(f"  Runner.start in process:  {result['runner_ms']:7.2f} ms")
     print(f"  POST /v1/runs (wait):     {result['api_ms']:7.2f} ms")
-    print(f"  API overhead per advance: {result['overhead_ms']:7.2f} ms median of rounds, "
-          f"{result['best_overhead_ms']:.2f} ms best against best "
-          f"(x{result['ratio']:.2f}; aim: at most 2 ms)")
+    print(
+        f"  API overhead per advance: {result['overhead_ms']:7.2f} ms median of rounds, "
+        f"{result['best_overhead_ms']:.2f} ms best against best "
+        f"(x{result['ratio']:.2f}; aim: at most 2 ms)"
+    )

@@ -57,14 +57,23 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def cli(self, *args: str, check: bool = True,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """``stageline ARGS`` in the project, with the server's environment."""
-        done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=self.project,
-                              env=self.env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-m", "stageline.cli", *args],
+            cwd=self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and done.returncode != 0:
-            raise AssertionError(f"stageline {' '.join(args)} exited {done.returncode}:\n"
-                                 f"{done.stdout}\n{done.stderr}")
+            raise AssertionError(
+                f"stageline {' '.join(args)} exited {done.returncode}:\n"
+                f"{done.stdout}\n{done.stderr}"
+            )
         return done
 
     def create_token(self, name: str, scope: str) -> str:
@@ -85,10 +94,23 @@ class Server:
         self.log_path = self.project / f"serve-{int(time.time() * 1000)}.log"
         with self.log_path.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "stageline.cli", "serve", "--port", str(self.port),
-                 "--log-level", "warning"],
-                cwd=self.project, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "stageline.cli",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=self.project,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         if wait:
             self.wait_ready()
         return self
@@ -98,8 +120,9 @@ class Server:
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise AssertionError(f"stageline serve exited {self.proc.returncode}:\n"
-                                     f"{self.log()}")
+                raise AssertionError(
+                    f"stageline serve exited {self.proc.returncode}:\n{self.log()}"
+                )
             try:
                 if httpx.get(f"{self.url}/ok", timeout=2).status_code == 200:
                     return
@@ -127,8 +150,13 @@ class Server:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
 
-def make_project(root: Path, *, database_url: str | None = None, templates: Iterable[str] = (),
-                 env: Mapping[str, str] | None = None) -> Server:
+def make_project(
+    root: Path,
+    *,
+    database_url: str | None = None,
+    templates: Iterable[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Server:
     """A project folder with the named fixture templates and tokens of every scope."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "templates").mkdir(exist_ok=True)
@@ -136,22 +164,35 @@ def make_project(root: Path, *, database_url: str | None = None, templates: Iter
         shutil.copy(FIXTURES / name, root / "templates" / Path(name).name)
     home = root / ".stageline"
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    child_env.update({
-        "STAGELINE_HOME": str(home),
-        "STAGELINE_DATABASE_URL": database_url or f"sqlite:///{home / 'stageline.db'}",
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"),
-                                       *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "STAGELINE_LEASE_TTL": "5",
-    })
+    child_env.update(
+        {
+            "STAGELINE_HOME": str(home),
+            "STAGELINE_DATABASE_URL": database_url or f"sqlite:///{home / 'stageline.db'}",
+            "PYTHONPATH": os.pathsep.join(
+                [
+                    str(Path(__file__).parents[1] / "src"),
+                    *filter(None, [os.environ.get("PYTHONPATH")]),
+                ]
+            ),
+            "STAGELINE_LEASE_TTL": "5",
+        }
+    )
     child_env.update(env or {})
     server = Server(project=root, env=child_env)
     first, *rest = SCOPES.items()
     server.tokens[first[0]] = server.create_token(first[1], first[0])  # sets the database up
     # The others at once: each CLI process takes seconds to start on a busy machine.
-    made = {scope: subprocess.Popen(
-        [sys.executable, "-m", "stageline.cli", "token", "create", name, "--scope", scope],
-        cwd=root, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for scope, name in rest}
+    made = {
+        scope: subprocess.Popen(
+            [sys.executable, "-m", "stageline.cli", "token", "create", name, "--scope", scope],
+            cwd=root,
+            env=child_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for scope, name in rest
+    }
     for scope, proc in made.items():
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, f"token create {scope}: {out}{err}"
@@ -161,11 +202,15 @@ def make_project(root: Path, *, database_url: str | None = None, templates: Iter
 
 def _factory(base: Path, started: list[Server]) -> Callable[..., Server]:
 
-    def make(*, database_url: str | None = None, templates: Iterable[str] = (),
-             env: Mapping[str, str] | None = None, start: bool = True,
-             name: str = "project") -> Server:
-        server = make_project(base / name, database_url=database_url, templates=templates,
-                              env=env)
+    def make(
+        *,
+        database_url: str | None = None,
+        templates: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
+        start: bool = True,
+        name: str = "project",
+    ) -> Server:
+        server = make_project(base / name, database_url=database_url, templates=templates, env=env)
         started.append(server)
         return server.start() if start else server
 
@@ -189,6 +234,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     their own runs and tokens, and leave its three tokens alone."""
     started: list[Server] = []
     yield _factory(tmp_path_factory.mktemp("served"), started)(
-        templates=("ten_nodes.py", "blocking.py"))
+        templates=("ten_nodes.py", "blocking.py")
+    )
     for one in started:
         one.kill()

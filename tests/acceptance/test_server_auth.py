@@ -25,16 +25,21 @@ IDS = [f"{m} {p}" for m, p, _ in ROUTES]
 
 
 def _url(path: str, run_id: str) -> str:
-    values = {"run_id": run_id, "name": "ten_nodes", "thread_id": run_id,
-              "assistant_id": "ten_nodes"}
+    values = {
+        "run_id": run_id,
+        "name": "ten_nodes",
+        "thread_id": run_id,
+        "assistant_id": "ten_nodes",
+    }
     return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values.get(m.group(1), "x"), path)
 
 
 @pytest.fixture(scope="module")
 def done_run(server: Server) -> str:
     with server.client("admin") as client:
-        answer = client.post("/v1/runs", json={"template": "ten_nodes", "inputs": {"seed": 1},
-                                               "wait": True})
+        answer = client.post(
+            "/v1/runs", json={"template": "ten_nodes", "inputs": {"seed": 1}, "wait": True}
+        )
     assert answer.status_code == 201, answer.text
     return str(answer.json()["run"]["run_id"])
 
@@ -52,22 +57,27 @@ def test_every_route_but_the_public_ones_asks_for_a_scope() -> None:
 
 
 @pytest.mark.parametrize(("method", "path", "needed"), ROUTES, ids=IDS)
-def test_route_refuses_no_token_and_a_revoked_one(server: Server, done_run: str, revoked: str,
-                                                  method: str, path: str,
-                                                  needed: Scope | None) -> None:
+def test_route_refuses_no_token_and_a_revoked_one(
+    server: Server, done_run: str, revoked: str, method: str, path: str, needed: Scope | None
+) -> None:
     if path in PUBLIC:
         pytest.skip("public")
     url = server.url + _url(path, done_run)
-    for headers in ({}, {"Authorization": f"Bearer {revoked}"}, {"x-api-key": revoked},
-                    {"Authorization": "Bearer sl_not-a-token"}):
+    for headers in (
+        {},
+        {"Authorization": f"Bearer {revoked}"},
+        {"x-api-key": revoked},
+        {"Authorization": "Bearer sl_not-a-token"},
+    ):
         answer = httpx.request(method, url, headers=headers, json={}, timeout=60)
         assert answer.status_code == 401, (headers, answer.text)
         assert isinstance(answer.json()["detail"], str)
 
 
 @pytest.mark.parametrize(("method", "path", "needed"), ROUTES, ids=IDS)
-def test_route_admits_exactly_the_scopes_it_needs(server: Server, done_run: str, method: str,
-                                                  path: str, needed: Scope | None) -> None:
+def test_route_admits_exactly_the_scopes_it_needs(
+    server: Server, done_run: str, method: str, path: str, needed: Scope | None
+) -> None:
     if needed is None:
         pytest.skip("public")
     url = server.url + _url(path, done_run)

@@ -53,8 +53,11 @@ def test_token_create_prints_the_token_alone_on_the_last_line(server: Server) ->
 
 def test_bodies_over_the_limit_get_413(server: Server) -> None:
     with server.client("admin") as client:
-        answer = client.post("/v1/runs", content=b"{" + b" " * 1_100_000 + b"}",
-                             headers={"content-type": "application/json"})
+        answer = client.post(
+            "/v1/runs",
+            content=b"{" + b" " * 1_100_000 + b"}",
+            headers={"content-type": "application/json"},
+        )
     assert answer.status_code == 413
     assert "limit" in answer.json()["detail"]
 
@@ -68,11 +71,19 @@ def test_docs_are_served_without_a_cdn(server: Server) -> None:
 
 
 def test_serve_refuses_a_public_address_while_no_token_exists(tmp_path) -> None:
-    env = {"STAGELINE_HOME": str(tmp_path / ".stageline"), "PATH": "/usr/bin:/bin",
-           "PYTHONPATH": ":".join(sys.path)}
-    done = subprocess.run([sys.executable, "-m", "stageline.cli", "serve", "--host", "0.0.0.0",
-                           "--port", "0"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = {
+        "STAGELINE_HOME": str(tmp_path / ".stageline"),
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": ":".join(sys.path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "stageline.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 4
     assert "no API token exists yet" in done.stderr
     assert "Traceback" not in done.stderr

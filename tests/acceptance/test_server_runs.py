@@ -13,8 +13,9 @@ import pytest
 from server_fixtures import Server
 
 
-def _until(client: httpx.Client, run_id: str, *statuses: str,
-           timeout: float = 120) -> dict[str, Any]:
+def _until(
+    client: httpx.Client, run_id: str, *statuses: str, timeout: float = 120
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run = client.get(f"/v1/runs/{run_id}").json()
@@ -24,8 +25,9 @@ def _until(client: httpx.Client, run_id: str, *statuses: str,
     raise AssertionError(f"run {run_id} is still {run['run']['status']}, not {statuses}")
 
 
-def _start(client: httpx.Client, template: str, inputs: dict[str, Any],
-           **more: Any) -> dict[str, Any]:
+def _start(
+    client: httpx.Client, template: str, inputs: dict[str, Any], **more: Any
+) -> dict[str, Any]:
     answer = client.post("/v1/runs", json={"template": template, "inputs": inputs, **more})
     assert answer.status_code == 201, answer.text
     return answer.json()
@@ -70,8 +72,9 @@ def test_runs_are_listed_by_status_template_time_and_input_text(server: Server) 
 def test_pages_follow_a_cursor_or_an_offset_without_gaps(server: Server) -> None:
     with server.client("decide") as client:
         since = str(time.time())
-        made = [_start(client, "ten_nodes", {"seed": i}, wait=True)["run"]["run_id"]
-                for i in range(5)]
+        made = [
+            _start(client, "ten_nodes", {"seed": i}, wait=True)["run"]["run_id"] for i in range(5)
+        ]
         seen: list[str] = []
         cursor = None
         while True:
@@ -100,19 +103,28 @@ def test_a_gate_is_decided_once_by_the_token_named_as_actor(server: Server) -> N
 
         refused = reader.post(f"/v1/runs/{run_id}/decide", json={"decision": "approve"})
         assert refused.status_code == 403
-        stale = decider.post(f"/v1/runs/{run_id}/decide",
-                             json={"decision": "approve", "attempt": gate["attempt"] + 1})
+        stale = decider.post(
+            f"/v1/runs/{run_id}/decide",
+            json={"decision": "approve", "attempt": gate["attempt"] + 1},
+        )
         assert stale.status_code == 409 and "stale" in stale.json()["detail"]
-        changed = decider.post(f"/v1/runs/{run_id}/decide",
-                               json={"decision": "approve", "state_hash": "0" * 16})
+        changed = decider.post(
+            f"/v1/runs/{run_id}/decide", json={"decision": "approve", "state_hash": "0" * 16}
+        )
         assert changed.status_code == 409 and "stale" in changed.json()["detail"]
         after_refusals = reader.get(f"/v1/runs/{run_id}").json()
         assert after_refusals["decisions"][0]["status"] == "pending"
         assert after_refusals["decisions"][0]["actor"] is None
 
-        approved = decider.post(f"/v1/runs/{run_id}/decide", json={
-            "decision": "approve", "attempt": gate["attempt"], "state_hash": gate["state_hash"],
-            "note": "ship it"})
+        approved = decider.post(
+            f"/v1/runs/{run_id}/decide",
+            json={
+                "decision": "approve",
+                "attempt": gate["attempt"],
+                "state_hash": gate["state_hash"],
+                "note": "ship it",
+            },
+        )
         assert approved.status_code == 200, approved.text
         assert approved.json()["run"]["status"] == "succeeded"
         second = decider.post(f"/v1/runs/{run_id}/decide", json={"decision": "reject"})
@@ -121,7 +133,10 @@ def test_a_gate_is_decided_once_by_the_token_named_as_actor(server: Server) -> N
         shown = reader.get(f"/v1/runs/{run_id}").json()
     [decision] = shown["decisions"]
     assert (decision["actor"], decision["decision"], decision["note"]) == (
-        "decider", "approve", "ship it")
+        "decider",
+        "approve",
+        "ship it",
+    )
 
 
 def test_reject_and_changes(server: Server) -> None:
@@ -132,8 +147,9 @@ def test_reject_and_changes(server: Server) -> None:
         changed = _start(client, "blog_post", {"topic": "again"}, wait=True)["run"]["run_id"]
         no_note = client.post(f"/v1/runs/{changed}/decide", json={"decision": "changes"})
         assert no_note.status_code == 400 and "note" in no_note.json()["detail"]
-        again = client.post(f"/v1/runs/{changed}/decide",
-                            json={"decision": "changes", "note": "shorter"})
+        again = client.post(
+            f"/v1/runs/{changed}/decide", json={"decision": "changes", "note": "shorter"}
+        )
         assert again.status_code == 200
         assert again.json()["run"]["status"] == "waiting"  # back at the gate after a redraft
         assert client.get(f"/v1/runs/{changed}").json()["state"]["feedback"]
@@ -145,15 +161,21 @@ def test_a_question_set_is_answered_and_checked(server: Server) -> None:
         run_id = run["run"]["run_id"]
         [asked] = run["waiting"]
         assert asked["kind"] == "question"
-        wrong = client.post(f"/v1/runs/{run_id}/answer",
-                            json={"answers": {"scope": "login only", "priority": "someday"}})
+        wrong = client.post(
+            f"/v1/runs/{run_id}/answer",
+            json={"answers": {"scope": "login only", "priority": "someday"}},
+        )
         assert wrong.status_code == 422 and "priority" in json.dumps(wrong.json())
         assert client.get(f"/v1/runs/{run_id}").json()["questions"][0]["status"] == "pending"
-        done = client.post(f"/v1/runs/{run_id}/answer", json={
-            "answers": {"scope": "login only", "priority": "high"}, "defaults": True})
+        done = client.post(
+            f"/v1/runs/{run_id}/answer",
+            json={"answers": {"scope": "login only", "priority": "high"}, "defaults": True},
+        )
         assert done.status_code == 200, done.text
-        again = client.post(f"/v1/runs/{run_id}/answer", json={"answers": {"scope": "x"},
-                                                               "question_id": asked["wait_id"]})
+        again = client.post(
+            f"/v1/runs/{run_id}/answer",
+            json={"answers": {"scope": "x"}, "question_id": asked["wait_id"]},
+        )
         assert again.status_code == 409 and "decider" in again.json()["detail"]
         shown = client.get(f"/v1/runs/{run_id}").json()
     first = shown["questions"][0]
@@ -166,8 +188,9 @@ def test_events_as_json_and_as_a_resumable_stream(server: Server) -> None:
         events = reader.get(f"/v1/runs/{run_id}/events").json()
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert events[-1]["kind"] == "run.succeeded"
-        with reader.stream("GET", f"/v1/runs/{run_id}/events/stream",
-                           headers={"Last-Event-ID": "5"}) as stream:
+        with reader.stream(
+            "GET", f"/v1/runs/{run_id}/events/stream", headers={"Last-Event-ID": "5"}
+        ) as stream:
             assert stream.headers["content-type"].startswith("text/event-stream")
             text = "".join(stream.iter_text())
     ids = [int(line[4:]) for line in text.splitlines() if line.startswith("id: ")]
@@ -191,13 +214,16 @@ def test_bad_input_gets_4xx_with_json_and_no_traceback(server: Server) -> None:
         cases = [
             (client.post("/v1/runs", json={"template": "ten_nodes", "inputs": "x"}), 422),
             (client.post("/v1/runs", json={"inputs": {}}), 422),
-            (client.post("/v1/runs", content=b"{not json", headers={
-                "content-type": "application/json"}), 422),
+            (
+                client.post(
+                    "/v1/runs", content=b"{not json", headers={"content-type": "application/json"}
+                ),
+                422,
+            ),
             (client.post("/v1/runs", json={"template": "no_such", "inputs": {}}), 404),
             (client.post("/v1/runs", json={"template": "../../etc/passwd", "inputs": {}}), 422),
             (client.post("/v1/runs", json={"template": "/tmp/x.py", "inputs": {}}), 422),
-            (client.post("/v1/runs", json={"template": "ten_nodes", "inputs": {"bogus": 1}}),
-             422),
+            (client.post("/v1/runs", json={"template": "ten_nodes", "inputs": {"bogus": 1}}), 422),
             (client.post("/v1/runs", json={"template": "ten_nodes", "run_id": "../x"}), 422),
             (client.get("/v1/runs/nosuchrun"), 404),
             (client.get("/v1/runs/-bad"), 422),

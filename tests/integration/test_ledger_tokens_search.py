@@ -54,11 +54,23 @@ def test_scopes_are_ordered() -> None:
 
 async def _runs(backend: Backend, tag: str) -> list[Run]:
     made = []
-    for i, status in enumerate([RunStatus.QUEUED, RunStatus.WAITING, RunStatus.SUCCEEDED,
-                                RunStatus.FAILED, RunStatus.WAITING]):
-        run = Run(run_id=f"{tag}-{i}", template=f"tpl-{tag}" if i % 2 else f"other-{tag}",
-                  template_version="1", status=status, created_at=1000.0 + i,
-                  inputs={"topic": f"Topic {i} of 100%_{tag}"})
+    for i, status in enumerate(
+        [
+            RunStatus.QUEUED,
+            RunStatus.WAITING,
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.WAITING,
+        ]
+    ):
+        run = Run(
+            run_id=f"{tag}-{i}",
+            template=f"tpl-{tag}" if i % 2 else f"other-{tag}",
+            template_version="1",
+            status=status,
+            created_at=1000.0 + i,
+            inputs={"topic": f"Topic {i} of 100%_{tag}"},
+        )
         made.append(await backend.ledger.create_run(run))
     return made
 
@@ -78,7 +90,8 @@ async def test_runs_are_searched_and_paged(backend: Backend) -> None:
     assert await ids(template=f"tpl-{tag}") == [f"{tag}-3", f"{tag}-1"]
     assert await ids(since=1001.0, until=1003.0) == [f"{tag}-2", f"{tag}-1"]
     assert [r.run_id for r in (await search(RunQuery(text=f"TOPIC 2 OF 100%_{tag}"))).runs] == [
-        f"{tag}-2"]
+        f"{tag}-2"
+    ]
     assert (await search(RunQuery(text=f"Topic 2 of 100x_{tag}"))).runs == []  # % _ literal
     seen, cursor = [], None
     while True:

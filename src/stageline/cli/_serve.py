@@ -15,7 +15,7 @@ __all__ = ["serve"]
 
 DEFAULT_HOST = "127.0.0.1"  # stageline.server's own; not imported: it pulls in fastapi
 DEFAULT_PORT = 8484
-GRACEFUL_SHUTDOWN = 10.0
+GRACEFUL_SHUTDOWN = 10
 """Seconds uvicorn waits for open requests (event streams) at shutdown before it closes them."""
 
 
@@ -41,12 +41,15 @@ async def _has_tokens(settings: Settings) -> bool:
 
 
 def serve(
-    host: Annotated[str, typer.Option("--host", metavar="HOST",
-                                      help="The address to listen on.")] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535,
-                                      help="The port to listen on.")] = DEFAULT_PORT,
-    log_level: Annotated[str, typer.Option("--log-level", metavar="LEVEL",
-                                           help="uvicorn's log level.")] = "info",
+    host: Annotated[
+        str, typer.Option("--host", metavar="HOST", help="The address to listen on.")
+    ] = DEFAULT_HOST,
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="The port to listen on.")
+    ] = DEFAULT_PORT,
+    log_level: Annotated[
+        str, typer.Option("--log-level", metavar="LEVEL", help="uvicorn's log level.")
+    ] = "info",
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) over this project's runs.
 
@@ -57,10 +60,17 @@ def serve(
     if not is_loopback(host) and not asyncio.run(_has_tokens(settings)):
         raise ConflictError(
             f"refusing to listen on {host}: no API token exists yet. Create one first "
-            "(`stageline token create NAME --scope admin`), or listen on 127.0.0.1 only")
+            "(`stageline token create NAME --scope admin`), or listen on 127.0.0.1 only"
+        )
     import uvicorn
 
     from stageline.server import create_app
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(),
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN, server_header=False)
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        server_header=False,
+    )

@@ -26,8 +26,9 @@ token_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-NameArg = Annotated[str, typer.Argument(metavar="NAME",
-                                        help="The token's name: the actor of what it does.")]
+NameArg = Annotated[
+    str, typer.Argument(metavar="NAME", help="The token's name: the actor of what it does.")
+]
 
 
 def _with_ledger(work: Callable[[LedgerStore], Awaitable[T]]) -> T:
@@ -53,16 +54,23 @@ def _with_ledger(work: Callable[[LedgerStore], Awaitable[T]]) -> T:
 def create(
     name: NameArg,
     scope: Annotated[
-        Scope, typer.Option("--scope", metavar="SCOPE", case_sensitive=False,
-                            help="read (look), decide (also start, decide, answer, retry, "
-                                 "resume) or admin (also cancel, prune, fork, settle effects).")
+        Scope,
+        typer.Option(
+            "--scope",
+            metavar="SCOPE",
+            case_sensitive=False,
+            help="read (look), decide (also start, decide, answer, retry, "
+            "resume) or admin (also cancel, prune, fork, settle effects).",
+        ),
     ] = Scope.READ,
 ) -> None:
     """Create a token and print it once, alone on the last line; only its hash is stored."""
     secret = new_token()
     token: Token = _with_ledger(lambda ledger: ledger.create_token(name, scope, hash_token(secret)))
-    typer.echo(f"created token {token.name!r} with scope {token.scope}; it is shown only now, "
-               "so keep it (send it as `Authorization: Bearer TOKEN` or `x-api-key: TOKEN`):")
+    typer.echo(
+        f"created token {token.name!r} with scope {token.scope}; it is shown only now, "
+        "so keep it (send it as `Authorization: Bearer TOKEN` or `x-api-key: TOKEN`):"
+    )
     typer.echo(secret)
 
 
@@ -81,8 +89,9 @@ def list_tokens(
         return
     table = Table("name", "scope", "created", "revoked")
     for t in found:
-        table.add_row(t.name, str(t.scope), when(t.created_at),
-                      when(t.revoked_at) if t.revoked_at else "")
+        table.add_row(
+            t.name, str(t.scope), when(t.created_at), when(t.revoked_at) if t.revoked_at else ""
+        )
     console().print(table)
 
 

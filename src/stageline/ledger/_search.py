@@ -88,16 +88,21 @@ class RunSearchMemory:
         text = (query.text or "").lower()
         after = _decode(query.cursor) if query.cursor else None
         found = sorted(
-            (r for r in self._runs.values()
-             if (not query.statuses or str(r.status) in query.statuses)
-             and (query.template is None or r.template == query.template)
-             and (query.since is None or r.created_at >= query.since)
-             and (query.until is None or r.created_at < query.until)
-             and (not text or text in json.dumps(dict(r.inputs), default=str).lower())
-             and (after is None or (r.created_at, r.run_id) < after)),
-            key=lambda r: (r.created_at, r.run_id), reverse=True)
+            (
+                r
+                for r in self._runs.values()
+                if (not query.statuses or str(r.status) in query.statuses)
+                and (query.template is None or r.template == query.template)
+                and (query.since is None or r.created_at >= query.since)
+                and (query.until is None or r.created_at < query.until)
+                and (not text or text in json.dumps(dict(r.inputs), default=str).lower())
+                and (after is None or (r.created_at, r.run_id) < after)
+            ),
+            key=lambda r: (r.created_at, r.run_id),
+            reverse=True,
+        )
         start = 0 if after is not None else query.offset
-        return _page(found[start:start + query.limit + 1], query.limit)
+        return _page(found[start : start + query.limit + 1], query.limit)
 
 
 class RunSearchSql:
@@ -121,18 +126,21 @@ class RunSearchSql:
         if query.until is not None:
             stmt = stmt.where(t.c.created_at < query.until)
         if query.text:
-            escaped = (query.text.lower().replace("\\", "\\\\").replace("%", "\\%")
-                       .replace("_", "\\_"))
+            escaped = (
+                query.text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            )
             stmt = stmt.where(func.lower(t.c.inputs).like(f"%{escaped}%", escape="\\"))
         if query.cursor:
             created, run_id = _decode(query.cursor)
-            stmt = stmt.where(or_(t.c.created_at < created,
-                                  and_(t.c.created_at == created, t.c.run_id < run_id)))
+            stmt = stmt.where(
+                or_(t.c.created_at < created, and_(t.c.created_at == created, t.c.run_id < run_id))
+            )
         elif query.offset:
             stmt = stmt.offset(query.offset)
         stmt = stmt.order_by(t.c.created_at.desc(), t.c.run_id.desc()).limit(query.limit + 1)
-        compiled = stmt.compile(dialect=self._x.dialect,
-                                compile_kwargs={"render_postcompile": True})
+        compiled = stmt.compile(
+            dialect=self._x.dialect, compile_kwargs={"render_postcompile": True}
+        )
         async with self._read() as x:
             rows = await x.fetch(str(compiled), compiled.params)
         return _page([Run.from_row(r) for r in rows], query.limit)

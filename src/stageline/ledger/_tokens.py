@@ -80,9 +80,14 @@ class Token:
 
     def to_dict(self) -> dict[str, Any]:
         """What ``token list`` shows: never the hash."""
-        return {"name": self.name, "scope": str(self.scope), "created_at": self.created_at,
-                "revoked_at": self.revoked_at, "last_used_at": self.last_used_at,
-                "active": self.active}
+        return {
+            "name": self.name,
+            "scope": str(self.scope),
+            "created_at": self.created_at,
+            "revoked_at": self.revoked_at,
+            "last_used_at": self.last_used_at,
+            "active": self.active,
+        }
 
 
 def new_token() -> str:
@@ -100,7 +105,8 @@ def check_token_name(name: str) -> str:
     if not re.fullmatch(TOKEN_NAME_PATTERN, name or ""):
         raise InputError(
             f"token name {name!r} is not valid: use 1-64 letters, digits, '.', '_', '@' or '-', "
-            "starting with a letter or digit")
+            "starting with a letter or digit"
+        )
     return name
 
 
@@ -111,8 +117,10 @@ def _matches(token: Token | None, secret: str) -> Token | None:
 
 
 def _taken(name: str) -> ConflictError:
-    return ConflictError(f"a token named {name!r} exists already; revoke it first "
-                         f"(`stageline token revoke {name}`) or pick another name")
+    return ConflictError(
+        f"a token named {name!r} exists already; revoke it first "
+        f"(`stageline token revoke {name}`) or pick another name"
+    )
 
 
 class TokensMemory:
@@ -127,8 +135,7 @@ class TokensMemory:
         found = self._token_dict().get(check_token_name(name))
         if found is not None and found.active:
             raise _taken(name)
-        token = Token(name=name, scope=Scope(scope), token_hash=token_hash,
-                      created_at=time.time())
+        token = Token(name=name, scope=Scope(scope), token_hash=token_hash, created_at=time.time())
         self._token_dict()[name] = token
         return token
 
@@ -163,8 +170,12 @@ class TokensSql:
 
     async def create_token(self, name: str, scope: Scope | str, token_hash: str) -> Token:
         """Record a token; a revoked token's name may be used again."""
-        token = Token(name=check_token_name(name), scope=Scope(scope), token_hash=token_hash,
-                      created_at=time.time())
+        token = Token(
+            name=check_token_name(name),
+            scope=Scope(scope),
+            token_hash=token_hash,
+            created_at=time.time(),
+        )
         async with self._tx() as x:
             rows = await x.fetch(self._sql(_SELECT_BY_NAME), {"name": name})
             if rows and rows[0]["revoked_at"] is None:
@@ -205,6 +216,7 @@ _COUNT_ACTIVE = select(func.count().label("n")).select_from(_t).where(_t.c.revok
 _INSERT = insert(_t)
 _DELETE = delete(_t).where(_t.c.name == bindparam("name"))
 _REVOKE = (
-    update(_t).where(_t.c.name == bindparam("name"), _t.c.revoked_at.is_(None))
+    update(_t)
+    .where(_t.c.name == bindparam("name"), _t.c.revoked_at.is_(None))
     .values(revoked_at=bindparam("now"))
 )

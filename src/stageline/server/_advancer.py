@@ -39,8 +39,10 @@ ADOPT_LIMIT = 1000
 def orphaned(run: Run, now: float) -> bool:
     """A running run whose lease nobody holds or renews any more."""
     return run.status is RunStatus.RUNNING and (
-        run.lease_holder is None or (run.lease_expires_at or 0) < now
-        or holder_is_dead(run.lease_holder))
+        run.lease_holder is None
+        or (run.lease_expires_at or 0) < now
+        or holder_is_dead(run.lease_holder)
+    )
 
 
 class Advancer:
@@ -67,9 +69,12 @@ class Advancer:
             app = queue_app(url)
             await self._stack.enter_async_context(app.open_async())
             self._queue = app
-            self._background.append(asyncio.create_task(
-                work_queue(app, self.runner, self._stopping, name="stageline serve"),
-                name="stageline serve queue"))
+            self._background.append(
+                asyncio.create_task(
+                    work_queue(app, self.runner, self._stopping, name="stageline serve"),
+                    name="stageline serve queue",
+                )
+            )
         self._background.append(asyncio.create_task(self._watch(), name="stageline recover"))
 
     async def aclose(self, timeout: float = 10.0) -> None:
@@ -132,8 +137,11 @@ class Advancer:
         """Resume runs nobody advances: orphaned running runs, and queued runs on SQLite."""
         ledger = self.runner.ledger
         now = time.time()
-        found = [r for r in await ledger.list_runs(status=str(RunStatus.RUNNING),
-                                                   limit=ADOPT_LIMIT) if orphaned(r, now)]
+        found = [
+            r
+            for r in await ledger.list_runs(status=str(RunStatus.RUNNING), limit=ADOPT_LIMIT)
+            if orphaned(r, now)
+        ]
         if self._queue is None:
             found += await ledger.list_runs(status=str(RunStatus.QUEUED), limit=ADOPT_LIMIT)
         taken = []
@@ -149,8 +157,7 @@ class Advancer:
             try:
                 taken = await self.recover()
                 if taken:
-                    _log.warning("resuming %d run(s) left behind: %s", len(taken),
-                                 ", ".join(taken))
+                    _log.warning("resuming %d run(s) left behind: %s", len(taken), ", ".join(taken))
                 if self._queue is None and time.monotonic() - swept > SWEEP_EVERY:
                     swept = time.monotonic()
                     await self.runner.sweep()

@@ -28,8 +28,12 @@ def _version() -> str:
         return "0"
 
 
-def create_app(settings: Settings | None = None, *, runner: Runner | None = None,
-               recover_every: float | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    runner: Runner | None = None,
+    recover_every: float | None = None,
+) -> FastAPI:
     """The ASGI app of ``stageline serve``.
 
     It opens a runner over the configured database when it starts (or uses ``runner``, which
@@ -42,9 +46,16 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            opened = runner or await stack.enter_async_context(Runner.open(settings))
-            advancer = Advancer(opened) if recover_every is None else Advancer(
-                opened, recover_every=recover_every)
+            opened = (
+                runner
+                if runner is not None
+                else await stack.enter_async_context(Runner.open(settings))
+            )
+            advancer = (
+                Advancer(opened)
+                if recover_every is None
+                else Advancer(opened, recover_every=recover_every)
+            )
             app.state.runner = opened
             app.state.advancer = advancer
             opened.bus.add(app.state.notifier)

@@ -23,8 +23,9 @@ SCOPE_ATTRIBUTE = "stageline_scope"
 """Set on each ``require_scope`` dependency: the scope it asks for (tests read it)."""
 
 _bearer = HTTPBearer(auto_error=False, description="A stageline token: `stageline token create`")
-_api_key = APIKeyHeader(name="x-api-key", auto_error=False,
-                        description="The same token, as langgraph_sdk sends it")
+_api_key = APIKeyHeader(
+    name="x-api-key", auto_error=False, description="The same token, as langgraph_sdk sends it"
+)
 
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
@@ -38,9 +39,11 @@ async def authenticate(
     secret = bearer.credentials if bearer is not None else api_key
     if not secret:
         raise HTTPException(
-            401, "missing token: send `Authorization: Bearer TOKEN` or `x-api-key: TOKEN` "
+            401,
+            "missing token: send `Authorization: Bearer TOKEN` or `x-api-key: TOKEN` "
             "(make one with `stageline token create NAME --scope read|decide|admin`)",
-            headers=_UNAUTHORIZED)
+            headers=_UNAUTHORIZED,
+        )
     if len(secret) > 200:
         raise HTTPException(401, "invalid token", headers=_UNAUTHORIZED)
     token = await get_runner(request).ledger.authenticate(secret)
@@ -57,8 +60,10 @@ def require_scope(scope: Scope | str) -> Callable[..., Awaitable[str]]:
     async def dependency(token: Annotated[Token, Depends(authenticate)]) -> str:
         if not token.scope.allows(needed):
             raise HTTPException(
-                403, f"token {token.name!r} has scope {token.scope}; this needs {needed} "
-                "(read < decide < admin)")
+                403,
+                f"token {token.name!r} has scope {token.scope}; this needs {needed} "
+                "(read < decide < admin)",
+            )
         return token.name
 
     setattr(dependency, SCOPE_ATTRIBUTE, needed)

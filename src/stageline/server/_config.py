@@ -35,6 +35,9 @@ class ServerConfig:
         section = getattr(settings, "server", None)
         limit = _get(section, "max_body_bytes") if section is not None else None
         public = getattr(settings, "public_url", None) or (
-            _get(section, "public_url") if section is not None else None)
-        return cls(max_body_bytes=int(limit) if limit else MAX_BODY_BYTES,
-                   public_url=str(public) if public else None)
+            _get(section, "public_url") if section is not None else None
+        )
+        return cls(
+            max_body_bytes=int(limit) if limit else MAX_BODY_BYTES,
+            public_url=str(public) if public else None,
+        )

@@ -37,14 +37,19 @@ def install_docs(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     async def swagger() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json", title=title,
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=title,
             swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
             swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png")
+            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
+        )
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc() -> HTMLResponse:
         return get_redoc_html(
-            openapi_url=app.openapi_url or "/openapi.json", title=title,
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=title,
             redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
-            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png", with_google_fonts=False)
+            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
+            with_google_fonts=False,
+        )

@@ -28,20 +28,30 @@ async def _stageline_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StagelineError)
     if isinstance(exc, InputError | AnswerInvalid):  # input that does not fit: as FastAPI's 422
         where = "body" if request.method in ("POST", "PUT", "PATCH") else "query"
-        return JSONResponse({"detail": [{"loc": [where], "msg": str(exc), "type": "value_error"}],
-                             "error": type(exc).__name__}, status_code=422)
+        return JSONResponse(
+            {
+                "detail": [{"loc": [where], "msg": str(exc), "type": "value_error"}],
+                "error": type(exc).__name__,
+            },
+            status_code=422,
+        )
     status = exc.http_status if 400 <= exc.http_status < 600 else 500
     if status >= 500 and status != 503:
         _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return JSONResponse({"detail": str(exc) or type(exc).__name__,
-                         "error": type(exc).__name__}, status_code=status)
+    return JSONResponse(
+        {"detail": str(exc) or type(exc).__name__, "error": type(exc).__name__}, status_code=status
+    )
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return JSONResponse(
-        {"detail": f"internal error ({type(exc).__name__}); the server log has the details",
-         "error": "InternalError"}, status_code=500)
+        {
+            "detail": f"internal error ({type(exc).__name__}); the server log has the details",
+            "error": "InternalError",
+        },
+        status_code=500,
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -64,13 +64,22 @@ class BodyLimit:
                 await self._refuse(send, 413, self._message())
 
     def _message(self) -> str:
-        return (f"request body too large: the limit is {self.max_bytes} bytes "
-                "([server] max_body_bytes in stageline.toml)")
+        return (
+            f"request body too large: the limit is {self.max_bytes} bytes "
+            "([server] max_body_bytes in stageline.toml)"
+        )
 
     @staticmethod
     async def _refuse(send: Any, status: int, detail: str) -> None:
         body = json.dumps({"detail": detail}).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

@@ -131,7 +131,8 @@ class EventOut(BaseModel):
 class RunPageOut(BaseModel):
     runs: list[RunOut]
     next_cursor: str | None = Field(
-        None, description="Pass as `cursor` for the next page; null on the last one.")
+        None, description="Pass as `cursor` for the next page; null on the last one."
+    )
 
 
 class SummaryOut(BaseModel):
@@ -148,7 +149,8 @@ class RunDetail(SummaryOut):
     questions: list[WaitOut]
     effects: list[EffectOut]
     lineage: dict[str, Any] | None = Field(
-        None, description="Where the run was forked from, when it was.")
+        None, description="Where the run was forked from, when it was."
+    )
 
 
 # -- what callers send -----------------------------------------------------------------------
@@ -159,9 +161,11 @@ class StartBody(_Body):
     inputs: dict[str, Any] = Field(default_factory=dict, description="Its state keys.")
     run_id: str | None = Field(None, pattern=f"^{RUN_ID_PATTERN.pattern}$")
     deadlines: dict[str, str | float] | None = Field(
-        None, description="Gate or question node -> seconds or a duration (`2h`).")
+        None, description="Gate or question node -> seconds or a duration (`2h`)."
+    )
     budget: dict[str, Any] | None = Field(
-        None, description='`{"tokens": 5000, "cost": 0.5}`: over it, the run waits at a gate.')
+        None, description='`{"tokens": 5000, "cost": 0.5}`: over it, the run waits at a gate.'
+    )
     wait: bool = Field(False, description="Answer when the run ends or waits, not at once.")
 
 
@@ -170,15 +174,17 @@ class DecideBody(_Body):
     note: str | None = Field(None, max_length=10_000)
     gate: str | None = Field(None, max_length=200, description="Which gate, if several wait.")
     attempt: int | None = Field(None, ge=1, description="The attempt you decided on: stale -> 409.")
-    state_hash: str | None = Field(None, max_length=200,
-                                   description="The state you decided on: stale -> 409.")
+    state_hash: str | None = Field(
+        None, max_length=200, description="The state you decided on: stale -> 409."
+    )
     force: bool = False
 
 
 class AnswerBody(_Body):
     answers: dict[str, Any] = Field(description="Question id -> answer.")
-    question_id: str | None = Field(None, max_length=200,
-                                    description="Which question set, if several wait.")
+    question_id: str | None = Field(
+        None, max_length=200, description="Which question set, if several wait."
+    )
     defaults: bool = Field(False, description="Fill unanswered questions with their defaults.")
     force: bool = False
 

@@ -9,6 +9,12 @@ from stageline.server.api import effects, events, health, runs, stats, templates
 __all__ = ["ROUTERS"]
 
 ROUTERS: list[APIRouter] = [
-    health.router, tokens.router, runs.router, waits.router, events.router, effects.router,
-    templates.router, stats.router,
+    health.router,
+    tokens.router,
+    runs.router,
+    waits.router,
+    events.router,
+    effects.router,
+    templates.router,
+    stats.router,
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "AdvancerDep",
     "Decider",
     "Reader",
+    "Responses",
     "RunId",
     "RunnerDep",
     "TemplateName",
@@ -48,13 +49,18 @@ Admin = Annotated[str, Depends(require_scope("admin"))]
 RunId = Annotated[str, Path(pattern=f"^{RUN_ID_PATTERN.pattern}$", description="A run id.")]
 TemplateName = Annotated[str, Path(pattern=TEMPLATE_NAME, description="A template's name.")]
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "A body that cannot be parsed, or a request that "
-          "makes no sense (the detail says why)"},
+Responses = dict[int | str, dict[str, Any]]
+"""Extra responses a route declares in its OpenAPI entry."""
+
+ERRORS: Responses = {
+    400: {
+        "model": ErrorOut,
+        "description": "A body that cannot be parsed, or a request that "
+        "makes no sense (the detail says why)",
+    },
     401: {"model": ErrorOut, "description": "No token, or a bad or revoked one"},
     403: {"model": ErrorOut, "description": "The token's scope does not allow this"},
-    413: {"model": ErrorOut, "description": "The body is over the limit ([server] "
-          "max_body_bytes)"},
+    413: {"model": ErrorOut, "description": "The body is over the limit ([server] max_body_bytes)"},
 }
 
 
@@ -62,8 +68,9 @@ def find_template(runner: Runner, name: str) -> Template:
     """A template found *by name* (built-ins, entry points, the templates folder): a name from
     outside never reaches the file system as a path. Unknown: 404."""
     if not re.fullmatch(TEMPLATE_NAME, name):
-        raise TemplateNotFound(name, [i.name for i in list_templates(
-            runner.settings.template_dirs)])
+        raise TemplateNotFound(
+            name, [i.name for i in list_templates(runner.settings.template_dirs)]
+        )
     return runner.load(name)
 
 

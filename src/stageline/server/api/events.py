@@ -28,21 +28,29 @@ POLL = 0.5
 KEEPALIVE = 15.0
 _ENDED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
 
-Categories = Annotated[list[EventCategory], Query(
-    alias="category", description="Only these categories (repeat).")]
+Categories = Annotated[
+    list[EventCategory], Query(alias="category", description="Only these categories (repeat).")
+]
 
 
-@router.get("", response_model=list[EventOut], summary="The run's events in order",
-            responses={404: {"description": "No such run"}})
+@router.get(
+    "",
+    response_model=list[EventOut],
+    summary="The run's events in order",
+    responses={404: {"description": "No such run"}},
+)
 async def events(
-    run_id: RunId, runner: RunnerDep, _: Reader,
+    run_id: RunId,
+    runner: RunnerDep,
+    _: Reader,
     after: Annotated[int, Query(ge=0, le=2**53, description="Only events after this seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     category: Categories = [],  # noqa: B006
 ) -> list[EventOut]:
     await runner.ledger.get_run(run_id)
-    found = await runner.ledger.events(run_id, after=after,
-                                       categories=[str(c) for c in category] or None)
+    found = await runner.ledger.events(
+        run_id, after=after, categories=[str(c) for c in category] or None
+    )
     return [EventOut.model_validate(jsonable(e.to_dict())) for e in found[:limit]]
 
 
@@ -52,13 +60,23 @@ def _last_event_id(header: str | None, after: int) -> int:
     return after
 
 
-@router.get("/stream", summary="The run's events, live (text/event-stream)",
-            response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
-                             "description": "Server-sent events: id = seq, event = kind"},
-                       404: {"description": "No such run"}})
+@router.get(
+    "/stream",
+    summary="The run's events, live (text/event-stream)",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "Server-sent events: id = seq, event = kind",
+        },
+        404: {"description": "No such run"},
+    },
+)
 async def stream(
-    run_id: RunId, request: Request, runner: RunnerDep, _: Reader,
+    run_id: RunId,
+    request: Request,
+    runner: RunnerDep,
+    _: Reader,
     after: Annotated[int, Query(ge=0, le=2**53, description="Start after this seq.")] = 0,
     category: Categories = [],  # noqa: B006
     last_event_id: Annotated[str | None, Header(max_length=40)] = None,
@@ -90,5 +108,8 @@ async def stream(
             await notifier.wait(run_id, POLL)
             quiet += POLL
 
-    return StreamingResponse(send(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        send(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -21,10 +21,12 @@ class Health(BaseModel):
     schema_version: int
 
 
-@router.get("/ok", response_model=Health, summary="Health: the server is up and its database "
-            "answers")
+@router.get(
+    "/ok", response_model=Health, summary="Health: the server is up and its database answers"
+)
 async def ok(runner: Annotated[Runner, Depends(get_runner)]) -> Health:
     from importlib.metadata import version
 
-    return Health(ok=True, version=version("stageline"),
-                  schema_version=await runner.ledger.schema_version())
+    return Health(
+        ok=True, version=version("stageline"), schema_version=await runner.ledger.schema_version()
+    )

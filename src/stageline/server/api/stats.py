@@ -25,13 +25,16 @@ class StatsOut(BaseModel):
     quality, and ``alternatives`` where a router chose."""
 
 
-@router.get("/stats", response_model=StatsOut,
-            summary="Per node: runs, latency p50/p95, failure rate by phase, tokens, cost")
+@router.get(
+    "/stats",
+    response_model=StatsOut,
+    summary="Per node: runs, latency p50/p95, failure rate by phase, tokens, cost",
+)
 async def stats(
-    runner: RunnerDep, _: Reader,
+    runner: RunnerDep,
+    _: Reader,
     template: Annotated[str | None, Query(max_length=300)] = None,
-    since: Annotated[str | None, Query(max_length=40,
-                                       description="`7d`, `12h`, or a date")] = None,
+    since: Annotated[str | None, Query(max_length=40, description="`7d`, `12h`, or a date")] = None,
 ) -> StatsOut:
     found = await outcome_stats(runner.ledger, template=template, since=parse_since(since))
     return StatsOut.model_validate(jsonable(found))
