@@ -12,6 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from server_fixtures import serve_project, server  # noqa: F401 (fixtures: a real `stageline serve`)
+
 CLI = [sys.executable, "-m", "stageline.cli"]
 """``stageline`` as a child process of this interpreter."""
 

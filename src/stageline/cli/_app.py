@@ -30,7 +30,9 @@ from stageline.cli._render import (
     templates_table,
 )
 from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
+from stageline.cli._serve import serve
 from stageline.cli._stats import stats
+from stageline.cli._tokens import token_app
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
 from stageline.config import load_settings
 from stageline.ledger import EventCategory, RunStatus, WaitKind, open_ledger
@@ -380,3 +382,5 @@ app.command()(fork)
 app.add_typer(db_app, name="db")
 for _command in WORKER_COMMANDS:  # worker, prune
     app.command()(_command)
+app.command()(serve)
+app.add_typer(token_app, name="token")

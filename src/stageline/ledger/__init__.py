@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
     from stageline.ledger._outcomes import Outcome
+    from stageline.ledger._search import RunPage, RunQuery
+    from stageline.ledger._tokens import Scope, Token, hash_token, new_token
 
 # Imported on first use: these pull in LangGraph (or SQLAlchemy), which the command line's read
 # commands never need.
@@ -45,6 +47,12 @@ _LAZY = {
     "MemoryLedger": "stageline.ledger._memory",
     "Outcome": "stageline.ledger._outcomes",
     "Lineage": "stageline.ledger._lineage",
+    "RunPage": "stageline.ledger._search",
+    "RunQuery": "stageline.ledger._search",
+    "Scope": "stageline.ledger._tokens",
+    "Token": "stageline.ledger._tokens",
+    "hash_token": "stageline.ledger._tokens",
+    "new_token": "stageline.ledger._tokens",
     "Claim": "stageline.ledger._outbox",
     "SinkStart": "stageline.ledger._outbox",
     "OutcomeGroup": "stageline.ledger._outcome_stats",
@@ -78,8 +86,12 @@ __all__ = [
     "OutcomeGroup",
     "Publisher",
     "Run",
+    "RunPage",
+    "RunQuery",
     "RunStatus",
+    "Scope",
     "SinkStart",
+    "Token",
     "UpgradeReport",
     "Wait",
     "WaitKind",
@@ -87,8 +99,10 @@ __all__ = [
     "already_decided",
     "copy_database",
     "group_outcomes",
+    "hash_token",
     "holder_is_dead",
     "mask_url",
+    "new_token",
     "open_backend",
     "open_ledger",
     "this_holder",

@@ -16,13 +16,16 @@ from stageline.ledger._lineage import Lineage, LineageMemory
 from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outbox import OutboxMemory
 from stageline.ledger._outcomes import OutcomesMemory
+from stageline.ledger._search import RunSearchMemory
+from stageline.ledger._tokens import TokensMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id
 
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory):
+class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, TokensMemory,
+                   RunSearchMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "schema_version",
     "sink_cursors",
     "sinks",
+    "tokens",
     "waits",
 ]
 
@@ -263,7 +264,29 @@ def _v6_lineage(dialect: Dialect) -> list[str]:
     return ddl
 
 
+
+# -- migration: API tokens (`stageline token`, `stageline serve`) -----------------------------
+
+tokens = Table(
+    "stageline_tokens",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("scope", String(20), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float),
+    Column("last_used_at", Float),
+)
+"""API tokens: a name (the actor of what the token does), a scope and the SHA-256 of its
+secret; the secret itself is never stored."""
+
+
+def _v7_tokens(dialect: Dialect) -> list[str]:
+    return [str(CreateTable(tokens, if_not_exists=True).compile(dialect=dialect))]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
-    _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage,
+    _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage, _v7_tokens,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
+

@@ -47,7 +47,9 @@ from stageline.ledger._schema import (
     sink_cursors,
     waits,
 )
+from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
+from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id
 
@@ -79,7 +81,8 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql):
+class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
+                RunSearchSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(

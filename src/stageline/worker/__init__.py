@@ -11,7 +11,7 @@ from stageline.worker._queue import (
     ensure_queue_schema,
     queue_app,
 )
-from stageline.worker._worker import is_postgres, run_worker
+from stageline.worker._worker import is_postgres, run_worker, work_queue
 
 __all__ = [
     "ADVANCE_TASK",
@@ -22,4 +22,5 @@ __all__ = [
     "queue_app",
     "run_local_worker",
     "run_worker",
+    "work_queue",
 ]

@@ -27,7 +27,7 @@ from stageline.ledger import RunStatus
 from stageline.runner import Runner
 from stageline.worker._queue import ADVANCE_TASK, defer_run, ensure_queue_schema, queue_app
 
-__all__ = ["HEARTBEAT", "STALLED_AFTER", "run_worker"]
+__all__ = ["HEARTBEAT", "STALLED_AFTER", "run_worker", "work_queue"]
 
 _log = logging.getLogger("stageline.worker")
 
@@ -66,51 +66,75 @@ async def run_worker(
     app = queue_app(settings.database_url)
     async with Runner.open(settings) as runner, app.open_async():
         await _adopt_queued(app, runner)
-        options: dict[str, Any] = dict(
-            concurrency=concurrency, name=name, install_signal_handlers=False,
-            update_heartbeat_interval=heartbeat, stalled_worker_timeout=stalled_after,
-            additional_context={"runner": runner, "retention": retention},
-        )
         stopping = asyncio.Event()
-        work: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
 
         def stop() -> None:
             in_flight = runner.drain("worker shutdown")
             _log.warning("stopping: draining %d run(s) after their current step", in_flight)
             stopping.set()
-            if work is not None:
-                work.cancel()  # procrastinate stops fetching and waits for the jobs in flight
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
-        rescuer = asyncio.create_task(_requeue_stalled(app, stalled_after, heartbeat))
         try:
-            while not stopping.is_set():
-                # procrastinate's worker stops when the database goes away (its listener or
-                # heartbeat fails): start a new one, until the database is back.
-                work = asyncio.create_task(app.run_worker_async(**options),
-                                           name="stageline worker")
-                try:
-                    await work
-                except asyncio.CancelledError:
-                    if not stopping.is_set():
-                        raise
-                except (ConnectorException, psycopg.Error, StorageError) as exc:
-                    if stopping.is_set():
-                        raise
-                    _log.warning("the job queue is unreachable (%s); retrying in %ss",
-                                 type(exc).__name__, RESTART_WAIT)
-                if not stopping.is_set():
-                    _log.warning("the job queue's worker stopped; starting it again")
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stopping.wait(), RESTART_WAIT)
+            await work_queue(app, runner, stopping, concurrency=concurrency, retention=retention,
+                             heartbeat=heartbeat, stalled_after=stalled_after, name=name)
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            rescuer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await rescuer
+
+
+async def work_queue(
+    app: App,
+    runner: Runner,
+    stopping: asyncio.Event,
+    *,
+    concurrency: int = 1,
+    retention: float | None = None,
+    heartbeat: float = HEARTBEAT,
+    stalled_after: float = STALLED_AFTER,
+    name: str = "stageline",
+) -> None:
+    """Take jobs from the open queue ``app`` until ``stopping`` is set (drain the runner first:
+    procrastinate then waits for the jobs in flight). ``stageline worker`` and ``stageline
+    serve`` on Postgres both work this way."""
+    options: dict[str, Any] = dict(
+        concurrency=concurrency, name=name, install_signal_handlers=False,
+        update_heartbeat_interval=heartbeat, stalled_worker_timeout=stalled_after,
+        additional_context={"runner": runner, "retention": retention},
+    )
+    rescuer = asyncio.create_task(_requeue_stalled(app, stalled_after, heartbeat))
+    try:
+        while not stopping.is_set():
+            # procrastinate's worker stops when the database goes away (its listener or
+            # heartbeat fails): start a new one, until the database is back.
+            work = asyncio.create_task(app.run_worker_async(**options), name=f"{name} worker")
+            watch = asyncio.create_task(stopping.wait())
+            try:
+                await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+                if stopping.is_set():
+                    work.cancel()  # procrastinate stops fetching and waits for the jobs in flight
+                await work
+            except asyncio.CancelledError:
+                if not stopping.is_set():
+                    raise
+            except (ConnectorException, psycopg.Error, StorageError) as exc:
+                if stopping.is_set():
+                    raise
+                _log.warning("the job queue is unreachable (%s); retrying in %ss",
+                             type(exc).__name__, RESTART_WAIT)
+            finally:
+                watch.cancel()
+                if not work.done():
+                    work.cancel()
+            if not stopping.is_set():
+                _log.warning("the job queue's worker stopped; starting it again")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), RESTART_WAIT)
+    finally:
+        rescuer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await rescuer
 
 
 async def _adopt_queued(app: App, runner: Runner) -> None:

@@ -1,0 +1,76 @@
+"""``stageline serve``: the HTTP API over the runner (FastAPI on uvicorn, imported here only)."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from typing import Annotated
+
+import typer
+
+from stageline.config import Settings, load_settings
+from stageline.errors import ConflictError
+
+__all__ = ["serve"]
+
+DEFAULT_HOST = "127.0.0.1"  # stageline.server's own; not imported: it pulls in fastapi
+DEFAULT_PORT = 8484
+GRACEFUL_SHUTDOWN = 10
+"""Seconds uvicorn waits for open requests (event streams) at shutdown before it closes them."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+async def _has_tokens(settings: Settings) -> bool:
+    from stageline.checkpoints import checkpoint_serde
+    from stageline.ledger import open_backend
+
+    backend = await open_backend(settings.database_url, checkpoint_serde())
+    try:
+        return await backend.ledger.has_tokens()
+    finally:
+        await backend.aclose()
+
+
+def serve(
+    host: Annotated[
+        str, typer.Option("--host", metavar="HOST", help="The address to listen on.")
+    ] = DEFAULT_HOST,
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="The port to listen on.")
+    ] = DEFAULT_PORT,
+    log_level: Annotated[
+        str, typer.Option("--log-level", metavar="LEVEL", help="uvicorn's log level.")
+    ] = "info",
+) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) over this project's runs.
+
+    Every route but GET /ok needs a token (`stageline token create`). Runs started through the
+    server are advanced by it in the background and picked up again after a restart.
+    """
+    settings = load_settings()
+    if not is_loopback(host) and not asyncio.run(_has_tokens(settings)):
+        raise ConflictError(
+            f"refusing to listen on {host}: no API token exists yet. Create one first "
+            "(`stageline token create NAME --scope admin`), or listen on 127.0.0.1 only"
+        )
+    import uvicorn
+
+    from stageline.server import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        server_header=False,
+    )

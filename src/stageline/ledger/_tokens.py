@@ -1,0 +1,222 @@
+"""API tokens: who may call ``stageline serve``, and with which scope.
+
+Only a hash of each token is kept (SHA-256 of a 256-bit random secret: no salt or slow hash is
+needed for a secret that cannot be guessed), so a copy of the database lets nobody in. A token
+is looked up by its hash and the stored hash is compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import bindparam, delete, func, insert, select, update
+
+from stageline.errors import ConflictError, InputError
+from stageline.ledger._schema import tokens as tokens_table
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from stageline.ledger._sql import Executor
+
+__all__ = [
+    "TOKEN_NAME_PATTERN",
+    "Scope",
+    "Token",
+    "TokensMemory",
+    "TokensSql",
+    "check_token_name",
+    "hash_token",
+    "new_token",
+]
+
+TOKEN_PREFIX = "sl_"
+TOKEN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}"
+
+
+class Scope(StrEnum):
+    READ = "read"  # look at runs, events, templates, stats
+    DECIDE = "decide"  # read, and start runs, decide gates, answer questions, retry and resume
+    ADMIN = "admin"  # everything: cancel, prune, fork, settle effects
+
+    def allows(self, needed: Scope | str) -> bool:
+        """Whether a token of this scope may do what ``needed`` allows."""
+        order = list(Scope)
+        return order.index(self) >= order.index(Scope(needed))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Token:
+    """A named API token; ``token_hash`` is all that is kept of its secret."""
+
+    name: str
+    scope: Scope
+    token_hash: str
+    created_at: float
+    revoked_at: float | None = None
+    last_used_at: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def to_row(self) -> dict[str, Any]:
+        row = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        row["scope"] = str(self.scope)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Token:
+        data = {k: row[k] for k in cls.__dataclass_fields__}
+        data["scope"] = Scope(data["scope"])
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``token list`` shows: never the hash."""
+        return {
+            "name": self.name,
+            "scope": str(self.scope),
+            "created_at": self.created_at,
+            "revoked_at": self.revoked_at,
+            "last_used_at": self.last_used_at,
+            "active": self.active,
+        }
+
+
+def new_token() -> str:
+    """A fresh secret: ``sl_`` and 43 URL-safe characters (256 random bits)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_token_name(name: str) -> str:
+    import re
+
+    if not re.fullmatch(TOKEN_NAME_PATTERN, name or ""):
+        raise InputError(
+            f"token name {name!r} is not valid: use 1-64 letters, digits, '.', '_', '@' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _matches(token: Token | None, secret: str) -> Token | None:
+    if token is None or not token.active:
+        return None
+    return token if hmac.compare_digest(token.token_hash, hash_token(secret)) else None
+
+
+def _taken(name: str) -> ConflictError:
+    return ConflictError(
+        f"a token named {name!r} exists already; revoke it first "
+        f"(`stageline token revoke {name}`) or pick another name"
+    )
+
+
+class TokensMemory:
+    """Tokens of the in-memory ledger."""
+
+    def _token_dict(self) -> dict[str, Token]:
+        if not hasattr(self, "_tokens"):
+            self._tokens: dict[str, Token] = {}
+        return self._tokens
+
+    async def create_token(self, name: str, scope: Scope | str, token_hash: str) -> Token:
+        found = self._token_dict().get(check_token_name(name))
+        if found is not None and found.active:
+            raise _taken(name)
+        token = Token(name=name, scope=Scope(scope), token_hash=token_hash, created_at=time.time())
+        self._token_dict()[name] = token
+        return token
+
+    async def tokens(self) -> list[Token]:
+        return sorted(self._token_dict().values(), key=lambda t: t.created_at)
+
+    async def revoke_token(self, name: str) -> bool:
+        found = self._token_dict().get(name)
+        if found is None or not found.active:
+            return False
+        self._token_dict()[name] = replace(found, revoked_at=time.time())
+        return True
+
+    async def authenticate(self, secret: str) -> Token | None:
+        wanted = hash_token(secret)
+        found = next((t for t in self._token_dict().values() if t.token_hash == wanted), None)
+        return _matches(found, secret)
+
+    async def has_tokens(self) -> bool:
+        return any(t.active for t in self._token_dict().values())
+
+
+class TokensSql:
+    """Tokens of the SQL ledger (mixed into ``SqlLedger``)."""
+
+    if TYPE_CHECKING:
+        _x: Executor
+
+        def _tx(self) -> AbstractAsyncContextManager[Executor]: ...
+        def _read(self) -> AbstractAsyncContextManager[Executor]: ...
+        def _sql(self, stmt: Any) -> str: ...
+
+    async def create_token(self, name: str, scope: Scope | str, token_hash: str) -> Token:
+        """Record a token; a revoked token's name may be used again."""
+        token = Token(
+            name=check_token_name(name),
+            scope=Scope(scope),
+            token_hash=token_hash,
+            created_at=time.time(),
+        )
+        async with self._tx() as x:
+            rows = await x.fetch(self._sql(_SELECT_BY_NAME), {"name": name})
+            if rows and rows[0]["revoked_at"] is None:
+                raise _taken(name)
+            if rows:
+                await x.execute(self._sql(_DELETE), {"name": name})
+            await x.execute(self._sql(_INSERT), token.to_row())
+        return token
+
+    async def tokens(self) -> list[Token]:
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_SELECT_ALL), {})
+        return [Token.from_row(r) for r in rows]
+
+    async def revoke_token(self, name: str) -> bool:
+        """Revoke the named token; False when there is no active one by that name."""
+        async with self._tx() as x:
+            count = await x.execute(self._sql(_REVOKE), {"name": name, "now": time.time()})
+        return bool(count)
+
+    async def authenticate(self, secret: str) -> Token | None:
+        """The active token whose secret this is, or None."""
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_SELECT_BY_HASH), {"token_hash": hash_token(secret)})
+        return _matches(Token.from_row(rows[0]) if rows else None, secret)
+
+    async def has_tokens(self) -> bool:
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_COUNT_ACTIVE), {})
+        return bool(rows and rows[0]["n"])
+
+
+_t = tokens_table
+_SELECT_ALL = select(_t).order_by(_t.c.created_at)
+_SELECT_BY_NAME = select(_t).where(_t.c.name == bindparam("name"))
+_SELECT_BY_HASH = select(_t).where(_t.c.token_hash == bindparam("token_hash"))
+_COUNT_ACTIVE = select(func.count().label("n")).select_from(_t).where(_t.c.revoked_at.is_(None))
+_INSERT = insert(_t)
+_DELETE = delete(_t).where(_t.c.name == bindparam("name"))
+_REVOKE = (
+    update(_t)
+    .where(_t.c.name == bindparam("name"), _t.c.revoked_at.is_(None))
+    .values(revoked_at=bindparam("now"))
+)

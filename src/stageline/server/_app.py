@@ -1,0 +1,82 @@
+"""The app factory: one FastAPI app over one runner, opened at start-up and closed at exit."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+
+from stageline.config import Settings, load_settings
+from stageline.runner import Runner
+from stageline.server._advancer import Advancer
+from stageline.server._config import ServerConfig
+from stageline.server._docs import install_docs
+from stageline.server._errors import install_error_handlers
+from stageline.server._limits import BodyLimit
+from stageline.server._notify import RunNotifier
+from stageline.server.api import ROUTERS
+
+__all__ = ["create_app"]
+
+
+def _version() -> str:
+    try:
+        return version("stageline")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    runner: Runner | None = None,
+    recover_every: float | None = None,
+) -> FastAPI:
+    """The ASGI app of ``stageline serve``.
+
+    It opens a runner over the configured database when it starts (or uses ``runner``, which
+    the caller then owns and closes) and an ``Advancer`` that advances runs in the background;
+    routes reach both through ``get_runner`` and ``get_advancer``.
+    """
+    settings = settings or (runner.settings if runner is not None else load_settings())
+    config = ServerConfig.of(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            opened = (
+                runner
+                if runner is not None
+                else await stack.enter_async_context(Runner.open(settings))
+            )
+            advancer = (
+                Advancer(opened)
+                if recover_every is None
+                else Advancer(opened, recover_every=recover_every)
+            )
+            app.state.runner = opened
+            app.state.advancer = advancer
+            opened.bus.add(app.state.notifier)
+            await advancer.start()
+            stack.push_async_callback(advancer.aclose)
+            yield
+
+    app = FastAPI(
+        title="stageline",
+        version=_version(),
+        summary="Durable pipelines for LLM agents: runs, gates, questions, events.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.config = config
+    app.state.notifier = RunNotifier()
+    install_error_handlers(app)
+    install_docs(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    return app

@@ -1,0 +1,59 @@
+"""Errors as JSON: every stageline error maps to its ``http_status`` with ``{"detail": ...}``.
+
+Nothing the server answers carries a traceback: an unexpected exception is logged on the server
+and the client gets a 500 that says only that.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from stageline.errors import AnswerInvalid, InputError, StagelineError
+
+__all__ = ["ErrorBody", "install_error_handlers"]
+
+_log = logging.getLogger("stageline.server")
+
+ErrorBody = dict[str, str]
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+async def _stageline_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StagelineError)
+    if isinstance(exc, InputError | AnswerInvalid):  # input that does not fit: as FastAPI's 422
+        where = "body" if request.method in ("POST", "PUT", "PATCH") else "query"
+        return JSONResponse(
+            {
+                "detail": [{"loc": [where], "msg": str(exc), "type": "value_error"}],
+                "error": type(exc).__name__,
+            },
+            status_code=422,
+        )
+    status = exc.http_status if 400 <= exc.http_status < 600 else 500
+    if status >= 500 and status != 503:
+        _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(
+        {"detail": str(exc) or type(exc).__name__, "error": type(exc).__name__}, status_code=status
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(
+        {
+            "detail": f"internal error ({type(exc).__name__}); the server log has the details",
+            "error": "InternalError",
+        },
+        status_code=500,
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StagelineError, _stageline_error)
+    app.add_exception_handler(Exception, _unexpected)
