@@ -37,7 +37,9 @@ class EditMixin:
         settings: Settings
 
         def _graph(self, template: Template) -> Any: ...
-        def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None: ...
+        def _check_inputs(
+            self, template: Template, inputs: Mapping[str, Any]
+        ) -> dict[str, Any]: ...
         def _checked_template(self, run: Run, force: bool) -> Template: ...
         async def _snaps(self, made: Template, run_id: str) -> list[_Snap]: ...
         async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
@@ -71,8 +73,7 @@ class EditMixin:
             raise InvalidTransition(f"run {run_id} is {run.status}; only a waiting or failed "
                                     f"run's state can be changed{hint}")
         made = self._checked_template(run, force)
-        values = dict(values)
-        self._check_inputs(made, values)
+        values = self._check_inputs(made, dict(values))
         graph = self._graph(made)
         snaps = await self._snaps(made, run_id)
         base = next((s for s in snaps if s.info.checkpoint_id == checkpoint_id), None) if (

@@ -90,7 +90,9 @@ class HistoryMixin:
 
         def load(self, ref: str | Template) -> Template: ...
         def _graph(self, template: Template) -> Any: ...
-        def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None: ...
+        def _check_inputs(
+            self, template: Template, inputs: Mapping[str, Any]
+        ) -> dict[str, Any]: ...
         def _checked_template(self, run: Run, force: bool) -> Template: ...
         async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
         async def _claim(self, run: Run, template: Template, kind: str, *,
@@ -187,8 +189,7 @@ class HistoryMixin:
         """
         source = await self.ledger.get_run(run_id)
         made = self._checked_template(source, force)
-        changes = dict(changes or {})
-        self._check_inputs(made, changes)
+        changes = self._check_inputs(made, dict(changes or {}))
         base, writers = await self._fork_base(made, source, at_step, checkpoint_id)
         given = await self._services(services)
         new_id = check_run_id(fork_id or new_run_id())
