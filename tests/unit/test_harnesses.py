@@ -240,7 +240,8 @@ async def test_claude_preset_runs_a_claude_shaped_agent(tmp_path: Path) -> None:
     finally:
         os.environ["PATH"] = old
     assert [e.kind for e in events] == ["provider_session", "message", "usage", "result"]
-    assert result.ok and result.summary == "Done it." and result.usage == {"output_tokens": 5}
+    assert result.ok and result.summary == "Done it." and result.usage["output_tokens"] == 5
+    assert result.session_id == "s"
     assert "--output-format stream-json --verbose" in result.stderr
     assert "--model sonnet" in result.stderr
 

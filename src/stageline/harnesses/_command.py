@@ -268,7 +268,7 @@ class CommandHarness:
     ) -> HarnessResult:
         done = HarnessResult(status=HarnessStatus.SUCCEEDED, output_text=parser.output_text,
                              summary=parser.final_summary, usage=dict(parser.usage),
-                             exit_code=exit_code, stderr=stderr)
+                             exit_code=exit_code, stderr=stderr, session_id=parser.session_id)
         why = None
         if timed_out:
             why = f"the agent timed out after {timeout:g}s and was killed"

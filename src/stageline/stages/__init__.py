@@ -1,6 +1,14 @@
 """Stages: async callables ``(state, ctx) -> partial state`` with metadata."""
 
-from stageline.stages._budget import BUDGET_INPUT, Budget, BudgetRejected, enforce_budget, overrun
+from stageline.stages._budget import (
+    BUDGET_INPUT,
+    Budget,
+    BudgetRejected,
+    budget_gate,
+    enforce_budget,
+    live_overrun,
+    overrun,
+)
 from stageline.stages._context import Journal, RunContext, StageContext, StageLogger
 from stageline.stages._human import (
     DECISIONS,
@@ -36,7 +44,9 @@ __all__ = [
     "StageContext",
     "StageLogger",
     "deadline_steps",
+    "budget_gate",
     "enforce_budget",
+    "live_overrun",
     "failure_phase",
     "gate_stage",
     "legacy_stage",

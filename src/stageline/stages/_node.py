@@ -62,7 +62,7 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
         info = runtime.execution_info
         task_id = info.task_id if info is not None else node
         try_no = info.node_attempt if info is not None else 1
-        ctx = StageContext(run=rc, node=node, try_no=try_no)
+        ctx = StageContext(run=rc, node=node, try_no=try_no, task_id=task_id)
         rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
         try:
             if loop is not None:
