@@ -72,7 +72,7 @@ async def test_ingest_a_folder_writes_pages_and_an_index_that_validate(
     runner: Runner, repo: Path
 ) -> None:
     wiki = repo / "wiki"
-    summary = await runner.start("wiki_ingest", {"source": str(repo / "docs"), "wiki": str(wiki)})
+    summary = await runner.start("wiki_ingest", {"source": str(repo / "docs"), "wiki": str(wiki), "apply": True})
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     assert sorted(p.name for p in wiki.iterdir()) == ["guide.md", "index.md", "notes.md"]
     assert front_matter((wiki / "guide.md").read_text())["title"] == "The guide"  # type: ignore[index]
@@ -84,7 +84,7 @@ async def test_ingest_a_folder_writes_pages_and_an_index_that_validate(
 
 async def test_ingest_strips_links_an_excerpt_would_break(runner: Runner, repo: Path) -> None:
     summary = await runner.start("wiki_ingest", {"source": str(repo / "README.md"),
-                                                 "wiki": str(repo / "kb")})
+                                                 "wiki": str(repo / "kb"), "apply": True})
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     page = (repo / "kb" / "readme.md").read_text()
     assert "It does many things well." in page and "## Outline\n\n- Install\n- Use" in page
@@ -92,7 +92,7 @@ async def test_ingest_strips_links_an_excerpt_would_break(runner: Runner, repo: 
 
 async def test_missing_source_fails_in_source_preparation(runner: Runner, repo: Path) -> None:
     summary = await runner.start("wiki_ingest", {"source": str(repo / "nope.md"),
-                                                 "wiki": str(repo / "wiki")})
+                                                 "wiki": str(repo / "wiki"), "apply": True})
     assert summary.run.failure_phase == "source_preparation"
     assert "nope.md does not exist" in (summary.run.error or "")
 
@@ -102,10 +102,10 @@ async def test_broken_link_fails_validation_naming_page_and_link(
 ) -> None:
     script = [{"write": "wiki/a.md", "content": "---\ntitle: A\n---\nSee [gone](gone.md).\n"}]
     summary = await runner.start("wiki_ingest", {"source": str(repo / "README.md"),
-                                                 "wiki": str(repo / "wiki"), "script": script})
+                                                 "wiki": str(repo / "wiki"), "script": script, "apply": True})
     assert summary.run.failure_phase == "validation"
     assert summary.run.error == "OperationFailed: wiki/a.md: broken link 'gone.md'"
-    assert (repo / "wiki" / "index.md").exists()  # indexing ran before validation
+    assert not (repo / "wiki").exists()  # the agent worked on its branch; nothing came back
 
 
 async def test_missing_front_matter_and_writes_outside_fail_validation(
@@ -113,22 +113,24 @@ async def test_missing_front_matter_and_writes_outside_fail_validation(
 ) -> None:
     script = [{"write": "wiki/bare.md", "content": "# Bare\n"},
               {"write": "src/app.py", "content": "print('changed')\n"}]
-    summary = await runner.start("wiki_build", {"wiki": str(repo / "wiki"), "script": script})
+    summary = await runner.start("wiki_build", {"wiki": str(repo / "wiki"), "script": script, "apply": True})
     error = summary.run.error or ""
     assert summary.run.failure_phase == "validation"
     assert "wiki/bare.md: no front matter" in error
     assert "src/app.py: written outside the wiki root wiki" in error
+    assert (repo / "src" / "app.py").read_text() == "print('hi')\n"
+    assert not (repo / "wiki").exists()
 
 
 async def test_build_then_garden_repairs_a_damaged_wiki(runner: Runner, repo: Path) -> None:
     wiki = repo / "wiki"
-    built = await runner.start("wiki_build", {"wiki": str(wiki)})
+    built = await runner.start("wiki_build", {"wiki": str(wiki), "apply": True})
     assert built.status is RunStatus.SUCCEEDED, built.run.error
     made = {p.name for p in wiki.iterdir()}
     assert {"overview.md", "area-docs.md", "area-src.md", "index.md"} <= made
     assert "[docs](area-docs.md)" in (wiki / "overview.md").read_text()
     (wiki / "loose.md").write_text("# Loose page\n\nSee [missing](missing.md) and [[Nowhere]].\n")
-    garden = await runner.start("wiki_garden", {"wiki": str(wiki)})
+    garden = await runner.start("wiki_garden", {"wiki": str(wiki), "apply": True})
     assert garden.status is RunStatus.SUCCEEDED, garden.run.error
     loose = (wiki / "loose.md").read_text()
     assert front_matter(loose) == {"title": "Loose page"}
