@@ -41,7 +41,11 @@ async def run_answered(runner: Runner, inputs: dict[str, Any]) -> RunSummary:
     waiting = await runner.start("sdlc", {"task": "Add subtract", "review_threshold": 0.0,
                                           **inputs})
     assert waiting.status is RunStatus.WAITING
-    return await runner.answer(waiting.run.run_id, ANSWERS)
+    planned = await runner.answer(waiting.run.run_id, ANSWERS)
+    assert planned.status is RunStatus.WAITING  # the plan-approval gate: a person decides
+    assert [w.name for w in planned.waiting] == ["plan_approval"]
+    assert "build" not in [r.node for r in planned.records]
+    return await runner.approve(waiting.run.run_id, gate="plan_approval")
 
 
 def test_route_verify() -> None:
@@ -63,6 +67,15 @@ async def test_ci_command_input_overrides_the_repo_file(runner: Runner, sample: 
     failed = await run_answered(runner, {"repo": str(sample), "ci_command": "exit 7"})
     assert failed.state["outcome"] == "parked"
     assert "exit code 7" in failed.state["build_feedback"]
+    # out of builds: parked, at a gate where a person grants more rounds or rejects
+    assert failed.status is RunStatus.PARKED
+    assert [w.name for w in failed.waiting] == ["build_rounds"]
+    assert [w.run_id for w in await runner.pending()] == [failed.run.run_id]
+    again = await runner.approve(failed.run.run_id, gate="build_rounds")
+    builds = [r for r in again.records if r.node == "build" and r.status == "succeeded"]
+    assert again.status is RunStatus.PARKED and len(builds) == 6  # three more rounds ran
+    ended = await runner.reject(failed.run.run_id, gate="build_rounds", note="taking over")
+    assert ended.status is RunStatus.REJECTED
 
 
 async def test_a_repo_that_is_not_git_fails_the_build_in_source_preparation(

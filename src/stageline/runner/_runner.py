@@ -272,10 +272,11 @@ class Runner(HumanMixin, RetentionMixin):
             return await self.ledger.request_cancel(run_id)
         cancelled = await self.ledger.transition(
             run_id, RunStatus.CANCELLED, finished_at=time.time(),
-            expect=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED],
+            expect=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED,
+                    RunStatus.PARKED],
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )
-        if run.status is RunStatus.WAITING:
+        if run.status.waits_for_person:
             await self.ledger.close_waits(run_id, "the run was cancelled")
         return cancelled
 
@@ -388,7 +389,7 @@ class Runner(HumanMixin, RetentionMixin):
         else:
             records = await self.ledger.node_records(run_id)
         waits = (await self.ledger.pending_waits(run_id=run_id)
-                 if finished.status is RunStatus.WAITING else [])
+                 if finished.status.waits_for_person else [])
         return RunSummary(run=finished, records=records, state=state, waits=waits)
 
     async def _drive(
