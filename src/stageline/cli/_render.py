@@ -37,6 +37,7 @@ _STATUS_STYLE = {
     "failed": "red",
     "cancelled": "magenta",
     "rejected": "magenta",
+    "parked": "yellow",
 }
 
 
