@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from stageline.config import Settings
+from stageline.errors import InputError
 from stageline.ledger import RunStatus
 from stageline.runner import Runner, RunSummary
 from stageline.templates.builtin._sdlc_build import route_verify
@@ -78,12 +79,15 @@ async def test_ci_command_input_overrides_the_repo_file(runner: Runner, sample: 
     assert ended.status is RunStatus.REJECTED
 
 
-async def test_a_repo_that_is_not_git_fails_the_build_in_source_preparation(
+async def test_a_bad_repo_or_task_is_an_input_error_before_a_run_exists(
     runner: Runner, tmp_path: Path
 ) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    done = await run_answered(runner, {"repo": str(plain)})
-    assert (done.status, done.run.failed_node) == (RunStatus.FAILED, "build")
-    assert done.run.failure_phase == "source_preparation"
-    assert "is not inside a git repository" in (done.run.error or "")
+    for repo, why in ((plain, "is not inside a git repository"),
+                      (tmp_path / "gone", "does not exist"), (SAMPLE / "calc.py", "not a folder")):
+        with pytest.raises(InputError, match=f"input 'repo': .*{why}"):
+            await runner.start("sdlc", {"task": "Add subtract", "repo": str(repo)})
+    with pytest.raises(InputError, match="missing required input 'task'"):
+        await runner.start("sdlc", {"task": "  "})
+    assert await runner.ledger.list_runs() == []  # nothing was created

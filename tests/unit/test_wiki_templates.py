@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stageline.config import Settings
+from stageline.errors import InputError
 from stageline.ledger import RunStatus
 from stageline.runner import Runner
 from stageline.templates import load_template
@@ -90,11 +93,28 @@ async def test_ingest_strips_links_an_excerpt_would_break(runner: Runner, repo: 
     assert "It does many things well." in page and "## Outline\n\n- Install\n- Use" in page
 
 
-async def test_missing_source_fails_in_source_preparation(runner: Runner, repo: Path) -> None:
-    summary = await runner.start("wiki_ingest", {"source": str(repo / "nope.md"),
-                                                 "wiki": str(repo / "wiki"), "apply": True})
-    assert summary.run.failure_phase == "source_preparation"
-    assert "nope.md does not exist" in (summary.run.error or "")
+@pytest.mark.parametrize(("inputs", "why"), [
+    ({"source": "nope.md", "wiki": "wiki"}, "input 'source': nope.md does not exist"),
+    ({"wiki": "wiki"}, "missing required input 'source'"),
+    ({"source": "README.md"}, "missing required input 'wiki'"),
+    ({"source": "README.md", "wiki": "README.md"}, "input 'wiki': README.md is a file"),
+    ({"source": "README.md", "wiki": "wiki", "harness": "robot"}, "unknown harness 'robot'"),
+    ({"source": "README.md", "wiki": 5}, "input 'wiki' must be text"),
+])
+async def test_input_errors_are_caught_before_a_run_exists(
+    runner: Runner, repo: Path, monkeypatch: pytest.MonkeyPatch, inputs: dict[str, Any], why: str
+) -> None:
+    monkeypatch.chdir(repo)
+    with pytest.raises(InputError, match=re.escape(why)):
+        await runner.start("wiki_ingest", inputs)
+    assert await runner.ledger.list_runs() == []
+
+
+async def test_a_wiki_outside_git_is_an_input_error(runner: Runner, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is not inside a git repository"):
+        await runner.start("wiki_build", {"wiki": str(tmp_path / "plain" / "wiki")})
+    with pytest.raises(InputError, match="input 'wiki'.* does not exist"):
+        await runner.start("wiki_garden", {"wiki": str(tmp_path / "nowhere")})
 
 
 async def test_broken_link_fails_validation_naming_page_and_link(

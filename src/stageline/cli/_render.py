@@ -179,6 +179,10 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
         lines.append(Text(f"  retry with: stageline retry {run.run_id}", style="dim"))
     if status is RunStatus.QUEUED:
         lines.append(Text(f"  continue with: stageline resume {run.run_id}", style="dim"))
+    if status is RunStatus.PARKED:
+        lines.append(Text("  parked: out of rounds. approve grants more rounds (changes --note: "
+                          "with your guidance); reject ends the run so you can take over",
+                          style="yellow"))
     lines.append(Text(f"  details: stageline show {run.run_id}", style="dim"))
     return lines
 

@@ -147,6 +147,7 @@ class Runner(HumanMixin, RetentionMixin):
                                      for t in template.checkpoint_types])
 
     def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None:
+        template.check_inputs(inputs)  # the template's own checks (paths, required inputs)
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
         if unknown:

@@ -32,6 +32,7 @@ from stageline.operations import (
 from stageline.stages import StageContext, stage
 from stageline.templates._builder import END, Template
 from stageline.templates._park import add_park
+from stageline.templates.builtin._checks import git_folder, harness_spec, path_input
 
 __all__ = ["CI_FILE", "MAX_BUILDS", "BuildInputs", "add_build_half", "route_verify"]
 
@@ -258,6 +259,9 @@ def add_build_half(template: Template, *, after: str = "plan_approved") -> Templ
     template.add_route("verify", route_verify, {"approved": "approved", "build": "build"})
     template.add_loop("build_verify", head="build", max_iterations=MAX_BUILDS,
                       on_exhausted="build_parked")
+    template.add_input_check(path_input("repo", kind="folder"))
+    template.add_input_check(git_folder("repo", needs_commit=True))
+    template.add_input_check(harness_spec)
     template.add_edge("build_parked", "build_rounds")
     add_park(template, "build_rounds", loop="build_verify", head="build", rounds=MAX_BUILDS,
              feedback_key="build_feedback", show=["branch", "build_feedback"])

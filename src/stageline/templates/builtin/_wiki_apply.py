@@ -14,6 +14,12 @@ from typing import Any
 from stageline.operations import apply_to_checkout
 from stageline.stages import StageContext, stage
 from stageline.templates._builder import Template
+from stageline.templates.builtin._checks import (
+    git_folder,
+    harness_spec,
+    path_input,
+    required_text,
+)
 from stageline.templates.builtin._wiki import isolation_of
 
 __all__ = ["add_apply"]
@@ -34,7 +40,12 @@ def _route(state: Any) -> str:
 
 
 def add_apply(template: Template, after: str) -> Template:
-    """``after`` -> (``apply`` gate unless the ``apply`` input) -> ``apply_changes``."""
+    """``after`` -> (``apply`` gate unless the ``apply`` input) -> ``apply_changes``; and the
+    input checks every wiki template makes before a run exists."""
+    template.add_input_check(required_text("wiki", "the wiki folder"))
+    template.add_input_check(path_input("wiki", kind="folder", must_exist=False))
+    template.add_input_check(git_folder("wiki", needs_commit=True))
+    template.add_input_check(harness_spec)
     template.add_stage("apply_changes", apply_changes)
     template.add_gate("apply", show=["branch", "changes"], on_deadline="park")
     template.add_route(after, _route, {"apply": "apply_changes", "gate": "apply"})

@@ -6,6 +6,7 @@ from typing import Any
 
 from stageline.operations import OperationContext, operation_stage
 from stageline.templates._builder import Template
+from stageline.templates.builtin._checks import path_input
 from stageline.templates.builtin._wiki_apply import add_apply
 from stageline.templates.builtin._wiki import POST_STEPS, WikiState, prepare_wiki, wiki_path
 from stageline.templates.builtin._wiki_scripts import garden_script, rules
@@ -34,4 +35,5 @@ template = Template(
     "index and validate it, then apply it to the checkout at a gate (or with --apply).",
 )
 template.add_stage("garden", garden)
+template.add_input_check(path_input("wiki", kind="folder"))  # a wiki to tidy must exist
 add_apply(template, after="garden")  # the result comes into the checkout by the apply gate
