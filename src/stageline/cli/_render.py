@@ -149,7 +149,22 @@ def _progress(event: Event) -> Text | None:
         return Text(event.message, style="yellow")
     if event.kind == "run.drained":
         return Text(f"run stopped between steps: {event.message}", style="yellow")
+    if event.kind in _AGENT_LINES:  # what the agent does, as it does it: one line each
+        mark, style = _AGENT_LINES[event.kind]
+        return Text.assemble(("  " + mark + " ", style), (node, "dim"), " ",
+                             (_first_line(event.message, 160) or event.kind[8:], style))
+    if event.kind == "operation.stopped":
+        return Text.assemble(("  ■ ", "yellow"), node, ": agent stopped: ",
+                             (event.message, "yellow"))
     return None
+
+
+_AGENT_LINES = {
+    "harness.tool_use": ("›", "cyan"),
+    "harness.helper_agent": ("»", "cyan"),
+    "harness.message": ("“", ""),
+    "harness.error": ("!", "red"),
+}
 
 
 def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Text]:
