@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agents import FakeAgents
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]

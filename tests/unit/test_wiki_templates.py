@@ -75,7 +75,8 @@ async def test_ingest_a_folder_writes_pages_and_an_index_that_validate(
     runner: Runner, repo: Path
 ) -> None:
     wiki = repo / "wiki"
-    summary = await runner.start("wiki_ingest", {"source": str(repo / "docs"), "wiki": str(wiki), "apply": True})
+    summary = await runner.start("wiki_ingest", {"source": str(repo / "docs"), "wiki": str(wiki),
+                                                 "apply": True})
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     assert sorted(p.name for p in wiki.iterdir()) == ["guide.md", "index.md", "notes.md"]
     assert front_matter((wiki / "guide.md").read_text())["title"] == "The guide"  # type: ignore[index]
@@ -113,7 +114,7 @@ async def test_input_errors_are_caught_before_a_run_exists(
 async def test_a_wiki_outside_git_is_an_input_error(runner: Runner, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is not inside a git repository"):
         await runner.start("wiki_build", {"wiki": str(tmp_path / "plain" / "wiki")})
-    with pytest.raises(InputError, match="input 'wiki'.* does not exist"):
+    with pytest.raises(InputError, match=r"input 'wiki'.* does not exist"):
         await runner.start("wiki_garden", {"wiki": str(tmp_path / "nowhere")})
 
 
@@ -122,7 +123,8 @@ async def test_broken_link_fails_validation_naming_page_and_link(
 ) -> None:
     script = [{"write": "wiki/a.md", "content": "---\ntitle: A\n---\nSee [gone](gone.md).\n"}]
     summary = await runner.start("wiki_ingest", {"source": str(repo / "README.md"),
-                                                 "wiki": str(repo / "wiki"), "script": script, "apply": True})
+                                                 "wiki": str(repo / "wiki"), "script": script,
+                                                 "apply": True})
     assert summary.run.failure_phase == "validation"
     assert summary.run.error == "OperationFailed: wiki/a.md: broken link 'gone.md'"
     assert not (repo / "wiki").exists()  # the agent worked on its branch; nothing came back
@@ -133,7 +135,8 @@ async def test_missing_front_matter_and_writes_outside_fail_validation(
 ) -> None:
     script = [{"write": "wiki/bare.md", "content": "# Bare\n"},
               {"write": "src/app.py", "content": "print('changed')\n"}]
-    summary = await runner.start("wiki_build", {"wiki": str(repo / "wiki"), "script": script, "apply": True})
+    summary = await runner.start("wiki_build", {"wiki": str(repo / "wiki"), "script": script,
+                                                "apply": True})
     error = summary.run.error or ""
     assert summary.run.failure_phase == "validation"
     assert "wiki/bare.md: no front matter" in error

@@ -160,9 +160,9 @@ def _progress(event: Event) -> Text | None:
 
 
 _AGENT_LINES = {
-    "harness.tool_use": ("›", "cyan"),
-    "harness.helper_agent": ("»", "cyan"),
-    "harness.message": ("“", ""),
+    "harness.tool_use": (">", "cyan"),
+    "harness.helper_agent": (">>", "cyan"),
+    "harness.message": ("~", ""),
     "harness.error": ("!", "red"),
 }
 

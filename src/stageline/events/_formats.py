@@ -23,7 +23,8 @@ LINE_LIMIT = 400
 
 _KIND_ICONS = {
     "started": "▶️", "resumed": "▶️", "retried": "🔁", "succeeded": "✅", "failed": "❌",
-    "waiting": "⏸️", "queued": "🕓", "cancelled": "⏹️", "rejected": "⛔", "drained": "⏏️", "parked": "🅿️",
+    "waiting": "⏸️", "queued": "🕓", "cancelled": "⏹️", "rejected": "⛔", "drained": "⏏️",
+    "parked": "🅿️",
     "approved": "👍", "escalated": "🚨",
 }
 _LEVEL_ICONS = {"critical": "🚨", "error": "❌", "warning": "⚠️"}

@@ -372,7 +372,8 @@ def _limit_text(over: Mapping[str, Any]) -> str:
     unit = {"cost": "in cost", "tokens": "tokens", "turns": "turns"}.get(measure, measure)
     whose = {"run": "the run", "operation": "the operation"}.get(
         str(over.get("scope")), str(over.get("scope", "")).replace("node:", "node "))
-    return f"{whose} used {float(over.get('used', 0)):g} of its {float(over.get('limit', 0)):g} {unit}"
+    used, limit = float(over.get("used", 0)), float(over.get("limit", 0))
+    return f"{whose} used {used:g} of its {limit:g} {unit}"
 
 
 def _git_root(path: Path) -> Path:

@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from stageline.errors import InputError
-from stageline.ledger import Event, LedgerStore, Run, RunStatus, Wait, WaitKind, WaitStatus
+from stageline.ledger import Event, LedgerStore, Run, Wait, WaitKind, WaitStatus
 from stageline.runner._support import _config, _describe_failure
 from stageline.stages import BUDGET_INPUT, parse_duration
 from stageline.templates import Template

@@ -6,8 +6,8 @@ from typing import Any
 
 from stageline.operations import OperationContext, operation_stage
 from stageline.templates._builder import Template
-from stageline.templates.builtin._wiki_apply import add_apply
 from stageline.templates.builtin._wiki import POST_STEPS, WikiState, prepare_wiki, wiki_path
+from stageline.templates.builtin._wiki_apply import add_apply
 from stageline.templates.builtin._wiki_scripts import build_script, rules
 
 __all__ = ["template"]
