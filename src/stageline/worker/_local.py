@@ -3,10 +3,10 @@
 SQLite has no job queue to share, so one process per project home advances queued runs, oldest
 first, up to ``concurrency`` at once (default 2: two agents side by side). It holds an
 exclusive ``flock`` on ``HOME/worker.lock`` for its life: a second one exits at once, and
-``run --detach`` starts one only when the lock is free. A worker with ``idle_exit`` leaves after that long without work: it lets go of the lock *before*
-its last look for queued runs, so a run queued meanwhile is never left behind (whoever queued it
-either saw the lock held, and this last look finds the run, or saw it free and started a new
-worker).
+``run --detach`` starts one only when the lock is free. A worker with ``idle_exit`` leaves
+after that long without work: it lets go of the lock *before* its last look for queued runs,
+so a run queued meanwhile is never left behind (whoever queued it either saw the lock held,
+and this last look finds the run, or saw it free and started a new worker).
 """
 
 from __future__ import annotations
