@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -275,3 +276,28 @@ def test_input_errors_exit_2_naming_the_input_and_create_nothing(
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert why in done.stderr and len(done.stderr.strip().splitlines()) <= 2
     assert json.loads(cli("runs", "--json").stdout) == []
+
+
+def test_sdlc_builds_with_claude_from_the_approved_plan(
+    cli: Cli, agents: FakeAgents, tmp_path: Path
+) -> None:
+    sample = tmp_path / "sample"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "sdlc_sample", sample)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "sample"]):
+        subprocess.run([*GIT, "-C", str(sample), *args], check=True)
+    agents.scenario("claude", streams=["claude_session.jsonl"],
+                    writes={"CHANGELOG.md": "# Changelog\n\n- subtract\n"})
+    asked = cli("run", "sdlc", "-i", "task=Add a subtract function", "-i", f"repo={sample}",
+                "-i", "review_threshold:=0", "-i", "harness=command:claude", "--run-id", "d1")
+    assert asked.returncode == 3
+    planned = cli("answer", "d1", "-a", "scope=calc.py gains subtract with tests",
+                  "-a", "priority=normal", "-a", "done_when=CI passes")
+    assert planned.returncode == 3 and "plan_approval" in planned.stdout
+    assert agents.calls("claude") == []  # nothing is built before a person approves the plan
+    done = cli("approve", "d1", "--gate", "plan_approval")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    [call] = agents.calls("claude")
+    plan = shown(cli, "d1")["state"]["plan"]
+    assert plan.startswith("# Plan v1: Add a subtract function") and plan in call["prompt"]
+    nodes = [r["node"] for r in shown(cli, "d1")["records"]]
+    assert nodes[-5:] == ["plan_approved", "build", "dispatch", "verify", "approved"]

@@ -13,6 +13,7 @@ import pytest
 from stageline.config import Settings
 from stageline.errors import InputError
 from stageline.ledger import RunStatus
+from stageline.llm import Completion
 from stageline.runner import Runner, RunSummary
 from stageline.templates.builtin._sdlc_build import route_verify
 from stageline.testing import memory_runner
@@ -91,3 +92,53 @@ async def test_a_bad_repo_or_task_is_an_input_error_before_a_run_exists(
     with pytest.raises(InputError, match="missing required input 'task'"):
         await runner.start("sdlc", {"task": "  "})
     assert await runner.ledger.list_runs() == []  # nothing was created
+
+
+class _Model:
+    """A configured chat model (not the offline one): it plans, reviews and asks."""
+
+    name = "stub-model"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    async def complete(self, prompt: str, *, system: str | None = None) -> Completion:
+        self.prompts.append(prompt)
+        if "Review this plan" in prompt:
+            text = "Covers the edge cases.\nSCORE: 0.95"
+        elif "reply with a JSON list" in prompt:
+            text = "NONE"
+        else:
+            text = "1. Add subtract() to calc.py\n2. Test it with negatives"
+        return Completion(text=text, model=self.name, input_tokens=10, output_tokens=5,
+                          latency=0.0)
+
+
+async def test_a_configured_model_writes_the_plan_and_review_and_the_build_uses_the_plan(
+    memory_settings: Settings, sample: Path
+) -> None:
+    model = _Model()
+    async with memory_runner(memory_settings, model=model) as runner:
+        waiting = await runner.start("sdlc", {"task": "Add subtract", "repo": str(sample),
+                                              "ci_command": "exit 0"})
+        planned = await runner.answer(waiting.run.run_id, ANSWERS)
+        assert [w.name for w in planned.waiting] == ["plan_approval"]
+        assert "1. Add subtract() to calc.py" in planned.state["plan"]
+        assert planned.state["reviews"][-1]["score"] == 0.95
+        assert any("reply with a JSON list" in p for p in model.prompts)  # clarify asked it
+        done = await runner.approve(waiting.run.run_id, gate="plan_approval")
+    assert done.status is RunStatus.SUCCEEDED and done.state["outcome"] == "approved"
+    assert "1. Add subtract() to calc.py" in done.state["plan"]
+
+
+async def test_changes_at_plan_approval_send_the_note_to_the_planner(runner: Runner) -> None:
+    waiting = await runner.start("sdlc", {"task": "Add subtract", "review_threshold": 0.0})
+    await runner.answer(waiting.run.run_id, ANSWERS)
+    again = await runner.request_changes(waiting.run.run_id, gate="plan_approval",
+                                         note="also handle overflow")
+    assert [w.name for w in again.waiting] == ["plan_approval"]
+    assert again.state["plan_revision"] == 2
+    assert "## Feedback addressed\n\nalso handle overflow" in again.state["plan"]
+    ended = await runner.reject(waiting.run.run_id, gate="plan_approval")
+    assert ended.status is RunStatus.REJECTED
+    assert "build" not in [r.node for r in ended.records]

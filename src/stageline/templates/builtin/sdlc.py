@@ -128,6 +128,8 @@ async def plan(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
                       str(answers.get("scope_detail") or answers.get("scope") or "-"), "",
                       "## Done when", "", str(answers.get("done_when") or "-"), "",
                       "## Steps", "", body.strip(), ""])
+    if state.get("feedback"):
+        text += "\n## Feedback addressed\n\n" + str(state["feedback"]).strip() + "\n"
     ctx.log.info("plan written", revision=revision)
     return {"plan": text, "plan_revision": revision}
 
