@@ -166,3 +166,17 @@ async def test_build_then_garden_repairs_a_damaged_wiki(runner: Runner, repo: Pa
 def test_the_wiki_templates_are_built_ins() -> None:
     for name in ("wiki_build", "wiki_ingest", "wiki_garden"):
         assert load_template(name).name == name
+
+
+async def test_apply_gate_never_overwrites_the_checkout(runner: Runner, repo: Path) -> None:
+    waiting = await runner.start("wiki_build", {"wiki": str(repo / "wiki")})
+    assert [w.name for w in waiting.waiting] == ["apply"]
+    assert not (repo / "wiki").exists()  # nothing before the person approves
+    (repo / "wiki").mkdir()
+    (repo / "wiki" / "overview.md").write_text("mine, not committed\n")
+    done = await runner.approve(waiting.run.run_id)
+    assert done.status is RunStatus.FAILED
+    assert f"merge the branch yourself: git merge stageline/{waiting.run.run_id}" in (
+        done.run.error or "")
+    assert (repo / "wiki" / "overview.md").read_text() == "mine, not committed\n"
+    assert sorted(p.name for p in (repo / "wiki").iterdir()) == ["overview.md"]

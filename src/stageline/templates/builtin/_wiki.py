@@ -65,6 +65,8 @@ class WikiState(OperationInputs, total=False):
     apply: bool
     """Bring the result into the checkout at once, without the ``apply`` gate (``--apply``)."""
     checkout: str
+    wiki_rel: str
+    """The wiki folder, relative to the repository (what the apply step brings over)."""
     branch: str
     worktree: str
     base_commit: str
@@ -260,7 +262,8 @@ def commit_wiki(state: Any, op: OperationContext, result: HarnessResult) -> dict
     commit = commit_all(op.repo, message)
     stat = subprocess.run(["git", "-C", str(op.repo), "diff", "--stat", f"{base}..{commit}"],
                           capture_output=True, text=True, check=False).stdout.strip()
-    return {"checkout": op.prepared["checkout"], "branch": op.prepared["branch"],
+    return {"checkout": op.prepared["checkout"], "wiki_rel": op.prepared["wiki_rel"],
+            "branch": op.prepared["branch"],
             "worktree": op.prepared["worktree"], "base_commit": base, "commit": commit,
             "changes": stat or "(no changes)"}
 

@@ -29,7 +29,8 @@ __all__ = ["add_apply"]
 async def apply_changes(state: Any, ctx: StageContext) -> dict[str, Any]:
     """Apply the branch's commit to the checkout (the wiki folder only)."""
     iso = isolation_of(state)
-    changed = await asyncio.to_thread(apply_to_checkout, iso, str(state["commit"]))
+    only = [str(state["wiki_rel"])] if state.get("wiki_rel") else []
+    changed = await asyncio.to_thread(apply_to_checkout, iso, str(state["commit"]), only)
     ctx.log.info(f"applied {len(changed)} file(s) from branch {iso.branch} to {iso.checkout}",
                  branch=iso.branch, files=changed)
     return {"applied": changed}
