@@ -167,6 +167,8 @@ def test_codex_session_every_event_classified() -> None:
     assert parser.session_id == "0199a213-81c0-7800-8aa1-bbab2a035a53"
     assert parser.usage["input_tokens"] == 24763 and parser.usage["cached_input_tokens"] == 24448
     assert parser.usage["cost"] > 0  # estimated: Codex reports no cost
+    assert events[18].text.startswith("24763 in (24448 cached), 122 out, $")
+    assert events[18].data["cost_estimated"] is True
     assert parser.output_text == "Added wiki/overview.md describing the app."
 
 

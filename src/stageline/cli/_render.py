@@ -300,5 +300,9 @@ def event_line(event: Event) -> Text:
     if isinstance(took, int | float):
         line.append(f" {seconds(took)}", style="dim")
     if event.message:
-        line.append(f"  {event.message}", style=style)
+        message = event.message
+        if event.kind.startswith("harness."):  # agent output: one line each, as it came
+            message = " ".join(message.split())
+            message = message if len(message) <= 300 else message[:299] + "…"
+        line.append(f"  {message}", style=style)
     return line

@@ -24,7 +24,14 @@ from typing import Any
 
 from stageline.harnesses._claude_stream import claude_events
 from stageline.harnesses._codex_stream import codex_events
-from stageline.harnesses._stream import estimate_cost, event, first_line, numbers, text_of
+from stageline.harnesses._stream import (
+    estimate_cost,
+    event,
+    first_line,
+    numbers,
+    text_of,
+    usage_line,
+)
 from stageline.harnesses._types import HarnessEvent
 from stageline.harnesses._types import HarnessEventKind as K
 
@@ -145,7 +152,7 @@ class StreamParser:
         else:
             for key, value in got.items():
                 self.usage[key] = self.usage.get(key, 0) + value
-        return HarnessEvent(kind=found.kind, text=found.text, ts=found.ts,
+        return HarnessEvent(kind=found.kind, text=found.text or usage_line(got), ts=found.ts,
                             data={**data, **got, "cost_estimated": not reported and "cost" in got})
 
     def _result(self, found: HarnessEvent) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from stageline.harnesses._types import HarnessEvent
 
 __all__ = ["USAGE_KEYS", "describe_tool", "estimate_cost", "event", "first_line", "numbers",
-           "text_of"]
+           "text_of", "usage_line"]
 
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "cost")
 """The usage every harness reports: input tokens *including* cached ones, the cached part,
@@ -74,6 +74,19 @@ def describe_tool(name: str, given: Any) -> str:
             return f"{name} {first_line(value, 160)}"
     shown = ", ".join(f"{k}={v}" for k, v in list(given.items())[:3])
     return f"{name} {first_line(shown, 160)}" if shown else name
+
+
+def usage_line(usage: Mapping[str, float]) -> str:
+    """``1200 in (200 cached), 345 out, $0.0123``: a usage event in one line."""
+    parts = []
+    if "input_tokens" in usage:
+        cached = usage.get("cached_input_tokens")
+        parts.append(f"{usage['input_tokens']:g} in" + (f" ({cached:g} cached)" if cached else ""))
+    if "output_tokens" in usage:
+        parts.append(f"{usage['output_tokens']:g} out")
+    if "cost" in usage:
+        parts.append(f"${usage['cost']:.4f}")
+    return ", ".join(parts)
 
 
 def estimate_cost(model: str | None, usage: Mapping[str, float]) -> float | None:
