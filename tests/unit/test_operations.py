@@ -380,3 +380,15 @@ async def test_an_operation_cap_stops_the_agent_and_fails(runner: Runner, repo: 
     assert done.run.failure_phase == "provider_execution"
     assert "the agent was stopped: the operation used 0.6 of its 0.4 in cost" in (
         done.run.error or "")
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    ("9f1c2b7e-3a4d-4c5e-8f60-1a2b3c4d5e6f", True), ("--dangerously-skip-permissions", False),
+    ("a b", False), ("", False), ("x" * 200, False), (5, False)])
+def test_only_a_plain_session_id_is_ever_resumed(tmp_path: Path, given: Any, kept: bool) -> None:
+    from stageline.operations._session import SessionFile
+
+    sessions = SessionFile(tmp_path, "build")
+    sessions.update(session_id=given, harness="command:claude")
+    assert sessions.session("command:claude") == (given if kept else None)
+    assert sessions.session("command:codex") is None  # another agent's session is not resumed

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 __all__ = ["CONTINUE_PROMPT", "SessionFile", "continue_prompt"]
+
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+"""What a session id may look like: it goes on the agent's command line, so nothing that could
+pass for an option (``--...``) or hold a space."""
 
 CONTINUE_PROMPT = (
     "You were stopped before you finished. Continue the task where you left off; do not "
@@ -50,7 +55,9 @@ class SessionFile:
         """The session to continue, if the same harness recorded one."""
         data = self.read()
         found = data.get("session_id")
-        return str(found) if found and data.get("harness") == harness else None
+        if not isinstance(found, str) or not SESSION_ID.fullmatch(found):
+            return None
+        return found if data.get("harness") == harness else None
 
     def budget_stops(self, attempt: int) -> list[dict[str, Any]]:
         """The budget stops of this run attempt so far, in order (each gate's limit, spend)."""
