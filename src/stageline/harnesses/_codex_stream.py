@@ -26,7 +26,8 @@ _TRANSIENT = re.compile(r"\b(reconnecting|retrying)\b", re.IGNORECASE)
 
 
 def _changes(item: dict[str, Any]) -> tuple[str, list[Any]]:
-    changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+    found = item.get("changes")
+    changes: list[Any] = found if isinstance(found, list) else []
     shown = ", ".join(f"{c.get('kind', 'update')} {c.get('path', '?')}" for c in changes
                       if isinstance(c, dict))
     return shown or "files", changes
@@ -100,8 +101,8 @@ def _item(phase: str, item: dict[str, Any]) -> list[HarnessEvent]:
 def codex_usage(raw: Any) -> dict[str, float]:
     """Codex's usage: its ``input_tokens`` already include ``cached_input_tokens``."""
     got = numbers(raw)
-    out = {k: got[k] for k in ("input_tokens", "cached_input_tokens", "output_tokens")
-           if k in got}
+    out: dict[str, float] = {k: got[k] for k in
+                             ("input_tokens", "cached_input_tokens", "output_tokens") if k in got}
     if "reasoning_output_tokens" in got:
         out["reasoning_output_tokens"] = got["reasoning_output_tokens"]
     return out
