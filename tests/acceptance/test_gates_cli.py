@@ -174,7 +174,7 @@ def _interrupt_payload(tmp_path: Path, run_id: str) -> dict[str, Any]:
 
 def test_sdlc_waits_at_clarify_and_one_answer_moves_it_on(cli: Cli, tmp_path: Path) -> None:
     out = cli("run", "sdlc", "-i", "task=add rate limiting to the public API", "--run-id", "s1",
-              code=3).stdout
+              "-i", "review_threshold:=0", code=3).stdout
     assert "⏸ clarify is waiting for a person" in out and "stageline answer s1" in out
     [pending] = json.loads(cli("pending", "s1", "--json").stdout)
     question_id = pending["wait_id"]
@@ -185,8 +185,9 @@ def test_sdlc_waits_at_clarify_and_one_answer_moves_it_on(cli: Cli, tmp_path: Pa
     assert json.loads(cli("pending", "s1", "--json").stdout)[0]["status"] == "pending"
 
     done = cli("answer", "s1", "-a", "scope=the public endpoints only", "-a", "priority=high",
-               "--as", "ann").stdout
-    assert "▶ plan" in done and "▶ review" in done and "succeeded" in done
+               "--as", "ann", code=3).stdout
+    assert "▶ plan" in done and "▶ review" in done and "plan_approval" in done
+    assert "succeeded" in cli("approve", "s1", "--gate", "plan_approval").stdout
     shown = show(cli, "s1")
     [answered] = shown["questions"]
     assert answered["wait_id"] == question_id == shown["state"]["qa_history"][0]["question_id"]
@@ -200,12 +201,14 @@ def test_sdlc_waits_at_clarify_and_one_answer_moves_it_on(cli: Cli, tmp_path: Pa
 
 
 def test_sdlc_asks_a_follow_up_and_answers_can_be_typed_in(cli: Cli) -> None:
-    cli("run", "sdlc", "-i", "task=fix the login bug", "--run-id", "s2", code=3)
+    cli("run", "sdlc", "-i", "task=fix the login bug", "--run-id", "s2",
+        "-i", "review_threshold:=0", code=3)
     follow = cli("answer", "s2", stdin="login\nurgent\n\n", code=3).stdout
     assert "The scope is short" in follow and "turn 1" in follow
     (Path.cwd() / "answers.yaml").write_text("scope_detail: only the password form, not SSO\n")
-    done = cli("answer", "s2", "--answer-file", "answers.yaml").stdout
-    assert "succeeded" in done
+    done = cli("answer", "s2", "--answer-file", "answers.yaml", code=3).stdout
+    assert "plan_approval" in done
+    assert "succeeded" in cli("approve", "s2").stdout
     history = show(cli, "s2")["state"]["qa_history"]
     assert [e["turn"] for e in history] == [0, 1]
     assert history[0]["answers"]["priority"] == "urgent"

@@ -29,13 +29,19 @@ def sample(tmp_path: Path) -> Path:
     return repo
 
 
-def _start(cli: Cli, sample: Path, run_id: str, *extra: str) -> dict[str, object]:
+def _start(cli: Cli, sample: Path, run_id: str, *extra: str, code: int = 0
+           ) -> dict[str, object]:
     waiting = cli("run", "sdlc", "-i", "task=Add a subtract function to calc",
                   "-i", f"repo={sample}", "-i", "review_threshold:=0", "--run-id", run_id, *extra)
     assert waiting.returncode == 3, (waiting.stdout, waiting.stderr)  # the clarifier asks
-    done = cli("answer", run_id, *ANSWERS)
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    shown: dict[str, object] = json.loads(cli("show", run_id, "--json").stdout)
+    planned = cli("answer", run_id, *ANSWERS)
+    assert planned.returncode == 3, (planned.stdout, planned.stderr)  # clarify, plan, review
+    assert "plan_approval" in planned.stdout
+    shown = json.loads(cli("show", run_id, "--json").stdout)
+    assert [r["node"] for r in shown["records"]][-3:] == ["plan", "review", "plan_approval"]
+    done = cli("approve", run_id, "--gate", "plan_approval")  # a person approves the plan
+    assert done.returncode == code, (done.stdout, done.stderr)
+    shown = json.loads(cli("show", run_id, "--json").stdout)
     return shown
 
 
@@ -66,14 +72,19 @@ def test_a_harness_that_breaks_the_tests_loops_then_parks(
     broken = "def add(a, b):\n    return a - b\n\n\ndef multiply(a, b):\n    return a * b\n"
     script = tmp_path / "break.json"
     script.write_text(json.dumps({"script": [{"write": "calc.py", "content": broken}]}))
-    shown = _start(cli, sample, "s2", "--input-file", str(script))
+    shown = _start(cli, sample, "s2", "--input-file", str(script), code=7)  # 7: parked
+    assert shown["run"]["status"] == "parked"  # type: ignore[index]
     state = shown["state"]
     assert isinstance(state, dict)
     assert (state["outcome"], state["ci_conclusion"], state["build_round"]) == \
         ("parked", "failure", 3)
     nodes = [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
     assert nodes.count("build") == 3 and nodes.count("dispatch") == 3
-    assert nodes[-1] == "build_parked" and "approved" not in nodes
+    assert nodes[-2:] == ["build_parked", "build_rounds"] and "approved" not in nodes
+    listed = cli("runs", "--status", "parked", "--json")
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == ["s2"]
+    pending = cli("pending")
+    assert pending.returncode == 0 and "build_rounds" in pending.stdout
     assert "FAILED (failures=1)" in str(state["build_feedback"])
     parked = Path(str(state["pr_summary_path"])).read_text()
     assert "CI still fails after 3 builds" in parked

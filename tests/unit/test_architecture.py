@@ -40,7 +40,9 @@ PLUMBING = (
 PUBLIC_TO_TEMPLATES = {
     "operation_stage", "OperationContext", "OperationInputs", "PostStep", "FailurePhase",
     "SERVICE_HARNESS", "SERVICE_LIVE", "SERVICE_SINKS", "HarnessEventSink", "LiveCallback",
-    "transcript_path",
+    "transcript_path", "SERVICE_FRESH",
+    # isolation: templates prepare the worktree, commit or revert it, apply it to the checkout
+    "Isolation", "isolate", "commit_all", "revert", "apply_to_checkout",
 }
 """What templates and interfaces may import from ``stageline.operations``."""
 

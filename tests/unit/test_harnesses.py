@@ -238,7 +238,8 @@ async def test_claude_preset_runs_a_claude_shaped_agent(tmp_path: Path) -> None:
     finally:
         os.environ["PATH"] = old
     assert [e.kind for e in events] == ["provider_session", "message", "usage", "result"]
-    assert result.ok and result.summary == "Done it." and result.usage == {"output_tokens": 5}
+    assert result.ok and result.summary == "Done it." and result.usage["output_tokens"] == 5
+    assert result.session_id == "s"
     assert "--output-format stream-json --verbose" in result.stderr
     assert "--model sonnet" in result.stderr
 
@@ -308,7 +309,8 @@ class UsageFakeChat(GenericFakeChatModel):
             chunk.message.chunk_position = None  # type: ignore[attr-defined]
             yield chunk
         yield ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata={
-            "input_tokens": 5, "output_tokens": 3, "total_tokens": 8}))
+            "input_tokens": 5, "output_tokens": 3, "total_tokens": 8,
+            "input_token_details": {"cache_read": 2}}))
 
 
 class BrokenChat(GenericFakeChatModel):
@@ -326,7 +328,15 @@ async def test_chat_streams_text_deltas_then_message_and_usage(tmp_path: Path) -
     assert "".join(deltas) == "hello big world" and len(deltas) == 5
     assert [e.kind for e in events if e.kind != "text_delta"] == ["message", "usage"]
     assert result.ok and result.output_text == "hello big world"
-    assert result.usage == {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8}
+    assert result.usage == {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8,
+                            "cached_input_tokens": 2}
+
+
+async def test_chat_usage_has_a_cost_for_a_priced_model(tmp_path: Path) -> None:
+    harness = ChatHarness(UsageFakeChat(messages=iter(["hi"])))
+    req = request(tmp_path, kind="chat", model="gpt-5-mini")
+    _, result = await collect(harness, req)
+    assert result.usage["cost"] == pytest.approx((3 * 0.25 + 2 * 0.025 + 3 * 2.0) / 1e6)
 
 
 async def test_chat_provider_failure_is_a_failed_result(tmp_path: Path) -> None:

@@ -324,3 +324,69 @@ async def test_a_failing_live_callback_never_fails_the_run(runner: Runner, repo:
     summary = await runner.start(op_template(), {"repo": str(repo), "script": [
         {"event": {"type": "text_delta", "text": "hi"}}]}, services={SERVICE_LIVE: broken})
     assert summary.status is RunStatus.SUCCEEDED
+
+
+# -- usage, live budgets, caps --------------------------------------------------------------
+
+
+def _usage_script(*costs: float) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = []
+    for cost in costs:
+        steps += [{"event": {"type": "tool_use", "text": "shell ls"}},
+                  {"event": {"type": "usage", "input_tokens": 100, "cached_input_tokens": 40,
+                             "output_tokens": 10, "cost": cost}}]
+    return [*steps, {"event": {"type": "result", "status": "succeeded", "summary": "done"}}]
+
+
+async def test_usage_becomes_the_node_metrics(runner: Runner, repo: Path) -> None:
+    done = await runner.start(op_template(), {"repo": str(repo),
+                                              "script": _usage_script(0.25, 0.5)})
+    assert done.status is RunStatus.SUCCEEDED, done.run.error
+    [record] = done.records
+    assert record.metrics == {"input_tokens": 200, "cached_input_tokens": 80,
+                              "output_tokens": 20, "cost": 0.75}
+
+
+async def test_a_failed_operation_keeps_what_it_spent(runner: Runner, repo: Path) -> None:
+    script = [*_usage_script(0.09)[:-1],
+              {"event": {"type": "result", "status": "failed", "summary": "gave up"}}]
+    done = await runner.start(op_template(), {"repo": str(repo), "script": script})
+    assert done.run.failure_phase == "provider_execution"
+    assert done.records[-1].metrics["cost"] == pytest.approx(0.09)
+
+
+async def test_a_budget_past_mid_stream_stops_the_agent_at_the_budget_gate(
+    runner: Runner, repo: Path
+) -> None:
+    done = await runner.start(op_template(), {"repo": str(repo),
+                                              "script": _usage_script(0.3, 0.3, 0.3)},
+                              budget={"cost": 0.5, "ask_cost": 2.0})
+    assert done.status is RunStatus.WAITING
+    assert [w.name for w in done.waiting] == ["budget"]
+    log = await events_of(runner, done)
+    assert kinds(log).count("harness.usage") == 2  # stopped at the second: 0.6 of 0.5
+    assert "harness.result" not in kinds(log) and "operation.stopped" in kinds(log)
+    assert done.records[-1].metrics["cost"] == pytest.approx(0.6)
+    resumed = await runner.approve(done.run.run_id)  # 2.0 more: the agent goes on to the end
+    assert resumed.status is RunStatus.SUCCEEDED, resumed.run.error
+    assert resumed.records[-1].metrics["cost"] == pytest.approx(0.6 + 0.9)
+
+
+async def test_an_operation_cap_stops_the_agent_and_fails(runner: Runner, repo: Path) -> None:
+    done = await runner.start(op_template(), {"repo": str(repo), "max_cost": 0.4,
+                                              "script": _usage_script(0.3, 0.3, 0.3)})
+    assert done.run.failure_phase == "provider_execution"
+    assert "the agent was stopped: the operation used 0.6 of its 0.4 in cost" in (
+        done.run.error or "")
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    ("9f1c2b7e-3a4d-4c5e-8f60-1a2b3c4d5e6f", True), ("--dangerously-skip-permissions", False),
+    ("a b", False), ("", False), ("x" * 200, False), (5, False)])
+def test_only_a_plain_session_id_is_ever_resumed(tmp_path: Path, given: Any, kept: bool) -> None:
+    from stageline.operations._session import SessionFile
+
+    sessions = SessionFile(tmp_path, "build")
+    sessions.update(session_id=given, harness="command:claude")
+    assert sessions.session("command:claude") == (given if kept else None)
+    assert sessions.session("command:codex") is None  # another agent's session is not resumed

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from stageline.config import Settings
+from stageline.errors import InputError
 from stageline.ledger import RunStatus
+from stageline.llm import Completion
 from stageline.runner import Runner, RunSummary
 from stageline.templates.builtin._sdlc_build import SERVICE_CI_COMMAND, route_verify
 from stageline.testing import memory_runner
@@ -42,7 +44,11 @@ async def run_answered(runner: Runner, inputs: dict[str, Any],
     waiting = await runner.start("sdlc", {"task": "Add subtract", "review_threshold": 0.0,
                                           **inputs}, services=services)
     assert waiting.status is RunStatus.WAITING
-    return await runner.answer(waiting.run.run_id, ANSWERS, services=services)
+    planned = await runner.answer(waiting.run.run_id, ANSWERS, services=services)
+    assert planned.status is RunStatus.WAITING  # the plan-approval gate: a person decides
+    assert [w.name for w in planned.waiting] == ["plan_approval"]
+    assert "build" not in [r.node for r in planned.records]
+    return await runner.approve(waiting.run.run_id, gate="plan_approval", services=services)
 
 
 def test_route_verify() -> None:
@@ -61,9 +67,19 @@ async def test_without_a_repo_the_run_ends_at_the_approved_plan(runner: Runner) 
 async def test_a_ci_command_service_overrides_the_repo_file(runner: Runner, sample: Path) -> None:
     done = await run_answered(runner, {"repo": str(sample)}, {SERVICE_CI_COMMAND: "exit 0"})
     assert done.state["outcome"] == "approved", done.run.error
-    failed = await run_answered(runner, {"repo": str(sample)}, {SERVICE_CI_COMMAND: "exit 7"})
+    failing = {SERVICE_CI_COMMAND: "exit 7"}
+    failed = await run_answered(runner, {"repo": str(sample)}, failing)
     assert failed.state["outcome"] == "parked"
     assert "exit code 7" in failed.state["build_feedback"]
+    # out of builds: parked, at a gate where a person grants more rounds or rejects
+    assert failed.status is RunStatus.PARKED
+    assert [w.name for w in failed.waiting] == ["build_rounds"]
+    assert [w.run_id for w in await runner.pending()] == [failed.run.run_id]
+    again = await runner.approve(failed.run.run_id, gate="build_rounds", services=failing)
+    builds = [r for r in again.records if r.node == "build" and r.status == "succeeded"]
+    assert again.status is RunStatus.PARKED and len(builds) == 6  # three more rounds ran
+    ended = await runner.reject(failed.run.run_id, gate="build_rounds", note="taking over")
+    assert ended.status is RunStatus.REJECTED
 
 
 async def test_a_ci_command_input_cannot_run_a_command(
@@ -87,12 +103,66 @@ async def test_a_ci_file_the_agent_writes_in_the_worktree_is_not_run(
     assert not marker.exists()
 
 
-async def test_a_repo_that_is_not_git_fails_the_build_in_source_preparation(
+async def test_a_bad_repo_or_task_is_an_input_error_before_a_run_exists(
     runner: Runner, tmp_path: Path
 ) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    done = await run_answered(runner, {"repo": str(plain)})
-    assert (done.status, done.run.failed_node) == (RunStatus.FAILED, "build")
-    assert done.run.failure_phase == "source_preparation"
-    assert "is not inside a git repository" in (done.run.error or "")
+    for repo, why in ((plain, "is not inside a git repository"),
+                      (tmp_path / "gone", "does not exist"), (SAMPLE / "calc.py", "not a folder")):
+        with pytest.raises(InputError, match=f"input 'repo': .*{why}"):
+            await runner.start("sdlc", {"task": "Add subtract", "repo": str(repo)})
+    with pytest.raises(InputError, match="missing required input 'task'"):
+        await runner.start("sdlc", {"task": "  "})
+    assert await runner.ledger.list_runs() == []  # nothing was created
+
+
+class _Model:
+    """A configured chat model (not the offline one): it plans, reviews and asks."""
+
+    name = "stub-model"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    async def complete(self, prompt: str, *, system: str | None = None) -> Completion:
+        self.prompts.append(prompt)
+        if "Review this plan" in prompt:
+            text = "Covers the edge cases.\nSCORE: 0.95"
+        elif "reply with a JSON list" in prompt:
+            text = "NONE"
+        else:
+            text = "1. Add subtract() to calc.py\n2. Test it with negatives"
+        return Completion(text=text, model=self.name, input_tokens=10, output_tokens=5,
+                          latency=0.0)
+
+
+async def test_a_configured_model_writes_the_plan_and_review_and_the_build_uses_the_plan(
+    memory_settings: Settings, sample: Path
+) -> None:
+    model = _Model()
+    async with memory_runner(memory_settings, model=model) as runner:
+        waiting = await runner.start("sdlc", {"task": "Add subtract", "repo": str(sample)},
+                                     services={SERVICE_CI_COMMAND: "exit 0"})
+        planned = await runner.answer(waiting.run.run_id, ANSWERS)
+        assert [w.name for w in planned.waiting] == ["plan_approval"]
+        assert "1. Add subtract() to calc.py" in planned.state["plan"]
+        assert planned.state["reviews"][-1]["score"] == 0.95
+        assert any("reply with a JSON list" in p for p in model.prompts)  # clarify asked it
+        done = await runner.approve(waiting.run.run_id, gate="plan_approval",
+                                    services={SERVICE_CI_COMMAND: "exit 0"})
+    assert done.status is RunStatus.SUCCEEDED and done.state["outcome"] == "approved"
+    assert "1. Add subtract() to calc.py" in done.state["plan"]
+
+
+async def test_changes_at_plan_approval_send_the_note_to_the_planner(runner: Runner) -> None:
+    waiting = await runner.start("sdlc", {"task": "Add subtract", "review_threshold": 0.0})
+    await runner.answer(waiting.run.run_id, ANSWERS)
+    again = await runner.request_changes(waiting.run.run_id, gate="plan_approval",
+                                         note="also handle overflow")
+    assert [w.name for w in again.waiting] == ["plan_approval"]
+    assert again.state["plan_revision"] == 2
+    assert "## Feedback addressed\n\nalso handle overflow" in again.state["plan"]
+    ended = await runner.reject(waiting.run.run_id, gate="plan_approval")
+    assert ended.status is RunStatus.REJECTED
+    assert "build" not in [r.node for r in ended.records]

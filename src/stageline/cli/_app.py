@@ -173,6 +173,10 @@ def run(
         typer.Option("--budget-cost", metavar="X",
                      help="This run's cost budget; past it the run waits at a budget gate."),
     ] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Wiki templates: bring the result into the "
+                           "checkout at once instead of waiting at the apply gate.")
+    ] = False,
 ) -> None:
     """Start a run of TEMPLATE and follow it to its end (or queue it with --detach).
 
@@ -182,6 +186,8 @@ def run(
     from stageline.runner import new_run_id
 
     values = parse_inputs(inputs or (), input_file)
+    if apply:
+        values["apply"] = True
     deadlines = parse_deadlines(deadline or ())
     rid = new_run_id() if run_id is None else check_run_id(run_id, "--run-id")
     budget = {k: v for k, v in (("tokens", budget_tokens), ("cost", budget_cost)) if v} or None
@@ -194,16 +200,30 @@ def run(
                                               budget=budget))
 
 
-@app.command()
-def resume(run_id: RunArg, force: ForceFlag = False) -> None:
-    """Continue a run from its last checkpoint (a queued run, or one whose process died)."""
-    _advance(run_id, lambda runner: runner.resume(run_id, force=force))
+FreshFlag = Annotated[bool, typer.Option(
+    "--fresh", help="Start agents afresh instead of continuing their recorded session.")]
+
+
+def _agent_services(fresh: bool) -> dict[str, object]:
+    from stageline.operations import SERVICE_FRESH
+
+    return {SERVICE_FRESH: True} if fresh else {}
 
 
 @app.command()
-def retry(run_id: RunArg, force: ForceFlag = False) -> None:
-    """Re-run a failed run from its failed node, as the next attempt."""
-    _advance(run_id, lambda runner: runner.retry(run_id, force=force))
+def resume(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) -> None:
+    """Continue a run from its last checkpoint (a queued run, or one whose process died); an
+    agent that was interrupted continues its own session unless --fresh."""
+    _advance(run_id, lambda runner: runner.resume(run_id, force=force,
+                                                  services=_agent_services(fresh)))
+
+
+@app.command()
+def retry(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) -> None:
+    """Re-run a failed run from its failed node, as the next attempt; an agent that failed
+    continues its own session (claude --resume, codex exec resume) unless --fresh."""
+    _advance(run_id, lambda runner: runner.retry(run_id, force=force,
+                                                 services=_agent_services(fresh)))
 
 
 @app.command()

@@ -11,6 +11,7 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_PARKED",
     "EXIT_RUN_FAILED",
     "EXIT_STORAGE",
     "EXIT_USAGE",
@@ -26,6 +27,8 @@ EXIT_USAGE = 2
 """Bad arguments or input, unknown template or run, invalid template (``UsageError``)."""
 EXIT_WAITING = 3
 """The run is waiting for a person (a gate or a question)."""
+EXIT_PARKED = 7
+"""The run is parked: out of rounds (plan reviews, builds); a person decides what next."""
 EXIT_CONFLICT = 4
 """The request clashes with the run's state (``LeaseHeld``, ``TemplateChanged``, ...)."""
 EXIT_DECIDED = 5
@@ -43,6 +46,7 @@ _BY_STATUS = {
     RunStatus.FAILED: EXIT_RUN_FAILED,
     RunStatus.CANCELLED: EXIT_RUN_FAILED,
     RunStatus.REJECTED: EXIT_RUN_FAILED,
+    RunStatus.PARKED: EXIT_PARKED,
 }
 
 
@@ -58,6 +62,7 @@ Exit codes:
   {EXIT_RUN_FAILED}    the run failed, was cancelled or rejected
   {EXIT_USAGE}    usage or input error: bad arguments, unknown template or run, invalid template
   {EXIT_WAITING}    the run is waiting for a person (a gate or a question)
+  {EXIT_PARKED}    the run is parked: out of rounds; a person grants more, takes over or rejects
   {EXIT_CONFLICT}    conflict: another process holds the run, the template changed, or the
        run's status does not allow this, or a decision is stale
   {EXIT_DECIDED}    already decided: someone else decided the gate or answered the question

@@ -85,6 +85,8 @@ def _line(line: str) -> Text:
     if kind == "operation.begin":
         text = (f"attempt {row.get('attempt')} try {row.get('try')}: {row.get('harness')}"
                 f"{' ' + str(row['model']) if row.get('model') else ''} in {row.get('repo')}")
+        if row.get("resume"):
+            text += f", continuing session {row['resume']}"
     elif kind == "harness.result":
         text = f"{row.get('status')}: {row.get('summary') or ''}"
         if row.get("exit_code") not in (None, 0):

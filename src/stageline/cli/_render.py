@@ -39,6 +39,7 @@ _STATUS_STYLE = {
     "failed": "red",
     "cancelled": "magenta",
     "rejected": "magenta",
+    "parked": "yellow",
 }
 
 
@@ -168,7 +169,22 @@ def _progress(event: Event) -> Text | None:
         return Text(event.message, style="yellow")
     if event.kind == "run.drained":
         return Text(f"run stopped between steps: {event.message}", style="yellow")
+    if event.kind in _AGENT_LINES:  # what the agent does, as it does it: one line each
+        mark, style = _AGENT_LINES[event.kind]
+        return Text.assemble(("  " + mark + " ", style), (node, "dim"), " ",
+                             (_first_line(event.message, 160) or event.kind[8:], style))
+    if event.kind == "operation.stopped":
+        return Text.assemble(("  ■ ", "yellow"), node, ": agent stopped: ",
+                             (event.message, "yellow"))
     return None
+
+
+_AGENT_LINES = {
+    "harness.tool_use": (">", "cyan"),
+    "harness.helper_agent": (">>", "cyan"),
+    "harness.message": ("~", ""),
+    "harness.error": ("!", "red"),
+}
 
 
 def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Text]:
@@ -198,6 +214,10 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
         lines.append(Text(f"  retry with: stageline retry {run.run_id}", style="dim"))
     if status is RunStatus.QUEUED:
         lines.append(Text(f"  continue with: stageline resume {run.run_id}", style="dim"))
+    if status is RunStatus.PARKED:
+        lines.append(Text("  parked: out of rounds. approve grants more rounds (changes --note: "
+                          "with your guidance); reject ends the run so you can take over",
+                          style="yellow"))
     lines.append(Text(f"  details: stageline show {run.run_id}", style="dim"))
     return lines
 
@@ -319,5 +339,9 @@ def event_line(event: Event) -> Text:
     if isinstance(took, int | float):
         line.append(f" {seconds(took)}", style="dim")
     if event.message:
-        line.append(f"  {event.message}", style=style)
+        message = event.message
+        if event.kind.startswith("harness."):  # agent output: one line each, as it came
+            message = " ".join(message.split())
+            message = message if len(message) <= 300 else message[:299] + "…"
+        line.append(f"  {message}", style=style)
     return line

@@ -29,12 +29,13 @@ def _retention(value: str) -> float | None:
 
 def worker(
     concurrency: Annotated[
-        int, typer.Option("--concurrency", "-c", min=1, metavar="N",
-                          help="Runs this worker advances at once (Postgres).")
-    ] = 1,
+        int | None, typer.Option("--concurrency", "-c", min=1, metavar="N",
+                                 help="Runs this worker advances at once (default: 1; "
+                                      "2 with --local).")
+    ] = None,
     local: Annotated[
         bool, typer.Option("--local", help="The one local worker of a SQLite project: "
-                           "advances its queued runs one at a time.")
+                           "advances its queued runs, --concurrency at a time.")
     ] = False,
     idle_exit: Annotated[
         float | None, typer.Option("--idle-exit", metavar="SECONDS",
@@ -52,13 +53,14 @@ def worker(
 
     keep = _retention(retention)
     if local:
-        started = asyncio.run(run_local_worker(idle_exit=idle_exit, retention=keep))
+        more = {"concurrency": concurrency} if concurrency else {}  # else its default, 2
+        started = asyncio.run(run_local_worker(idle_exit=idle_exit, retention=keep, **more))
         if not started:
             typer.echo("a local worker already runs for this project", err=True)
         return
     if idle_exit is not None:
         raise UsageError("--idle-exit goes with --local")
-    asyncio.run(run_worker(concurrency=concurrency, retention=keep))
+    asyncio.run(run_worker(concurrency=concurrency or 1, retention=keep))
 
 
 def prune(

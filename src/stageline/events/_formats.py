@@ -24,6 +24,7 @@ LINE_LIMIT = 400
 _KIND_ICONS = {
     "started": "▶️", "resumed": "▶️", "retried": "🔁", "succeeded": "✅", "failed": "❌",
     "waiting": "⏸️", "queued": "🕓", "cancelled": "⏹️", "rejected": "⛔", "drained": "⏏️",
+    "parked": "🅿️",
     "approved": "👍", "escalated": "🚨",
 }
 _LEVEL_ICONS = {"critical": "🚨", "error": "❌", "warning": "⚠️"}

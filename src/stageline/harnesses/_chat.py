@@ -9,6 +9,7 @@ from typing import Any
 
 from stageline.errors import HarnessNotReady
 from stageline.harnesses._parsers import first_line
+from stageline.harnesses._stream import estimate_cost
 from stageline.harnesses._types import (
     HarnessEvent,
     HarnessEventKind,
@@ -107,9 +108,7 @@ class ChatHarness:
                 if text:
                     parts.append(text)
                     yield HarnessEvent(kind=HarnessEventKind.TEXT_DELTA, text=text)
-                for key, value in (getattr(chunk, "usage_metadata", None) or {}).items():
-                    if isinstance(value, int | float):
-                        usage[key] = usage.get(key, 0) + value
+                _add_usage(usage, getattr(chunk, "usage_metadata", None) or {})
         finally:
             closer = getattr(stream, "aclose", None)
             if closer is not None:
@@ -119,6 +118,9 @@ class ChatHarness:
         if text:
             yield HarnessEvent(kind=HarnessEventKind.MESSAGE, text=text)
         if usage:
+            cost = estimate_cost(request.model, usage)
+            if cost is not None:
+                usage["cost"] = cost
             yield HarnessEvent(kind=HarnessEventKind.USAGE, data=usage)
         if failure is not None:
             yield HarnessEvent(kind=HarnessEventKind.ERROR, text=failure[1])
@@ -127,3 +129,15 @@ class ChatHarness:
             return
         yield HarnessResult(status=HarnessStatus.SUCCEEDED, output_text=text,
                             summary=first_line(text), usage=usage)
+
+
+def _add_usage(usage: dict[str, float], metadata: Any) -> None:
+    """LangChain's ``usage_metadata`` in stageline's names: its ``input_tokens`` include the
+    cached ones, which ``input_token_details.cache_read`` counts."""
+    for key, value in dict(metadata).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            usage[key] = usage.get(key, 0) + value
+    details = dict(metadata).get("input_token_details") or {}
+    cached = details.get("cache_read") if isinstance(details, dict) else None
+    if isinstance(cached, int | float):
+        usage["cached_input_tokens"] = usage.get("cached_input_tokens", 0) + cached

@@ -111,22 +111,38 @@ class CommandHarness:
 
     @classmethod
     def claude(cls, binary: str = "claude", *extra: str) -> CommandHarness:
-        """Claude Code in print mode, streaming JSON, allowed to edit files in the repository."""
+        """Claude Code in print mode, streaming JSON, allowed to edit files in the repository.
+
+        Request options: ``resume`` (a session id: ``--resume``), ``max_turns``
+        (``--max-turns``) and ``max_cost`` (``--max-budget-usd``).
+        """
 
         def argv(request: HarnessRequest) -> list[str]:
-            model = ["--model", request.model] if request.model else []
+            opts = request.options
+            more = ["--model", request.model] if request.model else []
+            if opts.get("resume"):
+                more += ["--resume", str(opts["resume"])]
+            if opts.get("max_turns"):
+                more += ["--max-turns", str(int(opts["max_turns"]))]
+            if opts.get("max_cost"):
+                more += ["--max-budget-usd", f"{float(opts['max_cost']):g}"]
             return [binary, "-p", "--output-format", "stream-json", "--verbose",
-                    "--permission-mode", "acceptEdits", *model, *extra]
+                    "--permission-mode", "acceptEdits", *more, *extra]
 
         return cls(argv, fmt="claude")
 
     @classmethod
     def codex(cls, binary: str = "codex", *extra: str) -> CommandHarness:
-        """Codex ``exec --json``, sandboxed to write in the repository; the prompt on stdin."""
+        """Codex ``exec --json``, sandboxed to write in the repository; the prompt on stdin.
+
+        Request option ``resume`` (a thread id) continues that thread: ``codex exec resume ID``.
+        """
 
         def argv(request: HarnessRequest) -> list[str]:
             model = ["-m", request.model] if request.model else []
-            return [binary, "exec", "--json", "--sandbox", "workspace-write", *model, *extra, "-"]
+            head = [binary, "exec", "--json", "--sandbox", "workspace-write", *model, *extra]
+            thread = request.options.get("resume")
+            return [*head, "resume", str(thread), "-"] if thread else [*head, "-"]
 
         return cls(argv, fmt="codex")
 
@@ -172,7 +188,7 @@ class CommandHarness:
     async def run(
         self, request: HarnessRequest, **future_kwargs: Any
     ) -> AsyncIterator[HarnessEvent | HarnessResult]:
-        parser = StreamParser(self.format, PARSERS[self.format])
+        parser = StreamParser(self.format, PARSERS[self.format], model=request.model)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.argv(request), cwd=request.repo_root, env=allowed_env(request.env_allowlist),
@@ -252,7 +268,7 @@ class CommandHarness:
     ) -> HarnessResult:
         done = HarnessResult(status=HarnessStatus.SUCCEEDED, output_text=parser.output_text,
                              summary=parser.final_summary, usage=dict(parser.usage),
-                             exit_code=exit_code, stderr=stderr)
+                             exit_code=exit_code, stderr=stderr, session_id=parser.session_id)
         why = None
         if timed_out:
             why = f"the agent timed out after {timeout:g}s and was killed"

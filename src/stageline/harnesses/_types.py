@@ -73,10 +73,14 @@ class HarnessResult:
     output_text: str = ""
     summary: str = ""
     usage: Mapping[str, float] = field(default_factory=dict)
+    """``input_tokens`` (cached ones included), ``cached_input_tokens``, ``output_tokens``,
+    ``cost`` (US dollars) and any other numbers the agent reported."""
     exit_code: int | None = None
     stderr: str = ""
     """The tail of the agent's standard error, kept for diagnosis."""
     error: str | None = None
+    session_id: str | None = None
+    """The provider's session (Claude ``session_id``, Codex ``thread_id``), to resume it."""
 
     @property
     def ok(self) -> bool:
@@ -92,6 +96,7 @@ class HarnessResult:
             "exit_code": self.exit_code,
             "stderr": self.stderr,
             "error": self.error,
+            "session_id": self.session_id,
         }
 
 

@@ -150,7 +150,8 @@ class HumanMemory:
     async def waiting_on(self, *, run_id: str | None = None) -> list[tuple[Wait, str]]:
         found = await self.pending_waits(run_id=run_id)  # type: ignore[attr-defined]
         return [(w, self._runs[w.run_id].template) for w in found
-                if w.run_id in self._runs and self._runs[w.run_id].status == "waiting"]
+                if w.run_id in self._runs
+                and self._runs[w.run_id].status in ("waiting", "parked")]
 
     async def begin_effect(self, effect: Effect) -> bool:
         key = (effect.run_id, effect.node, effect.key)

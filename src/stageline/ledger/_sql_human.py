@@ -185,7 +185,8 @@ class HumanSql:
             return await self._rows(x, stmt, params)
 
     async def waiting_on(self, *, run_id: str | None = None) -> list[tuple[Wait, str]]:
-        """Pending rounds of runs that wait (of one run), oldest first, each with its run's
+        """Pending rounds of runs that wait for a person (waiting or parked; of one run), oldest
+        first, each with its run's
         template: one query, however many runs wait."""
         stmt, params = ((_WAITING_RUN, {"run_id": run_id}) if run_id else (_WAITING, {}))
         async with self._read() as x:
@@ -261,7 +262,7 @@ _ALL_PENDING = select(waits).where(_PENDING).order_by(waits.c.requested_at, wait
 _WAITING = (
     select(waits, runs.c.template.label("run_template"))
     .join(runs, runs.c.run_id == waits.c.run_id)
-    .where(and_(_PENDING, runs.c.status == _lit("waiting")))
+    .where(and_(_PENDING, runs.c.status.in_([_lit("waiting"), _lit("parked")])))
     .order_by(waits.c.requested_at, waits.c.wait_id)
 )
 _WAITING_RUN = _WAITING.where(waits.c.run_id == bindparam("run_id"))

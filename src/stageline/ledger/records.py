@@ -20,6 +20,12 @@ class RunStatus(StrEnum):
     FAILED = "failed"  # a node failed; `retry` continues from the checkpoint
     CANCELLED = "cancelled"  # stopped on request between steps
     REJECTED = "rejected"  # a gate rejected it
+    PARKED = "parked"  # out of rounds (reviews, builds): waits at a gate for a person to decide
+
+    @property
+    def waits_for_person(self) -> bool:
+        """Waiting at a gate or question, parked included: a decision can move it on."""
+        return self in (RunStatus.WAITING, RunStatus.PARKED)
 
     @property
     def terminal(self) -> bool:

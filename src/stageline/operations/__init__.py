@@ -6,6 +6,7 @@ and failure recording live here and nowhere else (an architecture test holds tha
 
 from stageline.operations._classify import TOOL_KINDS, classify, fallback_event
 from stageline.operations._models import (
+    SERVICE_FRESH,
     SERVICE_HARNESS,
     SERVICE_LIVE,
     SERVICE_SINKS,
@@ -18,22 +19,35 @@ from stageline.operations._models import (
 from stageline.operations._recorder import transcript_path
 from stageline.operations._runner import OperationRunner, one_line_summary
 from stageline.operations._stage import OperationInputs, operation_stage
+from stageline.operations._worktree import (
+    Isolation,
+    apply_to_checkout,
+    commit_all,
+    isolate,
+    revert,
+)
 
 __all__ = [
+    "SERVICE_FRESH",
     "SERVICE_HARNESS",
     "SERVICE_LIVE",
     "SERVICE_SINKS",
     "TOOL_KINDS",
     "FailurePhase",
     "HarnessEventSink",
+    "Isolation",
     "LiveCallback",
     "OperationContext",
     "OperationInputs",
     "OperationRunner",
     "PostStep",
+    "apply_to_checkout",
     "classify",
+    "commit_all",
     "fallback_event",
+    "isolate",
     "one_line_summary",
     "operation_stage",
+    "revert",
     "transcript_path",
 ]

@@ -12,6 +12,7 @@ from stageline.harnesses import HarnessEvent, HarnessResult
 from stageline.ledger import EventCategory
 
 __all__ = [
+    "SERVICE_FRESH",
     "SERVICE_HARNESS",
     "SERVICE_LIVE",
     "SERVICE_SINKS",
@@ -28,6 +29,8 @@ SERVICE_SINKS = "harness_sinks"
 """``services[SERVICE_SINKS]``: extra ``HarnessEventSink`` objects (one, or a list)."""
 SERVICE_LIVE = "harness_live"
 """``services[SERVICE_LIVE]``: a callable given every event live, text deltas included."""
+SERVICE_FRESH = "harness_fresh"
+"""``services[SERVICE_FRESH]``: true to start agents afresh instead of resuming their session."""
 
 
 class FailurePhase(StrEnum):

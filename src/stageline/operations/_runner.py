@@ -12,8 +12,8 @@ import contextlib
 import inspect
 import logging
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,6 +24,7 @@ from stageline.harnesses import (
     DEFAULT_ENV_ALLOWLIST,
     Harness,
     HarnessEvent,
+    HarnessEventKind,
     HarnessRequest,
     HarnessResult,
     closing_stream,
@@ -38,13 +39,23 @@ from stageline.operations._models import (
     PostStep,
 )
 from stageline.operations._recorder import LedgerEventSink, Transcript, transcript_path
+from stageline.operations._session import SessionFile
 from stageline.stages import StageContext
 
-__all__ = ["EventSinkFailed", "HarnessFailed", "OperationRunner", "one_line_summary"]
+__all__ = [
+    "USAGE_KEYS",
+    "EventSinkFailed",
+    "HarnessFailed",
+    "OperationRunner",
+    "Stopped",
+    "one_line_summary",
+]
 
 _log = logging.getLogger("stageline.operations")
 
 SUMMARY_LIMIT = 300
+USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "cost")
+"""The usage every operation records as node metrics, whatever its harness."""
 
 
 class EventSinkFailed(Exception):
@@ -74,6 +85,36 @@ class _Collected:
     error: BaseException | None = None
     sink_error: BaseException | None = None
     events: int = 0
+    usage: dict[str, float] = field(default_factory=dict)
+    """What the agent spent so far, from its usage events (``USAGE_KEYS``)."""
+    session_id: str | None = None
+    turns: int = 0
+    stopped: dict[str, Any] | None = None
+    """The limit that stopped the agent mid-stream (a budget, a cap), if one did."""
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The agent was stopped mid-stream past a limit; ``over`` names it."""
+
+    over: Mapping[str, Any]
+    usage: Mapping[str, float]
+    session_id: str | None
+
+
+Watch = Callable[[Mapping[str, float]], Awaitable["Mapping[str, Any] | None"]]
+"""Given the operation's spend so far (metric names), the limit it passed, or None."""
+
+
+def _add_usage(into: dict[str, float], data: Mapping[str, Any]) -> None:
+    """Usage events add up; a ``total`` one (the agent's own final count) replaces the sum."""
+    got = {k: float(v) for k, v in data.items()
+           if isinstance(v, int | float) and not isinstance(v, bool)}
+    if data.get("total"):
+        into.update(got)
+        return
+    for key, value in got.items():
+        into[key] = into.get(key, 0.0) + value
 
 
 class OperationRunner:
@@ -141,8 +182,16 @@ class OperationRunner:
         timeout: float | None = 600.0,
         env_allowlist: Sequence[str] = DEFAULT_ENV_ALLOWLIST,
         options: Mapping[str, Any] | None = None,
-    ) -> HarnessResult:
-        """Readiness, the harness run with its events recorded, then its success checked."""
+        watch: Watch | None = None,
+        max_turns: int | None = None,
+    ) -> HarnessResult | Stopped:
+        """Readiness, the harness run with its events recorded, then its success checked.
+
+        What the agent spent becomes the node's metrics whether it succeeded or not. ``watch``
+        is asked after each usage event; past the limit it names, the agent is stopped (its
+        process group killed) and a ``Stopped`` comes back. ``max_turns`` stops it likewise,
+        as a failure, for agents that cannot be told their own limit.
+        """
         request = HarnessRequest(
             kind=harness.kind, model=op.model, repo_root=op.repo, prompt=prompt, title=title,
             timeout=timeout, env_allowlist=tuple(env_allowlist), options=dict(options or {}),
@@ -153,21 +202,45 @@ class OperationRunner:
             transcript = Transcript(transcript_path(op.run_dir, op.node), {
                 "run_id": op.run_id, "node": op.node, "attempt": self.ctx.attempt,
                 "try": self.ctx.try_no, "harness": harness.kind, "model": op.model,
-                "repo": str(op.repo), "title": title,
+                "repo": str(op.repo), "title": title, "resume": request.options.get("resume"),
             })
+        before = dict(self.ctx.metrics)
+        sessions = SessionFile(op.run_dir, op.node)
         try:
-            got = await self._collect(harness, request, transcript)
+            got = await self._collect(harness, request, transcript, before, watch, max_turns,
+                                      sessions, op.harness)
+            self._spent(got, before)
             self._record_outcome(got, transcript)
         finally:
             transcript.close()
+        if got.stopped is not None and got.stopped.get("scope") != "operation":
+            with self.failure_phase(FailurePhase.INTERNAL_ERROR):
+                self.ledger.note("operation.stopped", category=EventCategory.LIFECYCLE,
+                                 level="warning", message=_limit_text(got.stopped),
+                                 data={"limit": dict(got.stopped), "usage": got.usage,
+                                       "session_id": got.session_id})
+            return Stopped(over=got.stopped, usage=got.usage, session_id=got.session_id)
         with self.failure_phase(FailurePhase.PROVIDER_EXECUTION):
+            if got.stopped is not None:
+                raise HarnessFailed(f"the agent was stopped: {_limit_text(got.stopped)}")
             if got.error is not None:
                 raise got.error
             if got.result is None:
                 raise HarnessFailed(f"harness {harness.kind} ended without a result")
             if not got.result.ok:
                 raise HarnessFailed(got.result.summary or f"harness {got.result.status}")
+        sessions.update(done=True)
         return got.result
+
+    def _spent(self, got: _Collected, before: Mapping[str, float]) -> None:
+        """The node's metrics: what it spent before this pass plus what the agent spent now."""
+        usage = dict(got.usage)
+        if got.result is not None and got.stopped is None:
+            usage.update({k: float(v) for k, v in got.result.usage.items()})
+        got.usage = usage
+        for key in USAGE_KEYS:
+            if key in usage:
+                self.ctx.metrics[key] = float(before.get(key, 0.0)) + float(usage[key])
 
     async def post(
         self, step: PostStep, state: Any, op: OperationContext, result: HarnessResult
@@ -185,29 +258,39 @@ class OperationRunner:
     def finish(self, op: OperationContext, result: HarnessResult) -> str:
         """Record the operation's end and its cost; returns the summary the run keeps."""
         summary = result.summary or f"{op.node} finished"
-        for key in ("input_tokens", "output_tokens", "cost_usd"):
-            if key in result.usage:
-                self.ctx.metric(key, float(result.usage[key]))
         with self.failure_phase(FailurePhase.INTERNAL_ERROR):
             self.ledger.note("operation.finished", category=EventCategory.LIFECYCLE,
-                             message=summary, data={"usage": dict(result.usage)})
+                             message=summary, data={"usage": dict(result.usage),
+                                                    "session_id": result.session_id})
         return summary
 
     # -- recording ----------------------------------------------------------------------------
 
     async def _collect(
-        self, harness: Harness, request: HarnessRequest, transcript: Transcript
+        self,
+        harness: Harness,
+        request: HarnessRequest,
+        transcript: Transcript,
+        before: Mapping[str, float],
+        watch: Watch | None,
+        max_turns: int | None,
+        sessions: SessionFile,
+        harness_name: str,
     ) -> _Collected:
         got = _Collected()
         try:
             async with closing_stream(harness.run(request)) as items:
-                async for item in items:
+                async for item in items:  # leaving the loop early closes it: the agent stops
                     if isinstance(item, HarnessResult):
                         got.result = item
                         continue
                     self._live_event(item)
                     if self._record(item, transcript):
                         got.events += 1
+                    got.stopped = await self._follow(item, got, before, watch, max_turns,
+                                                     sessions, harness_name)
+                    if got.stopped is not None:
+                        break
         except GraphBubbleUp:
             raise
         except EventSinkFailed as exc:
@@ -215,6 +298,29 @@ class OperationRunner:
         except Exception as exc:  # an adapter that raises: provider_execution, not a crash
             got.error = exc
         return got
+
+    async def _follow(
+        self, item: HarnessEvent, got: _Collected, before: Mapping[str, float],
+        watch: Watch | None, max_turns: int | None, sessions: SessionFile, harness_name: str,
+    ) -> dict[str, Any] | None:
+        """Keep the session and the spend as they stream; the limit passed, if any."""
+        kind = item.kind
+        if kind == HarnessEventKind.PROVIDER_SESSION and item.data.get("session_id"):
+            got.session_id = str(item.data["session_id"])
+            sessions.update(session_id=got.session_id, harness=harness_name, done=False)
+        elif kind == HarnessEventKind.STATUS and item.text == "turn started":
+            got.turns += 1
+            if max_turns and got.turns > max_turns:
+                return {"scope": "operation", "measure": "turns", "limit": max_turns,
+                        "used": got.turns}
+        elif kind == HarnessEventKind.USAGE and watch is not None:
+            _add_usage(got.usage, item.data)
+            spent = {k: float(before.get(k, 0.0)) + got.usage.get(k, 0.0) for k in USAGE_KEYS}
+            over = await watch(spent)
+            return dict(over) if over else None
+        elif kind == HarnessEventKind.USAGE:
+            _add_usage(got.usage, item.data)
+        return None
 
     def _record(self, event: HarnessEvent, transcript: Transcript | None) -> bool:
         category = classify(event)
@@ -259,6 +365,15 @@ class OperationRunner:
             self._live(event)
         except Exception:  # live output is a courtesy; it never fails a run
             _log.debug("live callback failed on %s", event.kind, exc_info=True)
+
+
+def _limit_text(over: Mapping[str, Any]) -> str:
+    measure = str(over.get("measure", "?"))
+    unit = {"cost": "in cost", "tokens": "tokens", "turns": "turns"}.get(measure, measure)
+    whose = {"run": "the run", "operation": "the operation"}.get(
+        str(over.get("scope")), str(over.get("scope", "")).replace("node:", "node "))
+    used, limit = float(over.get("used", 0)), float(over.get("limit", 0))
+    return f"{whose} used {used:g} of its {limit:g} {unit}"
 
 
 def _git_root(path: Path) -> Path:

@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 from stageline.harnesses import DEFAULT_ENV_ALLOWLIST, Harness, make_harness
 from stageline.operations._models import (
+    SERVICE_FRESH,
     SERVICE_HARNESS,
     SERVICE_LIVE,
     SERVICE_SINKS,
@@ -18,8 +19,9 @@ from stageline.operations._models import (
     PostStep,
 )
 from stageline.operations._recorder import transcript_path
-from stageline.operations._runner import OperationRunner
-from stageline.stages import Stage, StageContext
+from stageline.operations._runner import OperationRunner, Stopped
+from stageline.operations._session import SessionFile, continue_prompt
+from stageline.stages import Stage, StageContext, budget_gate, live_overrun
 
 __all__ = ["OperationInputs", "operation_stage"]
 
@@ -38,6 +40,12 @@ class OperationInputs(TypedDict, total=False):
     """Seconds the harness may run before its process group is killed."""
     env_allowlist: list[str]
     """Environment variables passed to the agent besides the default ones (API keys)."""
+    max_turns: int
+    """Turns the agent may take (Claude: ``--max-turns``; others: stopped past it)."""
+    max_cost: float
+    """US dollars the operation may spend (Claude: ``--max-budget-usd``); stopped past it."""
+    max_tokens: float
+    """Tokens (input + output) the operation may spend; stopped past it."""
     summary: str
     transcript_path: str
 
@@ -101,13 +109,31 @@ def operation_stage(
                     options["script"] = steps
         with runner.failure_phase(FailurePhase.HARNESS_READINESS):
             harness = given if given is not None else make_harness(spec)
-        result = await runner.execute(
-            op, harness, prompt=text,
-            title=title(state) if callable(title) else title,
-            timeout=float(_get(state, "timeout") or timeout),
-            env_allowlist=(*DEFAULT_ENV_ALLOWLIST, *(_get(state, "env_allowlist") or ())),
-            options=options,
-        )
+        sessions = SessionFile(ctx.run_dir, ctx.node)
+        stops = sessions.budget_stops(ctx.attempt)
+        for stop in stops:  # a replay after budget stops: their gates again, in order
+            for key, value in dict(stop.get("usage") or {}).items():
+                ctx.metric(key, float(value))
+            await budget_gate(ctx, state, ctx.task_id, stop["over"])
+        while True:
+            resume = _resume(sessions, services, kind)
+            if resume:
+                options["resume"] = resume
+            result = await runner.execute(
+                op, harness, prompt=continue_prompt(text) if resume else text,
+                title=title(state) if callable(title) else title,
+                timeout=float(_get(state, "timeout") or timeout),
+                env_allowlist=(*DEFAULT_ENV_ALLOWLIST, *(_get(state, "env_allowlist") or ())),
+                options={**options, **_caps(state)}, watch=_watch(ctx, state),
+                max_turns=None if kind == "command:claude" else _get(state, "max_turns"),
+            )
+            if not isinstance(result, Stopped):
+                break
+            # Past the budget mid-stream: the agent is stopped; wait at the budget gate. The
+            # approval comes back through LangGraph's replay of this node (see above).
+            stops.append({"over": dict(result.over), "usage": dict(result.usage)})
+            sessions.update(budget_stops={"attempt": ctx.attempt, "stops": stops})
+            await budget_gate(ctx, state, ctx.task_id, result.over)
         updates: dict[str, Any] = {}
         for step in post_steps:
             updates.update(await runner.post(step, state, op, result))
@@ -116,3 +142,33 @@ def operation_stage(
                 "transcript_path": str(transcript_path(op.run_dir, op.node))}
 
     return Stage(fn=run, name=f"operation:{name}", capability=capability, cost_class=cost_class)
+
+
+def _resume(sessions: SessionFile, services: Mapping[str, Any], kind: str) -> str | None:
+    """The agent session to continue: one an earlier pass left unfinished, unless fresh."""
+    if services.get(SERVICE_FRESH) or not kind.startswith("command"):
+        return None
+    if sessions.read().get("done"):
+        return None
+    return sessions.session(kind)
+
+
+def _caps(state: Any) -> dict[str, Any]:
+    """The operation's own limits that the agent is told (those it supports)."""
+    return {k: _get(state, k) for k in ("max_turns", "max_cost") if _get(state, k)}
+
+
+def _watch(ctx: StageContext, state: Any) -> Any:
+    """Checks the spend while the agent runs: the operation's caps, then the run's budgets."""
+    caps = {"tokens": _get(state, "max_tokens"), "cost": _get(state, "max_cost")}
+
+    async def watch(spent: Mapping[str, float]) -> Mapping[str, Any] | None:
+        used = {"tokens": spent.get("input_tokens", 0.0) + spent.get("output_tokens", 0.0),
+                "cost": spent.get("cost", 0.0)}
+        for measure, cap in caps.items():
+            if cap and used[measure] > float(cap):
+                return {"scope": "operation", "measure": measure, "limit": float(cap),
+                        "used": used[measure]}
+        return await live_overrun(ctx, spent)
+
+    return watch

@@ -64,7 +64,9 @@ class BudgetBook:
                                             float(over["ask"])))
 
     async def overrun(self, node: str, task_id: str, attempt: int,
-                      mine: Mapping[tuple[str, int], NodeRecord]) -> dict[str, Any] | None:
+                      mine: Mapping[tuple[str, int], NodeRecord], *,
+                      pending: Mapping[str, float] | None = None) -> dict[str, Any] | None:
+        """The first used-up limit; ``pending`` is what the running node spent so far."""
         if self._past is None:
             await self._load()
         assert self._past is not None
@@ -80,5 +82,9 @@ class BudgetBook:
         total: dict[str, float] = {}
         for key, amount in grants.values():
             total[key] = total.get(key, 0.0) + amount
-        return overrun(self.budget, node, usage(records),
-                       usage({k: r for k, r in records.items() if r.node == node}), total)
+        run_used = usage(records)
+        node_used = usage({k: r for k, r in records.items() if r.node == node})
+        for used in (run_used, node_used):
+            for key, value in (pending or {}).items():
+                used[key] = used.get(key, 0.0) + float(value)
+        return overrun(self.budget, node, run_used, node_used, total)

@@ -193,10 +193,10 @@ class HumanMixin:
             latest = max(taken, key=lambda w: w.decided_at or 0) if taken else None
             if latest is not None and not any(w.status is WaitStatus.PENDING for w in mine) and (
                 name is not None or latest.status is WaitStatus.DECIDED
-                or run.status is not RunStatus.WAITING
+                or not run.status.waits_for_person
             ):  # someone came first (a race, or a second answer): the first one stands
                 raise already_decided(latest)
-        if run.status is not RunStatus.WAITING:
+        if not run.status.waits_for_person:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self._checked_template(run, force)
         services = await self._services(services)
@@ -222,7 +222,7 @@ class HumanMixin:
             await self.ledger.settle_wait(
                 run_id, found.wait_id, found.round, WaitStatus.ROLLED_BACK,
                 reason=f"the run could not be resumed: {exc}",
-                reopen=current.status is RunStatus.WAITING, events=[Event(
+                reopen=current.status.waits_for_person, events=[Event(
                     run_id=run_id, kind=f"{kind}.rolled_back", node=found.node, level="warning",
                     message=f"the run could not be resumed ({exc}); the {said} is rolled back")])
             raise
@@ -232,7 +232,8 @@ class HumanMixin:
     # -- reading ----------------------------------------------------------------------------
 
     async def pending(self, run_id: str | None = None) -> list[Wait]:
-        """Pending gates and question sets of waiting runs (of one run), oldest first."""
+        """Pending gates and question sets of runs waiting for a person (waiting or parked; of
+        one run), oldest first."""
         return await pending_waits(self.ledger, run_id)
 
     async def pending_with_templates(self, run_id: str | None = None) -> list[tuple[Wait, str]]:
@@ -290,7 +291,8 @@ class HumanMixin:
                 return "decided by someone else first"
             error = f"deadline passed at {what(wait)} (policy fail)"
             failed = await self.ledger.transition(
-                wait.run_id, RunStatus.FAILED, expect=[RunStatus.WAITING], error=error,
+                wait.run_id, RunStatus.FAILED, expect=[RunStatus.WAITING, RunStatus.PARKED],
+                error=error,
                 failure_phase="deadline", failed_node=wait.node, finished_at=time.time(),
                 events=[Event(run_id=wait.run_id, kind="run.failed", level="critical",
                               category=EventCategory.ERROR, node=wait.node, message=error,

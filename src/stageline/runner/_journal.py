@@ -150,11 +150,15 @@ class LedgerJournal:
                 template=template, routed=True, limit=ROUTER_HISTORY)
         return self._history[template]
 
-    async def budget_overrun(self, node: str, task_id: str) -> dict[str, Any] | None:
-        """The budget limit used up before ``node`` runs, or None (always None without one)."""
+    async def budget_overrun(
+        self, node: str, task_id: str, *, pending: Mapping[str, float] | None = None
+    ) -> dict[str, Any] | None:
+        """The budget limit used up before ``node`` runs (or, with ``pending``, what it spent
+        so far while running), or None (always None without a budget)."""
         if self._book is None:
             return None
-        return await self._book.overrun(node, task_id, self.attempt, self.records)
+        return await self._book.overrun(node, task_id, self.attempt, self.records,
+                                        pending=pending)
 
     def grant_budget(self, token: str, key: str, amount: float) -> None:
         """A budget gate's approval: ``amount`` more for ``key`` (``scope:measure``)."""

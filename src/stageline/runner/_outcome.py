@@ -66,6 +66,12 @@ async def _finish(
             run_id, RunStatus.SUCCEEDED, finished_at=now, release=True, cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.succeeded")],
         )
+    if outcome == "waiting" and settled.parked:
+        return await ledger.transition(
+            run_id, RunStatus.PARKED, release=True,
+            events=[Event(run_id=run_id, kind="run.parked", level="warning",
+                          message="out of rounds: a person grants more, takes over or rejects")],
+        )
     if outcome == "waiting":
         return await ledger.transition(
             run_id, RunStatus.WAITING, release=True, cancel_wins=wins,

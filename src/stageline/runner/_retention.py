@@ -24,7 +24,7 @@ PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED,
                      RunStatus.REJECTED)
 """The statuses ``prune`` deletes unless told otherwise: runs nobody will advance again."""
 
-PRUNABLE = (*PRUNED_BY_DEFAULT, RunStatus.WAITING, RunStatus.QUEUED)
+PRUNABLE = (*PRUNED_BY_DEFAULT, RunStatus.WAITING, RunStatus.PARKED, RunStatus.QUEUED)
 """A running run is never pruned: a live process may be advancing it (cancel it first)."""
 
 BATCH = 200

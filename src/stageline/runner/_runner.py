@@ -197,6 +197,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         """The inputs, checked against the template's state (names, types, checkpointability)
         and converted to the declared types (see ``_input_types``)."""
         check_plain_inputs(inputs)  # what JSON cannot hold never reaches the ledger
+        template.check_inputs(inputs)  # the template's own checks (paths, required inputs)
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
         if unknown:
@@ -332,10 +333,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             return await self.ledger.request_cancel(run_id)
         cancelled = await self.ledger.transition(
             run_id, RunStatus.CANCELLED, finished_at=time.time(),
-            expect=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED],
+            expect=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED,
+                    RunStatus.PARKED],
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )
-        if run.status is RunStatus.WAITING:
+        if run.status.waits_for_person:
             await self.ledger.close_waits(run_id, "the run was cancelled")
         return cancelled
 
@@ -468,7 +470,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         else:
             records = await self.ledger.node_records(run_id)
         waits = (await self.ledger.pending_waits(run_id=run_id)
-                 if finished.status is RunStatus.WAITING else [])
+                 if finished.status.waits_for_person else [])
         return RunSummary(run=finished, records=records, state=state, waits=waits)
 
     async def _drive(

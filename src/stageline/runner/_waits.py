@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from stageline.errors import InputError
-from stageline.ledger import Event, LedgerStore, Run, RunStatus, Wait, WaitKind, WaitStatus
+from stageline.ledger import Event, LedgerStore, Run, Wait, WaitKind, WaitStatus
 from stageline.runner._support import _config, _describe_failure
 from stageline.stages import BUDGET_INPUT, parse_duration
 from stageline.templates import Template
@@ -45,6 +45,8 @@ class Settled:
     """Why the run waits again: a decision was rolled back."""
     rejected: Wait | None = None
     """The reject that ended the run, when a gate without a reject route took one."""
+    parked: bool = False
+    """The run waits at a park gate (out of rounds): its status is ``parked``."""
 
 
 def human_payload(value: Any) -> Mapping[str, Any] | None:
@@ -110,7 +112,7 @@ async def settle_waits(
 ) -> Settled:
     """Settle the decisions being applied, record what the run now waits on."""
     asks = any(human_payload(getattr(i, "value", None)) for i in interrupts)
-    if not (template.gates or template.questions or asks or run.status is RunStatus.WAITING):
+    if not (template.gates or template.questions or asks or run.status.waits_for_person):
         return Settled()  # nothing a person said or is asked: no read on a plain run
     run_id, now = run.run_id, time.time()
     waits = await ledger.waits(run_id)
@@ -153,7 +155,8 @@ async def settle_waits(
         rejected = next((w for w in reversed(await ledger.waits(run_id)) if w.name in ending
                          and w.kind is WaitKind.GATE and w.decision == "reject"
                          and w.status is WaitStatus.APPLIED), None) if ending else None
-    return Settled(again=again, rejected=rejected)
+    parked = any((human_payload(getattr(i, "value", None)) or {}).get("park") for i in interrupts)
+    return Settled(again=again, rejected=rejected, parked=parked and outcome == "waiting")
 
 
 def _said(wait: Wait) -> str:

@@ -1,6 +1,14 @@
 """Stages: async callables ``(state, ctx) -> partial state`` with metadata."""
 
-from stageline.stages._budget import BUDGET_INPUT, Budget, BudgetRejected, enforce_budget, overrun
+from stageline.stages._budget import (
+    BUDGET_INPUT,
+    Budget,
+    BudgetRejected,
+    budget_gate,
+    enforce_budget,
+    live_overrun,
+    overrun,
+)
 from stageline.stages._context import Journal, RunContext, StageContext, StageLogger
 from stageline.stages._human import (
     DECISIONS,
@@ -35,11 +43,13 @@ __all__ = [
     "Stage",
     "StageContext",
     "StageLogger",
+    "budget_gate",
     "deadline_steps",
     "enforce_budget",
     "failure_phase",
     "gate_stage",
     "legacy_stage",
+    "live_overrun",
     "lookup_stage",
     "make_node",
     "merge_loop_counts",

@@ -19,7 +19,15 @@ from langgraph.types import interrupt
 from stageline.errors import RunError, UsageError
 from stageline.stages._context import StageContext
 
-__all__ = ["BUDGET_INPUT", "Budget", "BudgetRejected", "enforce_budget", "overrun"]
+__all__ = [
+    "BUDGET_INPUT",
+    "Budget",
+    "BudgetRejected",
+    "budget_gate",
+    "enforce_budget",
+    "live_overrun",
+    "overrun",
+]
 
 BUDGET_INPUT = "stageline_budget"
 """The run input (kept with the run, never given to the graph) holding a per-run budget."""
@@ -115,28 +123,49 @@ async def enforce_budget(ctx: StageContext, state: Any, task_id: str) -> None:
     check = getattr(ctx.run.journal, "budget_overrun", None)
     if check is None:
         return
+    while (over := await check(ctx.node, task_id)) is not None:
+        await budget_gate(ctx, state, task_id, over)
+
+
+async def live_overrun(ctx: StageContext, spent: Mapping[str, float]) -> dict[str, Any] | None:
+    """The budget limit this node's in-flight ``spent`` (metric names) has used up, or None.
+
+    For a stage that spends while it runs (an agent): the run's and the node's usage so far,
+    with what the node spent before this pass, checked against the same limits as before a node.
+    """
+    check = getattr(ctx.run.journal, "budget_overrun", None)
+    if check is None:
+        return None
+    pending = {"tokens": float(spent.get("input_tokens", 0)) + float(spent.get("output_tokens", 0)),
+               "cost": float(spent.get("cost", 0))}
+    found: dict[str, Any] | None = await check(ctx.node, ctx.task_id, pending=pending)
+    return found
+
+
+async def budget_gate(ctx: StageContext, state: Any, task_id: str, over: Mapping[str, Any]) -> None:
+    """Wait at the budget gate for ``over``: returns once approved (the amount asked granted);
+    a reject raises ``BudgetRejected``."""
     from stageline.stages._human import _refuse_decision, _token, state_hash
 
-    while (over := await check(ctx.node, task_id)) is not None:
-        digest = state_hash(state)
-        name = "budget" if over["scope"] == "run" else f"budget:{ctx.node}"
-        payload: dict[str, Any] = {
-            "kind": "gate", "gate": name, "node": ctx.node, "attempt": ctx.attempt,
-            "state_hash": digest, "deadline": 24 * 3600.0,
-            "on_deadline": ["remind", "escalate", "park"], "changes_to": None,
-            "reject_to": None, "changes_left": None, "show": {"budget": _describe(over)},
-            "budget": dict(over), "task_id": task_id,
-        }
-        asked = payload
-        while True:
-            decision = interrupt(asked)
-            why = _refuse_decision(decision, ctx.attempt, digest, None, None)
-            if why is None:
-                break
-            asked = {**payload, "refused": {"token": _token(decision), "reason": why}}
-        if decision["decision"] != "approve":
-            note = f": {decision.get('note')}" if decision.get("note") else ""
-            raise BudgetRejected(f"budget gate {name!r} rejected ({_describe(over)}){note}")
-        ctx.run.journal.grant_budget(  # type: ignore[attr-defined]
-            str(decision.get("token") or ""), f"{over['scope']}:{over['measure']}",
-            float(over["ask"]))
+    digest = state_hash(state)
+    name = "budget" if over["scope"] == "run" else f"budget:{ctx.node}"
+    payload: dict[str, Any] = {
+        "kind": "gate", "gate": name, "node": ctx.node, "attempt": ctx.attempt,
+        "state_hash": digest, "deadline": 24 * 3600.0,
+        "on_deadline": ["remind", "escalate", "park"], "changes_to": None,
+        "reject_to": None, "changes_left": None, "show": {"budget": _describe(over)},
+        "budget": dict(over), "task_id": task_id,
+    }
+    asked = payload
+    while True:
+        decision = interrupt(asked)
+        why = _refuse_decision(decision, ctx.attempt, digest, None, None)
+        if why is None:
+            break
+        asked = {**payload, "refused": {"token": _token(decision), "reason": why}}
+    if decision["decision"] != "approve":
+        note = f": {decision.get('note')}" if decision.get("note") else ""
+        raise BudgetRejected(f"budget gate {name!r} rejected ({_describe(over)}){note}")
+    ctx.run.journal.grant_budget(  # type: ignore[attr-defined]
+        str(decision.get("token") or ""), f"{over['scope']}:{over['measure']}",
+        float(over["ask"]))

@@ -112,6 +112,8 @@ class StageContext:
     node: str
     try_no: int = 1
     """LangGraph's attempt number for this node within one run attempt (RetryPolicy)."""
+    task_id: str = ""
+    """LangGraph's id of this node's task (what budgets and gates key on)."""
     metrics: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
 

@@ -108,10 +108,13 @@ def gate_stage(
     show: Sequence[str] = (),
     deadline: float = DEFAULT_DEADLINE,
     on_deadline: Sequence[str] = ("remind", "escalate", "park"),
+    park: Mapping[str, Any] | None = None,
 ) -> Stage:
     """The stage of a gate node: waits for approve, reject or request changes.
 
     ``changes_loop`` is ``(loop name, bound)`` of the loop that bounds rounds of changes.
+    ``park`` makes it a park gate (the run is ``parked``): ``{"loop": name, "rounds": n}``;
+    approve or changes there grant the loop ``n`` more rounds.
     """
 
     async def run_gate(state: Any, ctx: StageContext) -> dict[str, Any]:
@@ -127,6 +130,8 @@ def gate_stage(
             "changes_to": changes_to, "reject_to": reject_to, "changes_left": left,
             "show": {k: _clip(values[k]) for k in show if k in values},
         }
+        if park is not None:
+            payload["park"] = dict(park)
         asked = payload
         while True:
             decision = interrupt(asked)
@@ -137,6 +142,8 @@ def gate_stage(
         update: dict[str, Any] = {GATES_KEY: {name: decision["decision"]}}
         if decision["decision"] == "changes":
             update[feedback_key] = decision.get("note") or ""
+        if park is not None and decision["decision"] != "reject":
+            update[LOOPS_KEY] = {str(park["loop"]): -int(park["rounds"])}  # more rounds
         return update
 
     run_gate.__name__ = run_gate.__qualname__ = f"gate[{name}]"

@@ -115,6 +115,7 @@ class Template:
         self._validated = False
         self._gates: dict[str, GateSpec] = {}
         self._questions: dict[str, QuestionSpec] = {}
+        self._input_checks: list[Callable[[Mapping[str, Any]], None]] = []
 
     # -- building ---------------------------------------------------------------------------
 
@@ -219,6 +220,17 @@ class Template:
         )
         self._touch()
         return self
+
+    def add_input_check(self, check: Callable[[Mapping[str, Any]], None]) -> Template:
+        """Check a run's inputs before the run exists: ``check(inputs)`` raises ``InputError``
+        naming the input at fault (a missing path, a missing required input)."""
+        self._input_checks.append(check)
+        return self
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        """Run the template's input checks (the runner calls this before creating a run)."""
+        for check in self._input_checks:
+            check(inputs)
 
     def add_gate(self, name: str, **options: Any) -> Template:
         """Add a gate node (approve, reject, request changes); see ``templates._human.add_gate``."""

@@ -29,10 +29,14 @@ from stageline.operations import (
     OperationContext,
     OperationInputs,
     PostStep,
+    commit_all,
+    isolate,
     operation_stage,
 )
 from stageline.stages import StageContext, stage
 from stageline.templates._builder import END, Template
+from stageline.templates._park import add_park
+from stageline.templates.builtin._checks import git_folder, harness_spec, path_input
 
 __all__ = ["CI_FILE", "MAX_BUILDS", "SERVICE_CI_COMMAND", "BuildInputs", "add_build_half",
            "route_verify"]
@@ -43,7 +47,6 @@ SERVICE_CI_COMMAND = "ci_command"
 """``services[SERVICE_CI_COMMAND]``: the CI command, from code (overrides ``.stageline-ci``)."""
 CI_TIMEOUT = 900.0
 FEEDBACK_LINES = 60
-_IDENTITY = ["-c", "user.name=stageline", "-c", "user.email=stageline@localhost"]
 
 
 class BuildInputs(OperationInputs, total=False):
@@ -87,23 +90,10 @@ def _target(state: Any) -> Path:
 
 def _prepare(state: Any, op: OperationContext) -> dict[str, Any]:
     """source_preparation: the run's branch, checked out in a worktree the agent works in."""
-    branch = f"stageline/{op.run_id}"
-    worktree = op.run_dir / "worktree"
-    if not (worktree / ".git").exists():
-        try:
-            base = _git(op.repo, "rev-parse", "HEAD")
-        except RuntimeError as exc:
-            raise InputError(f"{op.repo} has no commit to branch from; commit first") from exc
-        exists = subprocess.run(["git", "-C", str(op.repo), "rev-parse", "--verify", "--quiet",
-                                 f"refs/heads/{branch}"], capture_output=True, check=False)
-        worktree.parent.mkdir(parents=True, exist_ok=True)
-        if exists.returncode == 0:
-            _git(op.repo, "worktree", "add", str(worktree), branch)
-        else:
-            _git(op.repo, "worktree", "add", "-b", branch, str(worktree), base)
-    op.repo = worktree.resolve()  # the agent works in the worktree, never in the checkout
-    return {"branch": branch, "worktree": str(op.repo),
-            "base_commit": state.get("base_commit") or _git(op.repo, "rev-parse", "HEAD"),
+    iso = isolate(op.repo, op.run_dir, op.run_id)
+    op.repo = iso.worktree  # the agent works in the worktree, never in the checkout
+    return {"branch": iso.branch, "worktree": str(op.repo),
+            "base_commit": state.get("base_commit") or iso.base,
             "round": int(state.get("build_round") or 0) + 1}
 
 
@@ -130,17 +120,10 @@ def _script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
 def _commit(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
     """Commit what the agent changed on the branch (nothing changed: no new commit)."""
     round_no = op.prepared["round"]
-    if _git(op.repo, "status", "--porcelain"):
-        _git(op.repo, "add", "-A")
-        configured = subprocess.run(["git", "-C", str(op.repo), "config", "user.email"],
-                                    capture_output=True, check=False).returncode == 0
-        identity = [] if configured else _IDENTITY
-        message = (f"{state['task']}\n\n{result.summary}\n\n"
-                   f"stageline run {op.run_id}, build {round_no}")
-        _git(op.repo, *identity, "commit", "-q", "-m", message)
+    message = f"{state['task']}\n\n{result.summary}\n\nstageline run {op.run_id}, build {round_no}"
     return {"branch": op.prepared["branch"], "worktree": op.prepared["worktree"],
             "base_commit": op.prepared["base_commit"], "build_round": round_no,
-            "commit": _git(op.repo, "rev-parse", "HEAD")}
+            "commit": commit_all(op.repo, message)}
 
 
 build = operation_stage(
@@ -271,4 +254,10 @@ def add_build_half(template: Template, *, after: str = "plan_approved") -> Templ
     template.add_route("verify", route_verify, {"approved": "approved", "build": "build"})
     template.add_loop("build_verify", head="build", max_iterations=MAX_BUILDS,
                       on_exhausted="build_parked")
+    template.add_input_check(path_input("repo", kind="folder"))
+    template.add_input_check(git_folder("repo", needs_commit=True))
+    template.add_input_check(harness_spec)
+    template.add_edge("build_parked", "build_rounds")
+    add_park(template, "build_rounds", loop="build_verify", head="build", rounds=MAX_BUILDS,
+             feedback_key="build_feedback", show=["branch", "build_feedback"])
     return template

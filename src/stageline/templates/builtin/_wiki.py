@@ -18,7 +18,16 @@ import yaml
 
 from stageline.errors import InputError
 from stageline.harnesses import HarnessResult
-from stageline.operations import FailurePhase, OperationContext, OperationInputs, PostStep
+from stageline.operations import (
+    FailurePhase,
+    Isolation,
+    OperationContext,
+    OperationInputs,
+    PostStep,
+    commit_all,
+    isolate,
+    revert,
+)
 from stageline.plaindata import BoundedSafeLoader
 
 __all__ = [
@@ -54,6 +63,18 @@ class WikiState(OperationInputs, total=False):
     """wiki_build: what the wiki should explain (default: the repository)."""
     index_path: str
     pages: list[str]
+    apply: bool
+    """Bring the result into the checkout at once, without the ``apply`` gate (``--apply``)."""
+    checkout: str
+    wiki_rel: str
+    """The wiki folder, relative to the repository (what the apply step brings over)."""
+    branch: str
+    worktree: str
+    base_commit: str
+    commit: str
+    changes: str
+    """What the operation changed on its branch (``git diff --stat``), shown at the gate."""
+    applied: list[str]
 
 
 class WikiInvalid(Exception):
@@ -149,8 +170,10 @@ def broken_links(page: Path, text: str, wiki: Path, repo: Path) -> list[str]:
             if _internal(t) and not _target_path(t, page, wiki, repo).resolve().exists()]
 
 
-def _home(op: OperationContext) -> Path:
-    return op.run_dir.parents[1]  # run folders are HOME/runs/RUN; stageline's own writes
+def _home(op: OperationContext) -> list[Path]:
+    """stageline's own folder (run folders are HOME/runs/RUN), when it is inside the repo."""
+    home = op.run_dir.parents[1]
+    return [] if home == op.repo or home in op.repo.parents else [home]
 
 
 def git_snapshot(repo: Path, exclude: list[Path]) -> dict[str, str]:
@@ -177,12 +200,22 @@ def git_snapshot(repo: Path, exclude: list[Path]) -> dict[str, str]:
 
 
 def prepare_wiki(state: Any, op: OperationContext) -> dict[str, Any]:
-    """source_preparation for every wiki template: the wiki's place and the repo's baseline."""
+    """source_preparation for every wiki template: the run's worktree on its own branch, with
+    the checkout's current wiki carried in, and the worktree's baseline. The agent works in the
+    worktree; the checkout is never written before the ``apply`` step."""
     wiki = wiki_path(state)
     if wiki.exists() and not wiki.is_dir():
         raise InputError(f"wiki {wiki} is a file, not a folder")
-    return {"wiki": str(wiki), "wiki_rel": wiki.relative_to(op.repo).as_posix(),
-            "baseline": git_snapshot(op.repo, [_home(op)])}
+    checkout = op.repo
+    wiki_rel = wiki.relative_to(checkout).as_posix()
+    if wiki_rel in (".", ""):
+        raise InputError("the wiki folder cannot be the repository's root; name a folder in it")
+    iso = isolate(checkout, op.run_dir, op.run_id, carry=[wiki_rel])
+    op.repo = iso.worktree
+    return {"wiki": str(iso.worktree / wiki_rel), "wiki_rel": wiki_rel,
+            "checkout": str(checkout), "checkout_wiki": str(wiki), "branch": iso.branch,
+            "worktree": str(iso.worktree), "base_commit": iso.base,
+            "baseline": git_snapshot(op.repo, _home(op))}
 
 
 def refresh_index(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
@@ -212,18 +245,38 @@ def validate_wiki(state: Any, op: OperationContext, result: HarnessResult) -> di
             problems.append(f"{shown}: front matter has no title")
         problems += [f"{shown}: broken link {t!r}" for t in broken_links(page, text, wiki, op.repo)]
     before: dict[str, str] = op.prepared["baseline"]
-    after = git_snapshot(op.repo, [_home(op)])
+    after = git_snapshot(op.repo, _home(op))
     for rel in sorted(set(before) | set(after)):
         inside = (op.repo / rel).resolve()
         if before.get(rel) != after.get(rel) and wiki != inside and wiki not in inside.parents:
             problems.append(f"{rel}: written outside the wiki root {op.prepared['wiki_rel']}")
     if problems:
+        revert(op.repo, op.prepared["base_commit"])  # nothing of a failed run is kept
         raise WikiInvalid(problems)
     return {}
+
+
+def commit_wiki(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
+    """The validated wiki as a commit on the run's branch, and what it changed."""
+    base = op.prepared["base_commit"]
+    message = f"{op.node}: {result.summary or 'update the wiki'}\n\nstageline run {op.run_id}"
+    commit = commit_all(op.repo, message)
+    stat = subprocess.run(["git", "-C", str(op.repo), "diff", "--stat", f"{base}..{commit}"],
+                          capture_output=True, text=True, check=False).stdout.strip()
+    return {"checkout": op.prepared["checkout"], "wiki_rel": op.prepared["wiki_rel"],
+            "branch": op.prepared["branch"],
+            "worktree": op.prepared["worktree"], "base_commit": base, "commit": commit,
+            "changes": stat or "(no changes)"}
+
+
+def isolation_of(state: Any) -> Isolation:
+    return Isolation(checkout=Path(state["checkout"]), worktree=Path(state["worktree"]),
+                     branch=str(state["branch"]), base=str(state["base_commit"]))
 
 
 POST_STEPS = (
     PostStep(name="refresh_index", phase=FailurePhase.INDEXING, run=refresh_index),
     PostStep(name="validate", phase=FailurePhase.VALIDATION, run=validate_wiki),
+    PostStep(name="commit", phase=FailurePhase.VALIDATION, run=commit_wiki),
 )
-"""After the harness: rewrite the index, then validate the wiki."""
+"""After the harness: rewrite the index, validate the wiki, commit it on the run's branch."""

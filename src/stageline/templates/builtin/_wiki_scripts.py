@@ -82,7 +82,7 @@ def ingest_sources(state: Any, op: OperationContext) -> dict[str, Any]:
     if not given:
         raise InputError("wiki_ingest needs a `source` input: a file or folder (-i source=PATH)")
     source = resolve(str(given))
-    wiki = Path(op.prepared["wiki"])
+    wiki = Path(op.prepared.get("checkout_wiki") or op.prepared["wiki"])
     if not source.exists():
         raise InputError(f"source {given} does not exist")
     if source.is_file():
@@ -101,7 +101,10 @@ def ingest_sources(state: Any, op: OperationContext) -> dict[str, Any]:
 
 
 def _shown(path: Path, op: OperationContext) -> str:
-    return path.relative_to(op.repo).as_posix() if op.repo in path.parents else path.name
+    for repo in (op.repo, Path(op.prepared.get("checkout") or op.repo)):
+        if repo in path.parents:
+            return path.relative_to(repo).as_posix()
+    return path.name
 
 
 def _ingest_page(path: Path, rel: str, op: OperationContext) -> tuple[str, str]:

@@ -1,7 +1,9 @@
-"""The built-in ``sdlc`` template, the planning half of a software team's pipeline (seed 002):
+"""The built-in ``sdlc`` template, a software team's pipeline (seed 002):
 
     intake -> clarify (asks a person, turn after turn, bounded) -> plan -> review
-    review -> plan (revise; at most 3 plans) | plan_approved | parked (the loop budget is spent)
+    review -> plan (revise; at most 3 plans) | plan_approval (a person) | parked
+    plan_approval -> plan_approved -> build -> dispatch -> verify (see ``_sdlc_build``)
+    parked -> plan_parked: a park gate (the run is ``parked``); a person grants more rounds
 
 Offline by default: the clarifier's questions follow fixed rules and the offline model writes
 deterministic text; with a chat model configured, the model writes the plan and the review and
@@ -20,6 +22,8 @@ from typing import Annotated, Any, Required
 from stageline.errors import InputError
 from stageline.stages import StageContext, stage
 from stageline.templates._builder import Template
+from stageline.templates._park import add_park
+from stageline.templates.builtin._checks import required_text
 from stageline.templates.builtin._sdlc_build import BuildInputs, add_build_half
 
 __all__ = ["SdlcState", "author_questions", "template"]
@@ -124,6 +128,8 @@ async def plan(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
                       str(answers.get("scope_detail") or answers.get("scope") or "-"), "",
                       "## Done when", "", str(answers.get("done_when") or "-"), "",
                       "## Steps", "", body.strip(), ""])
+    if state.get("feedback"):
+        text += "\n## Feedback addressed\n\n" + str(state["feedback"]).strip() + "\n"
     ctx.log.info("plan written", revision=revision)
     return {"plan": text, "plan_revision": revision}
 
@@ -188,9 +194,9 @@ async def parked(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
 template = Template(
     "sdlc",
     state=SdlcState,
-    version="1",
-    description="Take a task in, clarify it with a person, plan it, review the plan until it "
-    "is approved or parked.",
+    version="2",
+    description="Take a task in, clarify it with a person, plan and review it, have a person "
+    "approve the plan, then build it on a branch and run CI until it passes (or park).",
 )
 template.add_stage(intake)
 template.add_question("clarify", ask=author_questions, max_turns=MAX_TURNS,
@@ -198,6 +204,14 @@ template.add_question("clarify", ask=author_questions, max_turns=MAX_TURNS,
                       on_deadline="park")
 template.add_stage(plan).add_stage(review).add_stage(plan_approved).add_stage(parked)
 template.add_sequence("intake", "clarify", "plan", "review")
-template.add_route("review", route_review, {"plan": "plan", "approved": "plan_approved"})
+template.add_route("review", route_review, {"plan": "plan", "approved": "plan_approval"})
 template.add_loop("plan_review", head="plan", max_iterations=MAX_PLANS, on_exhausted="parked")
+# A person approves the reviewed plan before anything is built: approve goes on, changes send
+# it back to the planner with the note, reject ends the run.
+template.add_gate("plan_approval", changes_to="plan", show=["plan", "reviews"], deadline="3d")
+template.add_edge("plan_approval", "plan_approved")
+template.add_edge("parked", "plan_parked")
+add_park(template, "plan_parked", loop="plan_review", head="plan", rounds=MAX_PLANS,
+         show=["plan", "feedback"])
+template.add_input_check(required_text("task", "what the team should do"))
 add_build_half(template)  # plan_approved -> build -> dispatch -> verify (when given a repo)

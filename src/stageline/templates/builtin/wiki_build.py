@@ -7,6 +7,7 @@ from typing import Any
 from stageline.operations import OperationContext, operation_stage
 from stageline.templates._builder import Template
 from stageline.templates.builtin._wiki import POST_STEPS, WikiState, prepare_wiki, wiki_path
+from stageline.templates.builtin._wiki_apply import add_apply
 from stageline.templates.builtin._wiki_scripts import build_script, rules
 
 __all__ = ["template"]
@@ -29,7 +30,9 @@ build = operation_stage(
 template = Template(
     "wiki_build",
     state=WikiState,
-    version="1",
-    description="Write a Markdown wiki that explains a repository, then index and validate it.",
+    version="2",
+    description="Write a Markdown wiki that explains a repository on a branch,\n"
+    "index and validate it, then apply it to the checkout at a gate (or with --apply).",
 )
 template.add_stage("build", build)
+add_apply(template, after="build")  # the result comes into the checkout by the apply gate

@@ -6,7 +6,9 @@ from typing import Any
 
 from stageline.operations import OperationContext, operation_stage
 from stageline.templates._builder import Template
+from stageline.templates.builtin._checks import path_input
 from stageline.templates.builtin._wiki import POST_STEPS, WikiState, prepare_wiki, wiki_path
+from stageline.templates.builtin._wiki_apply import add_apply
 from stageline.templates.builtin._wiki_scripts import garden_script, rules
 
 __all__ = ["template"]
@@ -28,7 +30,10 @@ garden = operation_stage(
 template = Template(
     "wiki_garden",
     state=WikiState,
-    version="1",
-    description="Tidy a Markdown wiki (front matter, broken links), then index and validate it.",
+    version="2",
+    description="Tidy a Markdown wiki (front matter, broken links) on a branch,\n"
+    "index and validate it, then apply it to the checkout at a gate (or with --apply).",
 )
 template.add_stage("garden", garden)
+template.add_input_check(path_input("wiki", kind="folder"))  # a wiki to tidy must exist
+add_apply(template, after="garden")  # the result comes into the checkout by the apply gate

@@ -1,0 +1,45 @@
+"""Park gates: where a bounded loop that ran out of rounds waits, with the run ``parked``.
+
+A person then grants more rounds (``approve``; ``changes`` does too, its note becoming the
+next round's feedback) or ends the run (``reject``: the run ends ``rejected``; what it made so
+far stays for the person to take over).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from langgraph.graph import END
+
+from stageline.stages import DEFAULT_DEADLINE, deadline_steps, gate_stage
+from stageline.templates._human import GateSpec, _router
+
+if TYPE_CHECKING:
+    from stageline.templates._builder import Template
+
+__all__ = ["add_park"]
+
+
+def add_park(
+    template: Template,
+    name: str,
+    *,
+    loop: str,
+    head: str,
+    rounds: int,
+    feedback_key: str = "feedback",
+    show: Sequence[str] = (),
+) -> Template:
+    """Add park gate ``name``: approve or changes grant loop ``loop`` ``rounds`` more rounds
+    and go back to ``head``; reject ends the run. It waits with no deadline step but a park."""
+    steps = deadline_steps("park", "gate")
+    made = gate_stage(name, changes_to=head, feedback_key=feedback_key, show=tuple(show),
+                      deadline=DEFAULT_DEADLINE, on_deadline=steps,
+                      park={"loop": loop, "rounds": rounds})
+    template.add_stage(name, made)
+    template.add_route(name, _router(name), {"changes": head, "reject": END})
+    template.add_edge(name, head)  # approve: along the gate's edge
+    template._gates[name] = GateSpec(name=name, changes_to=head, reject_to=None,
+                                     deadline=DEFAULT_DEADLINE, on_deadline=steps)
+    return template
