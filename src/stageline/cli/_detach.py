@@ -26,7 +26,7 @@ async def detach(
     budget: dict[str, float] | None = None,
 ) -> None:
     """Queue a run and hand it to a worker; print how to follow it."""
-    async with Runner.open(deliver=False) as runner:
+    async with Runner.open() as runner:  # delivers run.queued (and registers new sinks)
         queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines,
                                      budget=budget)
         settings = runner.settings
