@@ -105,3 +105,33 @@ def test_a_hanging_webhook_holds_nobody_up_and_the_next_process_delivers(
     assert set(counts.values()) == {1}  # none acknowledged twice
     for run_id in ("first", "second"):  # in order within each run
         assert [s for r, s in endpoint.acked if r == run_id] == _seqs(project, run_id)
+
+
+def test_the_local_worker_delivers_what_its_runs_write(tmp_path: Path) -> None:
+    import contextlib
+    import signal
+    import time
+
+    endpoint = Endpoint("ok")
+    project = _project(tmp_path, f'[[sinks]]\ntype = "webhook"\nformat = "json"\n'
+                                 f'url = "{endpoint.url}"\nname = "hook"\nmin_level = "debug"\n')
+    lock = project / ".stageline" / "worker.lock"
+    try:
+        queued = _cli(project, "run", "three", "--run-id", "bg", "--detach")
+        assert queued.returncode == 0, queued.stderr
+        deadline = time.monotonic() + 90  # a guard against a hang, not a speed claim
+        seqs: list[int] = []
+        while time.monotonic() < deadline:
+            shown = _cli(project, "show", "bg", "--json")
+            if json.loads(shown.stdout)["run"]["status"] == "succeeded":
+                seqs = _seqs(project, "bg")
+                if [s for r, s in endpoint.acked if r == "bg"] == seqs:
+                    break
+            time.sleep(0.3)
+        assert seqs and [s for r, s in endpoint.acked if r == "bg"] == seqs
+    finally:
+        text = lock.read_text().strip() if lock.exists() else ""
+        if text.isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(text), signal.SIGTERM)
+        endpoint.close()

@@ -29,7 +29,7 @@ async def detach(
     """Queue a run and hand it to a worker; print how to follow it."""
     from stageline.runner import Runner
 
-    async with Runner.open(deliver=False) as runner:
+    async with Runner.open() as runner:  # delivers run.queued (and registers new sinks)
         queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines,
                                      budget=budget)
         settings = runner.settings

@@ -112,7 +112,7 @@ async def _fork_detached(run_id: str, at: int | None, checkpoint: str | None,
     from stageline.cli._detach import hand_off
     from stageline.runner import Runner
 
-    async with Runner.open(deliver=False) as runner:
+    async with Runner.open() as runner:
         made = await runner.fork(run_id, at_step=at, checkpoint_id=checkpoint, changes=changes,
                                  fork_id=rid, advance=False, force=force)
         settings = runner.settings

@@ -148,7 +148,7 @@ class HumanMemory:
         return sorted(found, key=lambda w: (w.requested_at, w.wait_id))
 
     async def waiting_on(self, *, run_id: str | None = None) -> list[tuple[Wait, str]]:
-        found = await self.pending_waits(run_id=run_id)  # type: ignore[attr-defined]
+        found = await self.pending_waits(run_id=run_id)
         return [(w, self._runs[w.run_id].template) for w in found
                 if w.run_id in self._runs
                 and self._runs[w.run_id].status in ("waiting", "parked")]

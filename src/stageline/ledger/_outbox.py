@@ -199,7 +199,7 @@ _NEXT_EVENTS = (  # a run's seqs have no gap: the next ``limit`` are after < seq
                      _e.c.seq <= bindparam("upto"))
     .order_by(_e.c.seq)
 )
-_NULL = literal_column("NULL")
+_NULL: Any = literal_column("NULL")
 _ACK = update(_c).where(_KEY, _c.c.claimed_by == bindparam("holder"),
                         _c.c.seq < bindparam("seq")).values(
     seq=bindparam("seq"), claimed_by=_NULL, claimed_until=_NULL, attempts=literal_column("0"),
@@ -225,7 +225,7 @@ class OutboxMemory:
         found = self.__dict__.get("_outbox_state")
         if found is None:
             found = self.__dict__["_outbox_state"] = ({}, {})
-        return found  # type: ignore[no-any-return]
+        return found
 
     async def sink_start(self, sink_id: str, *, now: float | None = None) -> SinkStart:
         now = time.time() if now is None else now
