@@ -289,3 +289,40 @@ def test_both_token_headers_reach_the_api(server: Server, header: str) -> None:
     value = f"Bearer {token}" if header == "Authorization" else token
     answer = httpx.get(f"{server.url}/v1/runs", headers={header: value})
     assert answer.status_code == 200
+
+
+def test_a_stream_stays_open_while_the_run_waits_and_follows_the_decision(
+    server: Server,
+) -> None:
+    import threading
+
+    with server.client("decide") as client:
+        run = _start(client, "blog_post", {"topic": "live gate"}, wait=True)
+        run_id = run["run"]["run_id"]
+        [gate] = run["waiting"]
+        kinds: list[str] = []
+        saw_wait = threading.Event()
+
+        def listen() -> None:
+            with server.client("read") as reader, reader.stream(
+                "GET", f"/v1/runs/{run_id}/events/stream"
+            ) as stream:
+                for line in stream.iter_lines():
+                    if line.startswith("event: "):
+                        kinds.append(line[7:])
+                        if line == "event: gate.waiting":
+                            saw_wait.set()
+
+        listener = threading.Thread(target=listen)
+        listener.start()
+        assert saw_wait.wait(60), kinds
+        assert listener.is_alive()  # the run waits: the stream stays open
+        decided = client.post(
+            f"/v1/runs/{run_id}/decide",
+            json={"decision": "approve", "attempt": gate["attempt"]},
+        )
+        assert decided.status_code == 200, decided.text
+        listener.join(60)
+    assert not listener.is_alive()
+    assert kinds.index("gate.decided") > kinds.index("gate.waiting")
+    assert kinds[-1] == "run.succeeded"
