@@ -326,3 +326,15 @@ def test_a_stream_stays_open_while_the_run_waits_and_follows_the_decision(
     assert not listener.is_alive()
     assert kinds.index("gate.decided") > kinds.index("gate.waiting")
     assert kinds[-1] == "run.succeeded"
+
+
+def test_prune_needs_admin_and_deletes_old_runs(server: Server) -> None:
+    with server.client("decide") as decider, server.client("admin") as admin:
+        run_id = _start(decider, "ten_nodes", {"seed": 5}, wait=True)["run"]["run_id"]
+        refused = decider.post("/v1/prune", json={"older_than": "1s"})
+        assert refused.status_code == 403
+        assert admin.post("/v1/prune", json={"older_than": "later"}).status_code == 400
+        time.sleep(1.5)
+        pruned = admin.post("/v1/prune", json={"older_than": "1s", "statuses": ["succeeded"]})
+        assert pruned.status_code == 200 and run_id in pruned.json()["pruned"]
+        assert admin.get(f"/v1/runs/{run_id}").status_code == 404
