@@ -1,18 +1,95 @@
-"""Configuration: ``stageline.toml`` at the project root, overridden by ``STAGELINE_*``."""
+"""Configuration: ``stageline.toml`` at the project root, overridden by ``STAGELINE_*``.
+
+The file is checked against a schema, one pydantic model per section (``ConfigFile`` for the
+top-level keys, ``ServerConfig`` for ``[server]``, ``SlackConfig`` for ``[slack]``): a wrong
+type, an unknown key or a value out of range is a ``ConfigError`` naming the file, the key and
+its line. ``STAGELINE_*`` variables go through the same models. A new section is one more
+model and one more field of ``ConfigFile`` (and of ``Settings``).
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from stageline.errors import ConfigError
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["ConfigFile", "ServerConfig", "Settings", "SlackConfig", "load_settings"]
 
 CONFIG_FILE = "stageline.toml"
+ENV_PREFIX = "STAGELINE_"
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ServerConfig(BaseModel):
+    """``[server]``: limits of the HTTP API, used by ``stageline serve``."""
+
+    model_config = _STRICT
+
+    max_body_bytes: int = Field(default=1_000_000, gt=0)
+    """The largest request body the API reads, in bytes."""
+
+
+class SlackConfig(BaseModel):
+    """``[slack]``: the Slack app, used by ``stageline serve``. Secrets are named by the
+    environment variables that hold them, never written in the file."""
+
+    model_config = _STRICT
+
+    bot_token_env: str | None = None
+    """The variable holding the bot token (``xoxb-...``)."""
+    signing_secret_env: str | None = None
+    """The variable holding the signing secret that requests are checked with."""
+    channel: str | None = None
+    """Where gates and questions are posted."""
+    deciders: list[str] = Field(default_factory=list)
+    """Slack user ids allowed to decide; empty: anyone in the channel."""
+    api_url: str | None = None
+    """Slack's Web API base URL (a test server in tests)."""
+    intake_command: str | None = None
+    """The slash command that starts runs, e.g. ``/stageline``."""
+    intake_template: str | None = None
+    """The template such a command starts."""
+    intake_input: str | None = None
+    """The input the command's text goes to."""
+
+
+class ConfigFile(BaseModel):
+    """The top-level keys of ``stageline.toml`` (or of its ``[stageline]`` table)."""
+
+    model_config = _STRICT
+
+    home: str = ".stageline"
+    database_url: str | None = None
+    model: str | None = None
+    template_dirs: list[str] = Field(default_factory=lambda: ["templates"])
+    lease_ttl: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    sinks: list[dict[str, Any]] = Field(default_factory=list)
+    """``[[sinks]]`` tables; their own keys are checked when the sinks are built."""
+    sink_exit_timeout: float = Field(default=1.5, ge=0, allow_inf_nan=False)
+    """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
+    stage_modules: list[str] = Field(default_factory=list)
+    """Modules that register stages by name, imported when a YAML template needs one."""
+    services: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    """``module:callable`` returning the services every process that advances runs gives its
+    stages (CLI, workers, ``stageline serve``)."""
+    public_url: str | None = None
+    """The URL people reach the server at (links in chat messages), used by
+    ``stageline serve``."""
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+
+
+_ENV_KEYS = ("home", "database_url", "model", "lease_ttl", "services", "public_url",
+             "sink_exit_timeout")
+"""Keys a ``STAGELINE_<KEY>`` variable overrides."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +108,17 @@ class Settings:
     lease_ttl: float = 30.0
     """Seconds a run's lease lives without renewal; it is renewed every third of that."""
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    sink_exit_timeout: float = 1.5
+    """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
+    stage_modules: tuple[str, ...] = ()
+    """Modules that register stages by name (``@stage(name=...)``), imported when a YAML
+    template names a stage not registered yet (as are the templates folders' Python files)."""
+    services: str | None = None
+    """``module:callable`` making the services every advancing process gives its stages."""
+    public_url: str | None = None
+    """The server's public URL (``stageline serve``)."""
+    server: ServerConfig = field(default_factory=ServerConfig)
+    slack: SlackConfig = field(default_factory=SlackConfig)
 
     def run_dir(self, run_id: str) -> Path:
         """The run's output folder (posts, transcripts); ``run_id`` must be a valid run id."""
@@ -46,43 +134,120 @@ def _find_root(start: Path) -> Path:
     return start
 
 
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """The line of the key at ``loc`` (``("server", "max_body_bytes")``) in the TOML text."""
+    lines = text.splitlines()
+    start = 0
+    names = [str(part) for part in loc if isinstance(part, str)]
+    if not names:
+        return None
+    for table in names[:-1]:  # [server], [stageline.server]
+        header = re.compile(rf"^\s*\[\[?\s*(stageline\.)?{re.escape(table)}\s*\]\]?")
+        found = next((n for n in range(start, len(lines)) if header.match(lines[n])), None)
+        if found is not None:
+            start = found + 1
+    key = re.escape(names[-1])
+    pattern = re.compile(rf"^\s*(\"?{key}\"?\s*=|\[\[?\s*(stageline\.)?{key}\s*[\].])")
+    for number in range(start, len(lines)):
+        if pattern.match(lines[number]):
+            return number + 1
+    return None
+
+
+def _message(error: Any, model: type[BaseModel]) -> str:
+    """One pydantic error in the words of a config file: what is wrong with the key."""
+    loc = tuple(error["loc"])
+    if error["type"] == "extra_forbidden":
+        known: list[str] = list(model.model_fields)
+        for part in loc[:-1]:
+            sub = model.model_fields.get(str(part)) if isinstance(part, str) else None
+            if sub is not None and isinstance(sub.annotation, type) and issubclass(
+                    sub.annotation, BaseModel):
+                known = list(sub.annotation.model_fields)
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f"; known keys: {', '.join(known)}"
+        return f"unknown key{hint}"
+    value = error.get("input")
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    if error["type"] == "string_pattern_mismatch":  # the one pattern: services
+        return f"must be 'module:callable', e.g. 'myapp.services:make' (got {shown})"
+    return f"{error['msg'][0].lower()}{error['msg'][1:]} (got {shown})"
+
+
+def _key(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+
+
+def _validate_file(path: Path, text: str, data: dict[str, Any]) -> ConfigFile:
+    try:
+        return ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        line = _line_of(text, loc)
+        where = f"{path}:{line}" if line else str(path)
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(
+            f"{where}: {_key(loc)}: {_message(first, ConfigFile)}{more}") from None
+
+
+def _apply_env(base: ConfigFile, env: dict[str, str]) -> ConfigFile:
+    """``base`` with each set ``STAGELINE_<KEY>`` over it, checked by the same model."""
+    given = {k: env[ENV_PREFIX + k.upper()] for k in _ENV_KEYS if env.get(ENV_PREFIX + k.upper())}
+    if not given:
+        return base
+    try:
+        checked = ConfigFile.model_validate(given, strict=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ENV_PREFIX + str(first["loc"][0]).upper()
+        raise ConfigError(f"environment variable {name}: {_message(first, ConfigFile)}") from None
+    return base.model_copy(update={k: getattr(checked, k) for k in given})
+
+
+def _read(path: Path) -> ConfigFile:
+    if not path.is_file():
+        return ConfigFile()
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    table = data.pop("stageline", None)
+    if table is not None:
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}:{_line_of(text, ('stageline',))}: stageline must be a "
+                              "table ([stageline])")
+        data = {**data, **table}
+    return _validate_file(path, text, data)
+
+
 def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) -> Settings:
     """Read stageline.toml (searching upward from ``cwd``) and apply ``STAGELINE_*``."""
     env = dict(os.environ if env is None else env)
     root = _find_root((cwd or Path.cwd()).resolve())
-    data: dict[str, Any] = {}
-    path = root / CONFIG_FILE
-    if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
-    section = data.get("stageline", data)
-    home = Path(env.get("STAGELINE_HOME") or section.get("home", ".stageline"))
+    conf = _apply_env(_read(root / CONFIG_FILE), env)
+    home = Path(conf.home)
     if not home.is_absolute():
         home = root / home
-    url = env.get("STAGELINE_DATABASE_URL") or section.get("database_url")
-    if not url:
-        url = f"sqlite:///{home / 'stageline.db'}"
-    dirs = section.get("template_dirs", ["templates"])
-    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
-        raise ConfigError(f"{path}: template_dirs must be a list of folder names")
-    try:
-        ttl = float(env.get("STAGELINE_LEASE_TTL") or section.get("lease_ttl", 30.0))
-    except ValueError as exc:
-        raise ConfigError(f"STAGELINE_LEASE_TTL / lease_ttl must be a number: {exc}") from exc
-    model = env.get("STAGELINE_MODEL") or section.get("model") or None
-    sinks = data.get("sinks", section.get("sinks", []))
-    settings = Settings(
+    url = conf.database_url or f"sqlite:///{home / 'stageline.db'}"
+    return Settings(
         root=root,
         home=home,
         database_url=url,
-        model=model if model != "offline" else None,
-        template_dirs=tuple(root / d for d in dirs),
-        lease_ttl=ttl,
-        sinks=tuple(sinks),
+        model=conf.model if conf.model and conf.model != "offline" else None,
+        template_dirs=tuple(root / d for d in conf.template_dirs),
+        lease_ttl=conf.lease_ttl,
+        sinks=tuple(conf.sinks),
+        sink_exit_timeout=conf.sink_exit_timeout,
+        stage_modules=tuple(conf.stage_modules),
+        services=conf.services,
+        public_url=conf.public_url,
+        server=conf.server,
+        slack=conf.slack,
     )
-    return settings
 
 
 def with_overrides(settings: Settings, **changes: Any) -> Settings:

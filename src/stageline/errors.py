@@ -18,6 +18,7 @@ StagelineError
 │   ├── StaleDecision           a decision for another attempt or another state of the run
 │   └── AlreadyDecided          exit 5: someone else decided the gate or answered first
 ├── StorageError                exit 6, HTTP 503: the database is unreachable or broken
+│   └── CheckpointCorrupt       a checkpoint value is not what stageline wrote (names run, step)
 └── RunError                    raised inside a run; recorded on the node, never as a traceback
     ├── LoopBoundExceeded       a loop went past its declared bound
     ├── FanInConflict           parallel stages wrote one key that has no reducer
@@ -34,6 +35,7 @@ from __future__ import annotations
 __all__ = [
     "AlreadyDecided",
     "AnswerInvalid",
+    "CheckpointCorrupt",
     "ConfigError",
     "ConflictError",
     "EffectInDoubt",
@@ -175,6 +177,26 @@ class StorageError(StagelineError):
 
     exit_code = 6
     http_status = 503
+
+
+class CheckpointCorrupt(StorageError):
+    """A checkpoint value is not exactly what stageline wrote: a type off the allowlist, a
+    pickle, a cut blob, a pending write nobody recorded. Nothing of it is revived or run."""
+
+    def __init__(self, detail: str, *, run_id: str | None = None, step: str | None = None):
+        self.detail, self.run_id, self.step = detail, run_id, step
+        where = f"run {run_id}" if run_id else "a run"
+        if step:
+            where += f" at step {step!r}"
+        super().__init__(
+            f"the checkpoint of {where} cannot be trusted: {detail}; it was changed outside "
+            "stageline (or is damaged), so the run is not advanced; restore the database from "
+            "a backup, or cancel the run"
+        )
+
+    def of(self, run_id: str, step: str | None) -> CheckpointCorrupt:
+        """The same error, naming the run and the step it stands at."""
+        return CheckpointCorrupt(self.detail, run_id=run_id, step=step)
 
 
 class RunError(StagelineError):

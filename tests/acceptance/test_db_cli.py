@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,31 +20,7 @@ from stageline.config import load_settings
 from stageline.runner import Runner
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
-
-FLAKY_TEMPLATE = (Path(__file__).parent.parent / "fixtures" / "flaky.py").read_text()
-"""A template whose second node fails until ``ok.flag`` exists in the working folder."""
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    """Runs ``stageline ARGS`` in ``tmp_path``; ``db=URL`` picks the database (default SQLite)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    base.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
-                PYTHONIOENCODING="utf-8", COLUMNS="200")
-
-    def run(*args: str, db: str | None = None, timeout: float = 120,
-            **extra: str) -> subprocess.CompletedProcess[str]:
-        env = {**base, **extra}
-        if db:
-            env["STAGELINE_DATABASE_URL"] = db
-        done = subprocess.run(
-            [sys.executable, "-m", "stageline.cli", *args], cwd=tmp_path, env=env,
-            capture_output=True, text=True, encoding="utf-8", timeout=timeout, check=False,
-        )
-        assert "Traceback" not in done.stderr, done.stderr
-        return done
-
-    return run
+"""The ``cli`` fixture (tests/acceptance/conftest.py); ``db=URL`` picks the database."""
 
 
 def _code(done: subprocess.CompletedProcess[str], code: int) -> subprocess.CompletedProcess[str]:
@@ -124,13 +98,13 @@ def _queue_on_sqlite(tmp_path: Path, run_id: str) -> None:
 
 
 def test_db_copy_moves_finished_waiting_failed_and_queued_runs_to_postgres(
-    cli: Cli, tmp_path: Path, postgres_url: str
+    cli: Cli, tmp_path: Path, postgres_url: str, flaky_template: str
 ) -> None:
     pg = postgres_url
     _code(cli("run", "blog_post", "-i", "topic=done", "--run-id", "done1"), 3)
     _code(cli("approve", "done1", "--note", "fine"), 0)
     _code(cli("run", "blog_post", "-i", "topic=waits", "--run-id", "wait1"), 3)
-    (tmp_path / "flaky.py").write_text(FLAKY_TEMPLATE)
+    (tmp_path / "flaky.py").write_text(flaky_template)
     _code(cli("run", "flaky.py", "--run-id", "fail1"), 1)
     _queue_on_sqlite(tmp_path, "queued1")
     on_sqlite = _runs(cli)

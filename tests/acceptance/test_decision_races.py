@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from stageline.config import load_settings
 from stageline.runner import Runner
 
@@ -72,11 +74,10 @@ for i, trial in enumerate(plan):
 """
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
-               PYTHONPATH=str(tmp_path), PYTHONIOENCODING="utf-8")
-    return env
+def _env(tmp_path: Path, cli_env: dict[str, str]) -> dict[str, str]:
+    """``cli``'s environment with the project folder first on the import path."""
+    path = os.pathsep.join(p for p in (str(tmp_path), cli_env.get("PYTHONPATH")) if p)
+    return {**cli_env, "PYTHONPATH": path}
 
 
 async def _waiting_runs(tmp_path: Path) -> tuple[list[str], list[str]]:
@@ -92,7 +93,10 @@ async def _waiting_runs(tmp_path: Path) -> tuple[list[str], list[str]]:
     return gates, questions
 
 
-def test_two_processes_deciding_at_once_record_exactly_one_decision(tmp_path: Path) -> None:
+@pytest.mark.timeout(300)  # a hang guard: nothing here is timed
+def test_two_processes_deciding_at_once_record_exactly_one_decision(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
     sys.path.insert(0, str(tmp_path))
     try:
         (tmp_path / "race.py").write_text(TEMPLATES)
@@ -110,15 +114,13 @@ def test_two_processes_deciding_at_once_record_exactly_one_decision(tmp_path: Pa
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     workers = [
         subprocess.Popen([sys.executable, "worker.py", name, "plan.json", str(sync)],
-                         cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
+                         cwd=tmp_path, env=_env(tmp_path, cli_env), stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
         for name in ("a", "b")
     ]
     try:
         for i in range(len(plan)):
-            deadline = time.monotonic() + 60
             while not all((sync / f"{n}.ready.{i}").exists() for n in ("a", "b")):
-                assert time.monotonic() < deadline, "a worker never got ready"
                 for worker in workers:
                     if worker.poll() is not None:
                         raise AssertionError(f"a worker stopped: {worker.communicate()[1]}")
@@ -162,3 +164,105 @@ def test_two_processes_deciding_at_once_record_exactly_one_decision(tmp_path: Pa
                                                          range(len(plan))} == {0, 5}
 
 
+
+
+VISIT_TRIALS = int(os.environ.get("STAGELINE_VISIT_RACE_TRIALS", "8"))
+"""The issue's acceptance asks 50 (``STAGELINE_VISIT_RACE_TRIALS=50``): six fresh processes a
+trial cost about 5 s of CPU, so the default keeps the suite's time reasonable."""
+
+LOOP = """
+from typing import Any, TypedDict
+
+from stageline.templates import Template
+
+
+class State(TypedDict, total=False):
+    draft: int
+    feedback: str
+
+
+async def write(state: State, ctx: Any) -> dict[str, Any]:
+    return {"draft": state.get("draft", 0) + 1}
+
+
+template = Template("race_visit", state=State)
+template.add_stage("write", write).add_gate("approval", changes_to="write", max_changes=50)
+template.add_edge("write", "approval")
+"""
+
+DECIDERS = {"c0": "changes", "c1": "changes", "c2": "changes",
+            "a0": "approve", "a1": "approve", "a2": "approve"}
+
+
+def _command(name: str, run_id: str) -> list[str]:
+    if DECIDERS[name] == "changes":
+        return ["changes", run_id, "--note", f"more from {name}", "--as", name]
+    return ["approve", run_id, "--as", name]
+
+
+def test_a_decision_binds_to_the_visit_its_process_saw(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    """Six processes decide one gate visit at once, without --state-hash; when a `changes`
+    wins, the run is quickly back at the gate. No decision lands on that new visit (nobody
+    saw it), and every loser hears that the first decision stands (exit 5)."""
+    (tmp_path / "loop.py").write_text(LOOP)
+
+    async def waiting() -> None:
+        settings = load_settings(cwd=tmp_path, env={"STAGELINE_HOME": str(tmp_path / "home")})
+        async with Runner.open(settings) as runner:
+            for i in range(VISIT_TRIALS):
+                await runner.start(str(tmp_path / "loop.py"), {}, run_id=f"v{i}")
+
+    asyncio.run(waiting())
+    env = _env(tmp_path, cli_env)
+    done: dict[str, list[tuple[float, int]]] = {n: [] for n in DECIDERS}
+    for i in range(VISIT_TRIALS):  # six fresh `stageline` processes, started at one moment
+        started: dict[str, tuple[float, subprocess.Popen[str]]] = {}
+        try:
+            for name in DECIDERS:
+                started[name] = (time.time(), subprocess.Popen(
+                    [sys.executable, "-m", "stageline.cli", *_command(name, f"v{i}")],
+                    cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    text=True))
+            for name, (at, proc) in started.items():
+                _, err = proc.communicate(timeout=120)
+                assert proc.returncode in (0, 3, 4, 5), err
+                done[name].append((at, proc.returncode))
+        finally:
+            for _, proc in started.values():
+                if proc.poll() is None:
+                    proc.kill()
+
+    changes_won = 0
+    db = sqlite3.connect(tmp_path / "home" / "stageline.db")
+    try:
+        for i in range(VISIT_TRIALS):
+            run_id = f"v{i}"
+            released = {n: done[n][i][0] for n in DECIDERS}
+            codes = {n: done[n][i][1] for n in DECIDERS}
+            taken = db.execute(
+                "SELECT actor, wait_id, requested_at, response FROM stageline_waits "
+                "WHERE run_id = ? AND response IS NOT NULL ORDER BY decided_at", (run_id,)
+            ).fetchall()
+            for who, _, asked, _ in taken:  # none on a visit asked after its process began
+                assert asked <= released[who], (run_id, taken, released)
+            actor, wait_id, _, response = taken[0]
+            visits = db.execute(
+                "SELECT wait_id, status, requested_at FROM stageline_waits WHERE run_id = ? "
+                "ORDER BY requested_at, round", (run_id,)).fetchall()
+            assert [w for w, _, _ in visits].count(wait_id) == 1  # the first visit, decided once
+            winner_code = 3 if json.loads(response)["decision"] == "changes" else 0
+            assert codes[actor] == winner_code, (run_id, codes)
+            # Every process that began while only the first visit existed saw that one; all
+            # but the winner hear that the first decision stands. (One the machine's load
+            # started after the run was back at the gate saw the new visit: it may decide it.)
+            again = min((a for w, _, a in visits if w != wait_id), default=float("inf"))
+            on_time = [n for n in DECIDERS if n != actor and released[n] < again]
+            assert {codes[n] for n in on_time} <= {5}, (run_id, codes, released, visits)
+            if winner_code == 3:
+                changes_won += 1
+                assert len(visits) >= 2 and visits[1][0] != wait_id, (run_id, visits)
+    finally:
+        db.close()
+    assert changes_won, "no trial had a `changes` winner: the race was not exercised"

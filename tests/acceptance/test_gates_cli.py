@@ -7,7 +7,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +69,9 @@ class Done:
     stderr: str
 
 
+Process = Callable[..., subprocess.CompletedProcess[str]]
+"""The shared ``cli_process`` fixture: ``stageline ARGS`` as a subprocess in ``tmp_path``."""
+
 def _env(tmp_path: Path) -> dict[str, str]:
     return {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline",
             "COLUMNS": "200"}
@@ -102,15 +104,6 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
         return done
 
     return run
-
-
-def subprocess_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``stageline ARGS`` as a separate process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(_env(tmp_path), PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, encoding="utf-8", timeout=60,
-                          check=False)
 
 
 def show(cli: Cli, run_id: str) -> dict[str, Any]:
@@ -233,13 +226,15 @@ def test_sweep_rejects_a_gate_past_its_deadline_after_remind_and_escalate(
                      "gate.decided", "run.rejected"]
 
 
-def test_an_effect_before_a_question_happens_once(cli: Cli, tmp_path: Path) -> None:
+def test_an_effect_before_a_question_happens_once(
+    cli: Cli, tmp_path: Path, cli_process: Process
+) -> None:
     """Two processes: the run that sends and stops, then the answer that resumes it."""
     (tmp_path / "notify.py").write_text(EFFECT_TEMPLATE)
-    first = subprocess_cli(tmp_path, "run", "notify.py", "--run-id", "e1")
+    first = cli_process("run", "notify.py", "--run-id", "e1")
     assert first.returncode == 3, (first.stdout, first.stderr)
     assert (tmp_path / "sent.log").read_text() == "sent\n"
-    second = subprocess_cli(tmp_path, "answer", "e1", "-a", "q1=yes")
+    second = cli_process("answer", "e1", "-a", "q1=yes")
     assert second.returncode == 0, (second.stdout, second.stderr)
     assert (tmp_path / "sent.log").read_text() == "sent\n"  # the resume did not send again
     assert show(cli, "e1")["state"] == {"sent": 1, "answers": {"q1": "yes"}}
@@ -297,14 +292,14 @@ def test_an_effect_in_doubt_is_named_and_settled_from_the_cli(cli: Cli, tmp_path
     assert show(cli, "c1")["state"] == {"charged": "receipt-1"}
 
 
-def test_blog_post_as_separate_processes(tmp_path: Path) -> None:
+def test_blog_post_as_separate_processes(tmp_path: Path, cli_process: Process) -> None:
     """`stageline run` stops at the editor's gate (exit 3), `pending` lists it, `approve`
     finishes it: each its own process."""
-    ran = subprocess_cli(tmp_path, "run", "blog_post", "-i", "topic=x", "--run-id", "p1")
+    ran = cli_process("run", "blog_post", "-i", "topic=x", "--run-id", "p1")
     assert ran.returncode == 3 and "stageline approve p1" in ran.stdout, (ran.stdout, ran.stderr)
-    listed = subprocess_cli(tmp_path, "pending")
+    listed = cli_process("pending")
     assert listed.returncode == 0 and "gate editor_approval" in listed.stdout
-    done = subprocess_cli(tmp_path, "approve", "p1")
+    done = cli_process("approve", "p1")
     assert done.returncode == 0 and "succeeded" in done.stdout, (done.stdout, done.stderr)
 
 

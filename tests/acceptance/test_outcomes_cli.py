@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,8 @@ import pytest
 
 from stageline.checkpoints import checkpoint_serde
 from stageline.ledger import Outcome, open_backend
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 BUDGET_TEMPLATE = """
 from typing import Any, TypedDict
@@ -44,14 +45,10 @@ template.add_sequence("a", "b", "c")
 """
 
 
-def stageline(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
-               STAGELINE_DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.db'}", COLUMNS="200",
-               PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, encoding="utf-8", timeout=120,
-                          check=False)
+@pytest.fixture
+def cli_env(cli_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The shared ``cli`` over ``tmp_path/ledger.db``, where the tests write outcomes."""
+    return {**cli_env, "STAGELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}"}
 
 
 def _row(template: str, node: str, i: int, latency: float, **kw: Any) -> Outcome:
@@ -82,7 +79,7 @@ def known_outcomes() -> list[Outcome]:
 
 
 def test_stats_json_gives_exact_counts_rates_and_nearest_rank_percentiles(
-    tmp_path: Path,
+    tmp_path: Path, cli: Cli,
 ) -> None:
     async def seed() -> None:
         opened = await open_backend(f"sqlite:///{tmp_path / 'ledger.db'}", checkpoint_serde())
@@ -92,7 +89,7 @@ def test_stats_json_gives_exact_counts_rates_and_nearest_rank_percentiles(
             await opened.aclose()
 
     asyncio.run(seed())
-    done = stageline(tmp_path, "stats", "--template", "blog", "--since", "7d", "--json")
+    done = cli("stats", "--template", "blog", "--since", "7d", "--json")
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["percentiles"] == "nearest-rank" and found["outcomes"] == 11
@@ -118,22 +115,22 @@ def test_stats_json_gives_exact_counts_rates_and_nearest_rank_percentiles(
     assert (outline["count"], outline["latency_p50"], outline["latency_p95"]) == (1, 0.5, 0.5)
     assert outline["alternatives"] == []
 
-    table = stageline(tmp_path, "stats")
+    table = cli("stats")
     assert table.returncode == 0, table.stderr
     assert "draft" in table.stdout and "other" in table.stdout
 
-    bad = stageline(tmp_path, "stats", "--since", "last tuesday")
+    bad = cli("stats", "--since", "last tuesday")
     assert bad.returncode == 2 and "--since" in bad.stderr
 
 
 def test_a_run_over_its_token_budget_waits_at_a_budget_gate_and_approve_finishes_it(
-    tmp_path: Path,
+    tmp_path: Path, cli: Cli,
 ) -> None:
     (tmp_path / "spender.py").write_text(BUDGET_TEMPLATE)
-    started = stageline(tmp_path, "run", "spender.py", "--run-id", "s1", "--budget-tokens", "150")
+    started = cli("run", "spender.py", "--run-id", "s1", "--budget-tokens", "150")
     assert started.returncode == 3, (started.stdout, started.stderr)  # waiting for a person
 
-    pending = stageline(tmp_path, "pending", "--json")
+    pending = cli("pending", "--json")
     assert pending.returncode == 0, pending.stderr
     (wait,) = json.loads(pending.stdout)
     assert wait["kind"] == "gate" and wait["name"] == "budget" and wait["node"] == "c"
@@ -141,12 +138,12 @@ def test_a_run_over_its_token_budget_waits_at_a_budget_gate_and_approve_finishes
                                          "used": 200.0, "ask": 150.0}
     assert "approve 150 more tokens?" in wait["payload"]["show"]["budget"]
 
-    approved = stageline(tmp_path, "approve", "s1")
+    approved = cli("approve", "s1")
     assert approved.returncode == 0, (approved.stdout, approved.stderr)
-    shown = json.loads(stageline(tmp_path, "show", "s1", "--json").stdout)
+    shown = json.loads(cli("show", "s1", "--json").stdout)
     assert shown["run"]["status"] == "succeeded"
     assert shown["state"]["done"] == ["a", "b", "c"]
 
-    stats = json.loads(stageline(tmp_path, "stats", "--template", "spender", "--json").stdout)
+    stats = json.loads(cli("stats", "--template", "spender", "--json").stdout)
     counts = {n["node"]: (n["count"], n["tokens"]) for n in stats["nodes"]}
     assert counts == {"a": (1, 100), "b": (1, 100), "c": (1, 100)}

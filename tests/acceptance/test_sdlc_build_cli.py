@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,22 +27,6 @@ def sample(tmp_path: Path) -> Path:
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "sample"]):
         subprocess.run([*GIT, "-C", str(repo), *args], check=True)
     return repo
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
-               PYTHONIOENCODING="utf-8", COLUMNS="200")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, encoding="utf-8",
-                              timeout=180, check=False)
-        assert "Traceback" not in done.stderr, done.stderr
-        return done
-
-    return run
 
 
 def _start(cli: Cli, sample: Path, run_id: str, *extra: str) -> dict[str, object]:

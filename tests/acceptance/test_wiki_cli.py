@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,19 +37,9 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli(repo: Path) -> Cli:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(repo / ".stageline"), STAGELINE_MODEL="offline",
-               PYTHONIOENCODING="utf-8", COLUMNS="200")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=repo, env=env,
-                              capture_output=True, text=True, encoding="utf-8", timeout=120,
-                              check=False)
-        assert "Traceback" not in done.stderr, done.stderr
-        return done
-
-    return run
+def cli_env(cli_env: dict[str, str], repo: Path) -> dict[str, str]:
+    """The shared ``cli`` (run in ``tmp_path``, which is ``repo``), its home in the repository."""
+    return {**cli_env, "STAGELINE_HOME": str(repo / ".stageline")}
 
 
 def test_ingest_readme_offline_writes_pages_and_index_and_validates(cli: Cli, repo: Path) -> None:

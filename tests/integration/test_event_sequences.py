@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
@@ -72,7 +71,6 @@ async def test_100_concurrent_runs_number_their_events_without_gaps_or_duplicate
     inline, queued = RecordingSink(), QueuedRecorder()
     sinks = (inline, SinkSpec(sink=queued, policy=DeliveryPolicy(queue_size=100_000, batch=500)))
     template = fan_out()
-    began = time.perf_counter()
     async with Runner.open(settings_for(backend_url), sinks=sinks) as runner:
         first = await asyncio.gather(*(runner.start(template, {}) for _ in range(RUNS)))
         assert all(s.status is RunStatus.SUCCEEDED for s in first)
@@ -92,7 +90,6 @@ async def test_100_concurrent_runs_number_their_events_without_gaps_or_duplicate
         written = {r: await runner.ledger.events(r) for r in run_ids}
         last_seq = {r: (await runner.ledger.get_run(r)).last_seq for r in run_ids}
         bus = runner.bus
-    elapsed = time.perf_counter() - began
     assert len(set(run_ids)) == 2 * RUNS
     noted = {s.run.run_id for s in first}
 
@@ -113,4 +110,3 @@ async def test_100_concurrent_runs_number_their_events_without_gaps_or_duplicate
             assert got[run_id] == [e.seq for e in written[run_id]], run_id
     stats = bus.stats()["queued-recorder"]
     assert stats.dropped == 0 and stats.delivered == len(queued.events)
-    assert elapsed < 20, elapsed

@@ -163,6 +163,39 @@ async def test_request_cancel_sets_cancel_requested(ledger: LedgerStore) -> None
     assert cleared.cancel_requested is False
 
 
+@pytest.mark.parametrize("ended", [RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.REJECTED])
+async def test_a_cancel_for_a_run_that_ended_is_refused_not_dropped(
+    ledger: LedgerStore, ended: RunStatus
+) -> None:
+    run = make_run(status=ended)
+    await ledger.create_run(run)
+    with pytest.raises(InvalidTransition, match=f"^run {run.run_id} already {ended}$"):
+        await ledger.request_cancel(run.run_id)
+    assert (await ledger.get_run(run.run_id)).cancel_requested is False
+    assert await ledger.cancel_requested(run.run_id) is False
+
+
+async def test_a_cancel_requested_first_wins_over_the_ending(ledger: LedgerStore) -> None:
+    run = make_run(status=RunStatus.RUNNING, lease_holder="me", lease_expires_at=time.time() + 60)
+    await ledger.create_run(run)
+    assert await ledger.cancel_requested(run.run_id) is False
+    await ledger.request_cancel(run.run_id)
+    assert await ledger.cancel_requested(run.run_id) is True
+    ended = await ledger.transition(
+        run.run_id, RunStatus.SUCCEEDED, release=True, expect=[RunStatus.RUNNING],
+        events=[ev(run.run_id, "run.succeeded")], cancel_wins=[ev(run.run_id, "run.cancelled")])
+    assert ended.status is RunStatus.CANCELLED and ended.finished_at is not None
+    assert ended.lease_holder is None
+    assert [e.kind for e in await ledger.events(run.run_id)] == ["run.cancelled"]
+    other = make_run(status=RunStatus.RUNNING)  # no cancel: it ends as asked
+    await ledger.create_run(other)
+    done = await ledger.transition(
+        other.run_id, RunStatus.SUCCEEDED, events=[ev(other.run_id, "run.succeeded")],
+        cancel_wins=[ev(other.run_id, "run.cancelled")])
+    assert done.status is RunStatus.SUCCEEDED
+    assert [e.kind for e in await ledger.events(other.run_id)] == ["run.succeeded"]
+
+
 async def test_delete_run_removes_run_records_and_events(ledger: LedgerStore) -> None:
     run, other = make_run(), make_run()
     for r in (run, other):
@@ -481,3 +514,43 @@ async def test_sqlite_staged_rows_commit_with_the_checkpoint(
     assert n_records == 2
     assert n_events == summary.run.last_seq == len(after["kinds"])
     assert after["kinds"][-1] == "run.succeeded"
+
+
+class _C(TypedDict, total=False):
+    steps: list[str]
+
+
+async def _cancel_me(state: _C, ctx: Any) -> dict[str, Any]:
+    """Asks for its own run's cancel from a second connection, as another process would."""
+    second = await open_backend(ctx.services["url"], checkpoint_serde())
+    try:
+        await second.ledger.request_cancel(ctx.run_id)
+    finally:
+        await second.aclose()
+    return {"steps": [*state.get("steps", []), "first"]}
+
+
+async def _after(state: _C, ctx: Any) -> dict[str, Any]:
+    return {"steps": [*state.get("steps", []), "after"]}
+
+
+async def test_a_cancel_stops_the_run_before_its_next_step(
+    backend_url: str, settings_for: Any
+) -> None:
+    """The flag is read with each step's checkpoint commit, not only at lease renewals."""
+    template = Template("cancel_between_steps", state=_C)
+    template.add_stage("first", _cancel_me).add_stage("second", _after)
+    template.add_edge("first", "second")
+    async with Runner.open(settings_for(backend_url)) as runner:
+        if backend_url.startswith("memory"):  # one process, one ledger: cancel through it
+            template = Template("cancel_between_steps", state=_C)
+
+            async def cancel_here(state: _C, ctx: Any) -> dict[str, Any]:
+                await runner.ledger.request_cancel(ctx.run_id)
+                return {"steps": ["first"]}
+
+            template.add_stage("first", cancel_here).add_stage("second", _after)
+            template.add_edge("first", "second")
+        summary = await runner.start(template, {}, services={"url": backend_url})
+    assert summary.status is RunStatus.CANCELLED
+    assert [r.node for r in summary.records] == ["first"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -120,16 +119,15 @@ async def test_and_back_from_postgres_to_a_new_sqlite_file(
         await backend.aclose()
 
 
+@pytest.mark.timeout(50)  # refused at once: waiting out the 60 s lease would time out
 async def test_a_run_that_a_live_process_advances_is_not_copied(
     sqlite_settings: Settings, postgres_settings: Settings
 ) -> None:
     async with Runner.open(sqlite_settings) as runner:
         run = await runner.create(findings(), {"finding": Finding(claim="x")})
         await runner.ledger.acquire_lease(run.run_id, "elsewhere:1:abc", 60)
-    started = time.time()
     with pytest.raises(LeaseHeld) as info:
         await copy_database(sqlite_settings.database_url, postgres_settings.database_url)
     assert "elsewhere" in str(info.value)
-    assert time.time() - started < 10
     assert await table_counts(postgres_settings.database_url) == dict.fromkeys(
         await table_counts(postgres_settings.database_url), 0)

@@ -4,16 +4,12 @@ payloads, and endpoints that fail or never answer without slowing a run."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import statistics
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -144,13 +140,16 @@ async def test_discord_slack_and_signed_json_reach_a_real_server(
         {"type": "webhook", "format": "json", "url": hook.url("/json"),
          "secret_env": "TEST_HOOK_SECRET", "min_level": "debug", "linger": 0.05},
     )
+    settings = with_overrides(settings, sink_exit_timeout=30.0)  # deliver all before exit
     async with Runner.open(settings) as runner:
         good = await runner.start(chain("good", 3, chatty=True), {})
         bad = await runner.start(chain("bad", 2, fail=True), {})
         assert (good.status, bad.status) == (RunStatus.SUCCEEDED, RunStatus.FAILED)
         ledger = {r: await runner.ledger.events(r) for r in (good.run.run_id, bad.run.run_id)}
-        bus = runner.bus
-    assert bus.failures == 0 and all(s.dropped == 0 for s in bus.stats().values())
+        deliverer = runner.deliverer
+    assert deliverer is not None and deliverer.failures == 0
+    assert all(s.dropped == 0 and s.delivered for s in deliverer.stats().values()), (
+        deliverer.stats())
 
     # generic JSON: every event of both runs, seq 1..n, each request signed with the secret
     delivered: dict[str, list[dict[str, Any]]] = {}
@@ -208,63 +207,45 @@ async def test_discord_slack_and_signed_json_reach_a_real_server(
 # -- endpoints that fail or never answer ------------------------------------------------------
 
 
-NODES = 10
-STAGE_SLEEP = 0.02
-ROUNDS = 3
-
-
-async def _timed_runs(settings: Settings) -> tuple[list[float], Runner, float]:
-    """Wall times of ROUNDS 10-node runs (after one warm-up), the runner, and how long the
-    runner took to close (its bus draining against the endpoint)."""
-    template = chain("ten", NODES, sleep=STAGE_SLEEP)
-    times = []
-    async with contextlib.AsyncExitStack() as stack:
-        runner = await stack.enter_async_context(Runner.open(settings))
-        assert (await runner.start(template, {})).status is RunStatus.SUCCEEDED
-        for _ in range(ROUNDS):
-            began = time.perf_counter()
-            summary = await runner.start(template, {})
-            times.append(time.perf_counter() - began)
-            assert summary.status is RunStatus.SUCCEEDED
-        deadline = time.monotonic() + 5
-        while runner.bus.deliveries and runner.bus.failures == 0 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        closing = time.perf_counter()
-    return times, runner, time.perf_counter() - closing
-
-
+@pytest.mark.timeout(60)  # a run or a close that waited on the endpoint would hang here
 @pytest.mark.parametrize("mode", ["fail", "hang"])
-async def test_a_failing_or_hanging_endpoint_does_not_slow_a_run(
-    mode: str, sqlite_settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+async def test_a_failing_or_hanging_endpoint_holds_nobody_up_and_loses_nothing(
+    mode: str, sqlite_settings: Settings, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The run ends while the endpoint still fails or hangs; what it costs is measured in
+    ``benchmarks/``, not here."""
     caplog.set_level(logging.DEBUG, logger="stageline.events")
-    baseline, _, _ = await _timed_runs(sqlite_settings)
     server = Hook(mode)
     try:
-        hooked = with_sinks(
+        hooked = with_overrides(with_sinks(
             sqlite_settings,
-            {"type": "webhook", "format": "json", "url": server.url("/hook"),
-             "secret": HOOK_SECRET, "min_level": "debug", "timeout": 0.3, "retries": 2,
-             "backoff": 0.05, "queue_size": 20},
+            {"type": "webhook", "format": "json", "url": server.url("/hook"), "name": "json",
+             "secret": HOOK_SECRET, "min_level": "debug", "timeout": 0.3, "backoff": 0.05},
             {"type": "webhook", "format": "discord", "url": server.url("/api/webhooks/1/tok"),
-             "timeout": 0.3, "retries": 1, "backoff": 0.05},
-        )
-        times, runner, closing = await _timed_runs(hooked)
+             "name": "discord", "timeout": 0.3, "backoff": 0.05},
+        ), sink_exit_timeout=0.5)
+        async with Runner.open(hooked) as runner:
+            summaries = [await runner.start(chain("ten", 10), {}) for _ in range(3)]
+            assert all(s.status is RunStatus.SUCCEEDED for s in summaries)
+            deliverer = runner.deliverer
+            ledger = runner.ledger
+            assert deliverer is not None
+            waiting = {s.run.run_id: (await ledger.events(s.run.run_id))[-1].seq
+                       for s in summaries}
+        # The runner closed without waiting for the endpoint's answer ...
+        if mode == "hang":
+            assert not server.release.is_set()
+        assert server.received  # ... which was really tried
+        stats = deliverer.stats()
+        assert deliverer.failures >= 1
+        assert all(s.delivered == 0 and s.dropped == 0 for s in stats.values()), stats
     finally:
         server.close()
-    base, slow = statistics.median(baseline), statistics.median(times)
-    overhead = slow - base
-    print(f"\n{mode}: {NODES}-node run median {slow * 1000:.1f} ms vs {base * 1000:.1f} ms "
-          f"without sinks: overhead {overhead * 1000:+.1f} ms ({overhead / base:+.1%}); "
-          f"runner closed in {closing:.2f} s")
-    assert base >= NODES * STAGE_SLEEP
-    assert slow < base * 1.2 + 0.05
-    assert closing < 5.0 + 1.0  # Runner.open drains its bus for at most 5 s
-    stats = runner.bus.stats()
-    assert runner.bus.failures >= 1
-    assert sum(s.delivered for s in stats.values()) == 0
-    assert all(s.offered == s.dropped for s in stats.values())  # nothing lost silently
-    assert server.received  # the endpoint was really tried
+    # Nothing is lost: every event waits in the ledger for the next process.
+    async with Runner.open(sqlite_settings, deliver=False) as reader:
+        for run_id in waiting:
+            for sink in ("json", "discord"):
+                assert (await reader.ledger.sink_cursor(sink, run_id) or 0) < waiting[run_id]
     failures = [r for r in caplog.records if "delivery of" in r.getMessage()]
     assert failures and all(r.levelno == logging.DEBUG for r in failures)
     assert not any(r.levelno > logging.DEBUG for r in caplog.records

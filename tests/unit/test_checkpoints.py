@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import pickle
 import threading
 import uuid
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG
 from pydantic import BaseModel
 
 from stageline.checkpoints import checkpoint_serde, ensure_checkpointable
+from stageline.errors import CheckpointCorrupt
 
 
 class Finding(BaseModel):
@@ -40,21 +42,46 @@ ALLOWED = [Finding, Note, Colour]
 @pytest.mark.parametrize(
     "value", [Finding(claim="c", score=0.5), Note(text="n"), Colour.RED], ids=repr
 )
-def test_a_blob_naming_a_type_off_the_allowlist_is_not_revived(value: Any) -> None:
+def test_a_blob_naming_a_type_off_the_allowlist_is_refused(value: Any) -> None:
     blob = checkpoint_serde(ALLOWED).dumps_typed(value)
     assert checkpoint_serde(ALLOWED).loads_typed(blob) == value  # allowed: revived
-    back = checkpoint_serde().loads_typed(blob)
-    assert not isinstance(back, type(value))
-    assert back != value
+    with pytest.raises(CheckpointCorrupt, match=type(value).__name__) as refused:
+        checkpoint_serde().loads_typed(blob)
+    assert refused.value.exit_code == 6
 
 
 def test_a_crafted_blob_never_calls_what_it_names(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     payload = ormsgpack.packb(("os", "system", f"touch {marker}"))
     blob = ormsgpack.packb(ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, payload))
-    back = checkpoint_serde().loads_typed(("msgpack", blob))
-    assert back == f"touch {marker}"  # handed back as data
+    with pytest.raises(CheckpointCorrupt, match=r"names type os\.system, which is not on"):
+        checkpoint_serde().loads_typed(("msgpack", blob))
     assert not marker.exists()
+
+
+class _Boom:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("kind", ["pickle", "json", "whatever"])
+def test_a_value_in_a_serialization_stageline_never_writes_is_refused(
+    tmp_path: Path, kind: str
+) -> None:
+    marker = tmp_path / "pwned"
+    blob = pickle.dumps(_Boom(marker))
+    with pytest.raises(CheckpointCorrupt, match=f"stored as '{kind}'"):
+        checkpoint_serde().loads_typed((kind, blob))
+    assert not marker.exists()
+
+
+def test_a_cut_blob_is_refused() -> None:
+    kind, blob = checkpoint_serde().dumps_typed({"draft": "x" * 100, "n": [1, 2, 3]})
+    with pytest.raises(CheckpointCorrupt, match="does not decode"):
+        checkpoint_serde().loads_typed((kind, blob[: len(blob) // 2]))
 
 
 async def test_a_saver_with_the_strict_serde_refuses_foreign_types_in_checkpoints() -> None:
@@ -70,11 +97,8 @@ async def test_a_saver_with_the_strict_serde_refuses_foreign_types_in_checkpoint
 
     strict = InMemorySaver(serde=checkpoint_serde())
     strict.storage, strict.blobs = saver.storage, saver.blobs  # the same stored bytes
-    got = await strict.aget_tuple(saved)
-    assert got is not None
-    finding = got.checkpoint["channel_values"]["finding"]
-    assert not isinstance(finding, Finding)
-    assert finding == {"claim": "c", "score": 1.0}
+    with pytest.raises(CheckpointCorrupt, match="Finding"):
+        await strict.aget_tuple(saved)
 
 
 @pytest.mark.parametrize(

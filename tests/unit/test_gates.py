@@ -211,7 +211,7 @@ async def test_a_resume_that_raises_before_the_gate_rolls_the_decision_back(
 
     async def broken_once(config: Any) -> Any:
         calls["n"] += 1
-        if calls["n"] == 1:
+        if calls["n"] == 2:  # the first read checks the checkpoint; the second is the resume's
             raise RuntimeError("checkpointer unavailable")
         return await real(config)
 

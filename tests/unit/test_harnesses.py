@@ -122,6 +122,7 @@ async def test_only_allowlisted_environment_passes(
     assert "STAGELINE_TEST_SECRET" not in seen and "PATH" not in seen
 
 
+@pytest.mark.timeout(40)  # the harness sleeps 60 s unless its 1 s timeout kills it
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     harness = python(f"""
@@ -131,9 +132,7 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         print(json.dumps({{"type": "status", "text": "started", "pid": os.getpid()}}), flush=True)
         time.sleep(60)
     """)
-    began = time.monotonic()
     events, result = await collect(harness, request(tmp_path, timeout=1.0))
-    assert time.monotonic() - began < 10
     assert result.status is HarnessStatus.TIMED_OUT
     assert "timed out after 1s" in result.summary
     pids = [int(events[0].data["pid"]), int(pidfile.read_text())]
@@ -155,6 +154,7 @@ async def test_timeout_kills_children_that_ignore_sigterm(tmp_path: Path) -> Non
     assert wait_gone([int(events[0].data["pid"]), int(pidfile.read_text())]) == []
 
 
+@pytest.mark.timeout(25)  # a child holding the pipe would hold the run 30 s, then time out
 async def test_children_left_behind_on_exit_are_killed_and_do_not_hold_the_run(
     tmp_path: Path,
 ) -> None:
@@ -165,9 +165,7 @@ async def test_children_left_behind_on_exit_are_killed_and_do_not_hold_the_run(
         open({str(pidfile)!r}, "w").write(str(child.pid))
         print(json.dumps({{"type": "message", "text": "done"}}), flush=True)
     """)
-    began = time.monotonic()
     _, result = await collect(harness, request(tmp_path, timeout=30))
-    assert time.monotonic() - began < 10
     assert result.status is HarnessStatus.SUCCEEDED
     assert wait_gone([int(pidfile.read_text())]) == []
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -273,14 +272,13 @@ class FlakySink:
         self.got.append(event.kind)
 
 
+@pytest.mark.timeout(25)  # the agent sleeps 30 s unless it is stopped
 async def test_a_sink_raising_is_internal_error(runner: Runner, repo: Path) -> None:
     script = [{"event": {"type": "message", "text": f"step {n}"}} for n in range(3)]
     script.append({"sleep": 30})  # the agent is stopped, not waited for
-    began = time.monotonic()
     sink = FlakySink()
     summary = await runner.start(op_template(), {"repo": str(repo), "script": script},
                                  services={SERVICE_SINKS: [sink]})
-    assert time.monotonic() - began < 20
     assert summary.run.failure_phase == "internal_error"
     assert "event store unreachable" in (summary.run.error or "")
     events = await events_of(runner, summary)

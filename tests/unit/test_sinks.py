@@ -381,20 +381,17 @@ async def test_a_batch_is_given_up_after_its_retries_or_a_final_error() -> None:
     await bus2.aclose(0.1)
 
 
+@pytest.mark.timeout(30)
 async def test_a_hanging_sink_never_blocks_publish_and_close_is_bounded(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="stageline.events")
     sink = ScriptedSink(hang=True)
     bus = EventBus([SinkSpec(sink=sink, policy=DeliveryPolicy(queue_size=10, timeout=60))])
-    began = time.perf_counter()
-    for i in range(1, 1001):
+    for i in range(1, 1001):  # none of them waits: a publish that did would hang the test
         bus.publish([ev(seq=i)])
-    assert time.perf_counter() - began < 0.5  # 1000 publishes, none of them waits
     await asyncio.sleep(0.01)
-    began = time.perf_counter()
-    await bus.aclose(timeout=0.2)
-    assert time.perf_counter() - began < 1.0
+    await bus.aclose(timeout=0.2)  # bounded though the sink hangs for good
     stats = bus.stats()["scripted"]
     assert stats.offered == 1000 and stats.delivered == 0 and stats.dropped == 1000
     assert sink.closed

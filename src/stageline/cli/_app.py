@@ -6,15 +6,17 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stageline.cli._args import RunArg
 from stageline.cli._codes import EPILOG
 from stageline.cli._db import db_app, use_memory
 from stageline.cli._detach import detach as _detach
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._harness import transcript
+from stageline.cli._history import fork, history, lineage_lines
 from stageline.cli._human import COMMANDS as HUMAN_COMMANDS
 from stageline.cli._inputs import parse_deadlines, parse_inputs
 from stageline.cli._render import (
@@ -33,9 +35,11 @@ from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
 from stageline.config import load_settings
-from stageline.ledger import EventCategory, RunStatus, WaitKind
-from stageline.runner import Runner, RunSummary, new_run_id
-from stageline.templates import list_templates, load_template
+from stageline.ledger import EventCategory, RunStatus, WaitKind, open_ledger
+from stageline.names import check_run_id
+
+if TYPE_CHECKING:
+    from stageline.runner import Runner, RunSummary
 
 __all__ = ["app"]
 
@@ -59,7 +63,6 @@ app = typer.Typer(
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
-RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run id.")]
 ForceFlag = Annotated[
     bool, typer.Option("--force", help="Continue even though the template changed since.")
 ]
@@ -88,6 +91,8 @@ def _root(
 @app.command()
 def templates(as_json: JsonFlag = False) -> None:
     """List the templates found by name: built-ins, entry points, the templates folder."""
+    from stageline.templates import list_templates
+
     infos = list_templates(load_settings().template_dirs)
     if as_json:
         print_json([asdict(info) for info in infos])
@@ -100,7 +105,11 @@ def graph(
     template: Annotated[str, typer.Argument(metavar="TEMPLATE", help="A template name or file.")],
 ) -> None:
     """Print a template's graph as Mermaid text."""
-    made = load_template(template, load_settings().template_dirs)
+    from stageline.templates import load_template, use_project
+
+    settings = load_settings()
+    use_project(settings)
+    made = load_template(template, settings.template_dirs)
     typer.echo(made.mermaid().rstrip("\n"))
 
 
@@ -170,9 +179,11 @@ def run(
     A run that reaches a gate or a question waits for a person and exits 3, saying how to
     decide (`stageline approve`, `reject`, `changes`, `answer`).
     """
+    from stageline.runner import new_run_id
+
     values = parse_inputs(inputs or (), input_file)
     deadlines = parse_deadlines(deadline or ())
-    rid = run_id or new_run_id()
+    rid = new_run_id() if run_id is None else check_run_id(run_id, "--run-id")
     budget = {k: v for k, v in (("tokens", budget_tokens), ("cost", budget_cost)) if v} or None
     if ephemeral:
         use_memory(detach=detach)
@@ -202,6 +213,8 @@ def cancel(run_id: RunArg) -> None:
 
 
 async def _cancel(run_id: str) -> None:
+    from stageline.runner import Runner
+
     async with Runner.open() as runner:
         done = await runner.cancel(run_id)
     if done.status is RunStatus.CANCELLED:
@@ -241,8 +254,8 @@ def runs(
 
 
 async def _runs(status: RunStatus | None, template: str | None, limit: int, as_json: bool) -> None:
-    async with Runner.open() as runner:
-        found = await runner.ledger.list_runs(
+    async with open_ledger(load_settings().database_url) as ledger:
+        found = await ledger.list_runs(
             status=str(status) if status else None, template=template, limit=limit
         )
     if as_json:
@@ -260,13 +273,17 @@ def show(run_id: RunArg, as_json: JsonFlag = False) -> None:
 
 
 async def _show(run_id: str, as_json: bool) -> None:
-    async with Runner.open() as runner:
+    from stageline.runner import Runner
+
+    async with Runner.open(deliver=False) as runner:
         summary = await runner.status(run_id)
     if as_json:
         print_json(summary.to_dict())
         return
     out = console()
     out.print(run_header(summary.run))
+    for line in lineage_lines(summary):
+        out.print(line)
     out.print()
     if summary.records:
         out.print(records_table(summary.records))
@@ -288,6 +305,9 @@ async def _show(run_id: str, as_json: bool) -> None:
             out.print(line)
     for line in waiting_lines(run_id, summary.waiting):
         out.print(line)
+    if summary.checkpoint_error:
+        out.print()
+        out.print(f"checkpoint: cannot be read: {summary.checkpoint_error}")
 
 
 @app.command()
@@ -318,11 +338,12 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
     after = 0
     began = time.monotonic()
     hinted = False
-    async with Runner.open() as runner:
+    settings = load_settings()
+    async with open_ledger(settings.database_url) as ledger:
         while True:
             # The status is read before the events, so none written before it ended is missed.
-            current = await runner.ledger.get_run(run_id)
-            batch = await runner.ledger.events(run_id, after=after, categories=kinds or None)
+            current = await ledger.get_run(run_id)
+            batch = await ledger.events(run_id, after=after, categories=kinds or None)
             for event in batch:
                 after = max(after, event.seq)
                 if as_json and follow:
@@ -339,7 +360,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
                 and time.monotonic() - began > QUEUED_HINT_AFTER
             ):
                 hinted = True
-                log = runner.settings.run_dir(run_id) / "worker.log"
+                log = settings.run_dir(run_id) / "worker.log"
                 typer.echo(
                     f"run {run_id} is still queued; advance it with `stageline resume "
                     f"{run_id}` (a detached worker writes to {log})",
@@ -356,6 +377,8 @@ for _command in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sw
     app.command()(_command)
 
 app.command()(stats)
+app.command()(history)
+app.command()(fork)
 app.add_typer(db_app, name="db")
 for _command in WORKER_COMMANDS:  # worker, prune
     app.command()(_command)

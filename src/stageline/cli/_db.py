@@ -10,8 +10,7 @@ import typer
 
 from stageline.config import load_settings
 from stageline.errors import UsageError
-from stageline.ledger import copy_database, mask_url, upgrade_database
-from stageline.worker import ensure_queue_schema, is_postgres
+from stageline.ledger import mask_url
 
 __all__ = ["db_app", "use_memory"]
 
@@ -32,6 +31,9 @@ def upgrade() -> None:
     On Postgres, the job queue's tables (procrastinate's schema) are set up too, so workers
     started later find them ready.
     """
+    from stageline.ledger import upgrade_database
+    from stageline.worker import ensure_queue_schema, is_postgres
+
     url = load_settings().database_url
     report = asyncio.run(upgrade_database(url))
     done = (f"applied migration(s) {', '.join(map(str, report.applied))}" if report.applied
@@ -57,6 +59,8 @@ def copy(
     Use it to move from the SQLite file to Postgres; then point database_url at the new
     database. Rows the target has already are kept, so copying again is safe.
     """
+    from stageline.ledger import copy_database
+
     source = from_url or load_settings().database_url
     typer.echo(f"copying {mask_url(source)} -> {mask_url(to_url)}")
     report = asyncio.run(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -12,7 +14,9 @@ from stageline.cli._codes import EXIT_INTERRUPTED, EXIT_OK, exit_code_for
 from stageline.cli._render import ProgressSink, console, result_lines
 from stageline.cli._render_waits import waiting_lines
 from stageline.ledger import RunStatus
-from stageline.runner import Runner, RunSummary
+
+if TYPE_CHECKING:
+    from stageline.runner import Runner, RunSummary
 
 __all__ = ["advance_in_foreground"]
 
@@ -27,12 +31,31 @@ def advance_in_foreground(
 
     A run that stops at a gate or question says what it waits on and how to decide.
     """
+    from stageline.runner import Runner
+
     out = console()
     began = time.monotonic()
 
     async def advance() -> RunSummary:
-        async with Runner.open(sinks=(ProgressSink(out),)) as runner:
-            return await action(runner)
+        # SIGTERM stops the run as Ctrl-C does: the task is cancelled, the runner closes (the
+        # run stays resumable from its last checkpoint), and the same hint is printed.
+        loop, task, terminated = asyncio.get_running_loop(), asyncio.current_task(), []
+
+        def on_sigterm() -> None:
+            terminated.append(signal.SIGTERM)
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        try:
+            async with Runner.open(sinks=(ProgressSink(out),)) as runner:
+                return await action(runner)
+        except asyncio.CancelledError:
+            if terminated:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
 
     try:
         summary = asyncio.run(advance())

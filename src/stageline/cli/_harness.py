@@ -10,10 +10,11 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from stageline.cli._args import RunArg
 from stageline.cli._render import console, when
+from stageline.config import load_settings
 from stageline.errors import UsageError
-from stageline.ledger import EventCategory
-from stageline.runner import Runner
+from stageline.ledger import EventCategory, open_ledger
 
 __all__ = ["transcript"]
 
@@ -22,7 +23,7 @@ _STYLES = {"error": "red", "warning": "yellow", "tool_use": "cyan", "tool_result
 
 
 def transcript(
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="A run id.")],
+    run_id: RunArg,
     node: Annotated[
         str | None, typer.Argument(metavar="NODE", help="Only this node's transcript.")
     ] = None,
@@ -57,14 +58,18 @@ def transcript(
 
 async def _transcripts(run_id: str) -> dict[str, Path]:
     """Node -> transcript path, as the ledger references them, in the order they were made."""
-    async with Runner.open() as runner:
-        await runner.ledger.get_run(run_id)
-        events = await runner.ledger.events(run_id, categories=[str(EventCategory.OUTPUT)])
-        folder = runner.settings.run_dir(run_id) / "transcripts"
+    settings = load_settings()
+    async with open_ledger(settings.database_url) as ledger:
+        await ledger.get_run(run_id)
+        events = await ledger.events(run_id, categories=[str(EventCategory.OUTPUT)])
+    folder = settings.run_dir(run_id) / "transcripts"
     found: dict[str, Path] = {}
+    inside = folder.resolve()
     for event in events:
         if event.kind == "operation.transcript" and event.node and event.data.get("path"):
-            found.setdefault(event.node, Path(str(event.data["path"])))
+            path = Path(str(event.data["path"]))
+            if inside in path.resolve().parents:  # only files in the run's own folder are read
+                found.setdefault(event.node, path)
     if not found and folder.is_dir():  # the run died before its reference was written
         found = {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
     return found

@@ -12,18 +12,19 @@ from typing import Annotated, Any
 
 import typer
 
+from stageline.cli._args import OptionalRunArg, RunArg
+from stageline.cli._clock import began
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
 from stageline.cli._render_waits import pending_table, waiting_lines
+from stageline.config import load_settings
 from stageline.errors import AnswerInvalid, UsageError
-from stageline.ledger import RunStatus, Wait, WaitKind
-from stageline.runner import Runner
-from stageline.stages import validate_answers
+from stageline.ledger import RunStatus, Wait, WaitKind, open_ledger
+from stageline.runner import pending_waits, waiting_on
 
 __all__ = ["COMMANDS"]
 
-RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run id.")]
 GateOpt = Annotated[
     str | None, typer.Option("--gate", metavar="GATE", help="Which gate, if it waits at several.")
 ]
@@ -50,9 +51,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
 def pending(
-    run_id: Annotated[
-        str | None, typer.Argument(metavar="[RUN]", help="Only this run.")
-    ] = None,
+    run_id: OptionalRunArg = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List what waits for a person: gates and question sets, their age and deadline."""
@@ -60,11 +59,12 @@ def pending(
 
 
 async def _pending(run_id: str | None, as_json: bool) -> None:
-    async with Runner.open() as runner:
+    async with open_ledger(load_settings().database_url) as ledger:
         if run_id is not None:
-            await runner.ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
-        found = await runner.pending(run_id)
-        templates = {w.run_id: (await runner.ledger.get_run(w.run_id)).template for w in found}
+            await ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
+        listed = await waiting_on(ledger, run_id)
+    found = [wait for wait, _ in listed]
+    templates = {wait.run_id: template for wait, template in listed}
     if as_json:
         print_json([w.to_dict() for w in found])
         return
@@ -82,18 +82,20 @@ def approve(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: A
             attempt: AttemptOpt = None, state_hash: HashOpt = None,
             force: ForceOpt = False) -> None:
     """Approve the gate RUN waits at; the run goes on, followed here."""
+    seen = began()  # binds the decision to the visit waiting then, not to a later one
     advance_in_foreground(run_id, lambda runner: runner.approve(
         run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force))
+        force=force, seen_at=seen))
 
 
 def reject(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: AsOpt = None,
            attempt: AttemptOpt = None, state_hash: HashOpt = None,
            force: ForceOpt = False) -> None:
     """Reject at the gate RUN waits at: the run ends rejected (or takes the reject route)."""
+    seen = began()
     advance_in_foreground(run_id, lambda runner: runner.reject(
         run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force), ok=(RunStatus.REJECTED,))
+        force=force, seen_at=seen), ok=(RunStatus.REJECTED,))
 
 
 def changes(
@@ -104,9 +106,10 @@ def changes(
     state_hash: HashOpt = None, force: ForceOpt = False,
 ) -> None:
     """Request changes at the gate RUN waits at: back to the gate's changes node with the note."""
+    seen = began()
     advance_in_foreground(run_id, lambda runner: runner.request_changes(
         run_id, note=note, gate=gate, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force))
+        force=force, seen_at=seen))
 
 
 def answer(
@@ -130,17 +133,18 @@ def answer(
     force: ForceOpt = False,
 ) -> None:
     """Answer the questions RUN waits on: prompts for each, unless -a or --answer-file."""
+    seen = began()
     given = parse_answers(answers or (), answer_file)
     if not given and not answer_file:
         given = _prompt(asyncio.run(_question(run_id, question)))
     advance_in_foreground(run_id, lambda runner: runner.answer(
-        run_id, given, question_id=question, actor=actor, force=force))
+        run_id, given, question_id=question, actor=actor, force=force, seen_at=seen))
 
 
 async def _question(run_id: str, question: str | None) -> Wait:
-    async with Runner.open() as runner:
-        await runner.ledger.get_run(run_id)
-        found = [w for w in await runner.pending(run_id) if w.kind is WaitKind.QUESTION
+    async with open_ledger(load_settings().database_url) as ledger:
+        await ledger.get_run(run_id)
+        found = [w for w in await pending_waits(ledger, run_id) if w.kind is WaitKind.QUESTION
                  and (question is None or w.wait_id.startswith(question))]
     if not found:
         raise UsageError(f"run {run_id} waits on no question set"
@@ -153,6 +157,8 @@ async def _question(run_id: str, question: str | None) -> Wait:
 
 def _prompt(wait: Wait) -> dict[str, Any]:
     """Ask each question on the terminal, again until the answer fits."""
+    from stageline.stages import validate_answers
+
     out = console()
     out.print(f"question set {wait.wait_id} (turn {wait.payload.get('turn')})")
     given: dict[str, Any] = {}
@@ -188,6 +194,8 @@ def sweep(as_json: JsonFlag = False) -> None:
 
 
 async def _sweep() -> list[dict[str, Any]]:
+    from stageline.runner import Runner
+
     async with Runner.open() as runner:
         return await runner.sweep()
 
@@ -217,6 +225,8 @@ def effect(
 
 
 async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> None:
+    from stageline.runner import Runner
+
     async with Runner.open() as runner:
         await runner.ledger.get_run(run_id)
         await runner.resolve_effect(run_id, node, key, done=done, result=value)

@@ -8,9 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from stageline.errors import InputError
+from stageline.plaindata import check_plain_inputs, load_plain_yaml, shown
 
 __all__ = [
     "parse_answers",
@@ -25,23 +24,25 @@ def parse_assignment(raw: str, flag: str = "-i") -> tuple[str, Any]:
     """``key=value`` (a string) or ``key:=<json>`` (parsed as JSON)."""
     key, sep, value = raw.partition("=")
     if not sep:
-        raise InputError(f"{flag} {raw!r}: expected key=value (a string) or key:=<json>")
+        raise InputError(f"{flag} {shown(raw)}: expected key=value (a string) or key:=<json>")
     as_json = key.endswith(":")
     if as_json:
         key = key[:-1]
     key = key.strip()
     if not key:
-        raise InputError(f"{flag} {raw!r}: the key before '=' is empty")
+        raise InputError(f"{flag} {shown(raw)}: the key before '=' is empty")
     if not as_json:
         return key, value
     try:
         return key, json.loads(value)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{flag} {raw!r}: the value after ':=' is not JSON ({exc})") from exc
+        raise InputError(f"{flag} {shown(raw)}: the value after ':=' is not JSON ({exc})") from exc
 
 
 def read_input_file(name: str, flag: str = "--input-file") -> dict[str, Any]:
     """A JSON or YAML mapping from a file (``-`` reads standard input)."""
+    import yaml
+
     label = f"{flag} {name}"
     try:
         text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
@@ -49,18 +50,26 @@ def read_input_file(name: str, flag: str = "--input-file") -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InputError(f"{label}: cannot read it: {reason}") from exc
     try:
-        data = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+        data = json.loads(text) if name.endswith(".json") else load_plain_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = ""
         mark = getattr(exc, "problem_mark", None)
         if mark is not None:
             where = f" at line {mark.line + 1}"
-        raise InputError(f"{label}: not valid JSON or YAML{where}: {first}") from exc
+        problem = getattr(exc, "problem", None)
+        if isinstance(exc, yaml.MarkedYAMLError) and problem:
+            first = problem
+        raise InputError(f"{label}: not valid JSON or YAML{where}: {first[:200]}") from exc
+    except ValueError as exc:  # a value JSON cannot hold, named with its key and line
+        raise InputError(f"{label}: {str(exc)[:300]}") from exc
+    except RecursionError as exc:
+        raise InputError(f"{label}: nests too deeply") from exc
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         raise InputError(f"{label}: must hold a mapping of names to values")
+    check_plain_inputs(data, f"{label}: key")
     return data
 
 
@@ -88,6 +97,6 @@ def parse_deadlines(assignments: Iterable[str]) -> dict[str, str]:
     for raw in assignments:
         node, sep, duration = raw.partition("=")
         if not sep or not node.strip() or not duration.strip():
-            raise InputError(f"--deadline {raw!r}: expected NODE=DURATION, e.g. review=2h")
+            raise InputError(f"--deadline {shown(raw)}: expected NODE=DURATION, e.g. review=2h")
         out[node.strip()] = duration.strip()
     return out

@@ -12,6 +12,7 @@ from typing import NoReturn
 import typer
 
 from stageline.cli._app import app
+from stageline.cli._clock import mark
 from stageline.cli._codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from stageline.errors import StagelineError
 
@@ -48,6 +49,7 @@ def _error(text: str) -> None:
 
 def run_cli(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code (see ``stageline --help``)."""
+    mark()
     debug = _debug()
     command = typer.main.get_command(app)
     try:
@@ -90,6 +92,8 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """The ``stageline`` console script."""
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
+    # A type its allowlist blocks: stageline refuses the checkpoint with its own error instead.
+    logging.getLogger("langgraph.checkpoint.serde.jsonplus").setLevel(logging.ERROR)
     if _debug():
         logging.getLogger("stageline").setLevel(logging.DEBUG)
     sys.exit(run_cli(argv))

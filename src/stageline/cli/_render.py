@@ -7,14 +7,16 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from stageline.ledger import Event, NodeRecord, Run, RunStatus
-from stageline.templates import TemplateInfo
+
+if TYPE_CHECKING:
+    from stageline.templates import TemplateInfo
 
 __all__ = [
     "ProgressSink",
@@ -96,9 +98,27 @@ def status_text(status: str) -> Text:
     return Text(str(status), style=_STATUS_STYLE.get(str(status), ""))
 
 
-def _first_line(text: str | None, limit: int = 120) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+def _first_line(text: str | None) -> str:
+    """The first line of an error, whole: human output wraps, it never cuts (the rest of a
+    multi-line error, such as a traceback, is in ``show --json`` and the logs)."""
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+WIDE = 120
+"""Columns from which tables show errors in a column of their own; narrower, each error is
+printed whole on a line of its own under the table."""
+
+
+def _width() -> int:
+    return console().width
+
+
+def _with_errors(table: Table, errors: list[tuple[str, str]], wide: bool) -> RenderableType:
+    """The table, and under it (when it has no error column) each error on a line of its own."""
+    if wide or not errors:
+        return table
+    lines = [Text.assemble((f"{who}: ", "bold"), (error, "red")) for who, error in errors]
+    return Group(table, Text(""), *lines)
 
 
 # -- live progress ---------------------------------------------------------------------------
@@ -174,7 +194,7 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
     if status is RunStatus.FAILED:
         where = f" at node {run.failed_node}" if run.failed_node else ""
         phase = f" ({run.failure_phase})" if run.failure_phase else ""
-        lines.append(Text(f"  failed{where}{phase}: {_first_line(run.error, 300)}", style="red"))
+        lines.append(Text(f"  failed{where}{phase}: {(run.error or '').strip()}", style="red"))
         lines.append(Text(f"  retry with: stageline retry {run.run_id}", style="dim"))
     if status is RunStatus.QUEUED:
         lines.append(Text(f"  continue with: stageline resume {run.run_id}", style="dim"))
@@ -194,23 +214,36 @@ def templates_table(infos: Iterable[TemplateInfo]) -> Table:
     return table
 
 
-def runs_table(runs: Iterable[Run]) -> Table:
+def runs_table(runs: Iterable[Run], width: int | None = None) -> RenderableType:
+    """Runs, one a row, readable at 80 columns: nothing is cut. Narrower than ``WIDE`` the
+    attempt column goes unless a run was retried, and errors go under the table."""
+    rows = list(runs)
+    wide = (width or _width()) >= WIDE
+    retried = wide or any(r.attempt > 1 for r in rows)
     table = _table()
-    for column in ("run", "template", "status", "attempt", "created", "duration"):
-        table.add_column(column, no_wrap=column != "template", overflow="fold")
-    table.add_column("error", overflow="fold")
-    for run in runs:
+    table.add_column("run", no_wrap=True)
+    table.add_column("template", overflow="fold", ratio=1)
+    table.add_column("status", no_wrap=True)
+    if retried:
+        table.add_column("attempt", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("duration", no_wrap=True)
+    if wide:
+        table.add_column("error", overflow="fold", ratio=1)
+    errors: list[tuple[str, str]] = []
+    for run in rows:
         took = None if run.finished_at is None else run.finished_at - run.created_at
-        table.add_row(
-            run.run_id,
-            run.template,
-            status_text(run.status),
-            str(run.attempt),
-            when(run.created_at, "%Y-%m-%d %H:%M"),
-            seconds(took),
-            _first_line(run.error, 60),
-        )
-    return table
+        cells: list[Any] = [run.run_id, run.template, status_text(run.status)]
+        if retried:
+            cells.append(str(run.attempt))
+        cells += [when(run.created_at, "%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M"),
+                  seconds(took)]
+        if wide:
+            cells.append(_first_line(run.error))
+        elif run.error:
+            errors.append((run.run_id, _first_line(run.error)))
+        table.add_row(*cells)
+    return _with_errors(table, errors, wide)
 
 
 def run_header(run: Run) -> Table:
@@ -234,8 +267,10 @@ def run_header(run: Run) -> Table:
     return grid
 
 
-def records_table(records: Iterable[NodeRecord]) -> Table:
+def records_table(records: Iterable[NodeRecord], width: int | None = None) -> RenderableType:
+    """One row per node attempt; as ``runs_table``, errors go under it when narrow."""
     rows = list(records)
+    wide = (width or _width()) >= WIDE
     retried = any(r.attempt > 1 for r in rows)
     table = _table()
     columns = [
@@ -246,14 +281,18 @@ def records_table(records: Iterable[NodeRecord]) -> Table:
         "started",
         "duration",
         "metrics",
-        "error",
+        *(["error"] if wide else []),
     ]
     for column in columns:
-        table.add_column(column, no_wrap=column not in ("metrics", "error"), overflow="fold")
+        table.add_column(column, no_wrap=column not in ("node", "metrics", "error"),
+                         overflow="fold")
+    errors: list[tuple[str, str]] = []
     for record in rows:
-        error = _first_line(record.error, 80)
+        error = _first_line(record.error)
         if error and record.failure_phase:
             error = f"[{record.failure_phase}] {error}"
+        if error and not wide:
+            errors.append((f"{record.node} (try {record.try_no})", error))
         table.add_row(
             record.node,
             *([str(record.attempt)] if retried else []),
@@ -262,9 +301,9 @@ def records_table(records: Iterable[NodeRecord]) -> Table:
             when(record.started_at, "%H:%M:%S"),
             seconds(record.duration),
             metrics_text(record.metrics, "\n"),
-            error,
+            *([error] if wide else []),
         )
-    return table
+    return _with_errors(table, errors, wide)
 
 
 def event_line(event: Event) -> Text:

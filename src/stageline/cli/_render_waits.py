@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from stageline.cli._render import seconds, status_text, when
+from stageline.cli._render import console, seconds, status_text, when
 from stageline.ledger import Wait, WaitKind
 
 __all__ = ["decisions_table", "pending_table", "qa_lines", "waiting_lines"]
@@ -74,32 +74,66 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
 
 
 def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> Table:
-    """Every pending gate and question set: run, what, age and deadline."""
-    table = _table()
-    for column in ("run", "template", "waits at", "attempt", "age", "deadline", "id"):
-        table.add_column(column, no_wrap=column != "waits at", overflow="fold")
+    """Every pending gate and question set: run, what, age and deadline. Nothing is cut: short
+    columns keep their width, the template and what it waits at wrap."""
+    rows = list(waits)
+    retried = any(w.attempt > 1 for w in rows)
     now = time.time()
-    for wait in waits:
+    cells = []
+    for wait in rows:
         label = (f"gate {wait.name}" if wait.kind is WaitKind.GATE
                  else f"question {wait.name} (turn {wait.payload.get('turn')})")
-        table.add_row(wait.run_id, templates.get(wait.run_id, "?"), label, str(wait.attempt),
-                      seconds(now - wait.requested_at), _deadline(wait, now), wait.wait_id[:12])
+        cells.append([wait.run_id, templates.get(wait.run_id, "?"), label,
+                      *([str(wait.attempt)] if retried else []),
+                      seconds(now - wait.requested_at), _deadline(wait, now), wait.wait_id[:12]])
+    asks = any(w.kind is WaitKind.QUESTION for w in rows)  # the id picks a question set
+    if not asks:
+        cells = [row[:-1] for row in cells]
+    columns = ["run", "template", "waits at", *(["attempt"] if retried else []), "age",
+               "deadline", *(["id"] if asks else [])]
+    return _fitted(columns, cells, wrap=("template", "waits at"), keep=("template",))
+
+
+def _fitted(columns: Sequence[str], rows: Sequence[Sequence[Any]], wrap: Sequence[str],
+            keep: Sequence[str] = ()) -> Table:
+    """A table whose ``wrap`` columns share what is left after the others take their width;
+    those also in ``keep`` wrap only past 24 characters, where the console is wide enough."""
+    widest = [max([len(c), *(len(str(r[i])) for r in rows)]) for i, c in enumerate(columns)]
+    least = [min(w, max(8, len(c))) if c in wrap else w
+             for c, w in zip(columns, widest, strict=True)]
+    kept = [min(w, 24) if c in keep else m
+            for c, w, m in zip(columns, widest, least, strict=True)]
+    if sum(kept) + 2 * (len(columns) - 1) <= console().width:
+        least = kept
+    table = _table()
+    for i, column in enumerate(columns):
+        if column in wrap:
+            table.add_column(column, overflow="fold", ratio=1, min_width=least[i])
+        else:
+            table.add_column(column, no_wrap=True, min_width=widest[i])
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
 def decisions_table(waits: Iterable[Wait]) -> Table:
-    """Each round of each gate: who decided what, and what became of it."""
-    table = _table()
-    for column in ("gate", "attempt", "round", "status", "decision", "by", "at", "note"):
-        table.add_column(column, no_wrap=column not in ("note",), overflow="fold")
-    for wait in waits:
+    """Each round of each gate: who decided what, and what became of it (notes whole).
+
+    A gate's round counts every time it was asked in the attempt, oldest first: a request for
+    changes sends the run back and the gate is asked again, in round 2 (the ledger keys each
+    asking on its own, so its own ``round`` stays 1 there)."""
+    rows = []
+    asked: dict[tuple[str, int], int] = {}
+    for wait in sorted(waits, key=lambda w: (w.requested_at, w.round)):
         note = wait.note or ""
         if wait.reason:
             note = f"{note} [{wait.reason}]".strip()
-        table.add_row(wait.name, str(wait.attempt), str(wait.round), status_text(wait.status),
-                      wait.decision or "-", wait.actor or "-",
-                      when(wait.decided_at, "%H:%M:%S"), _short(note, 120))
-    return table
+        number = asked[(wait.name, wait.attempt)] = asked.get((wait.name, wait.attempt), 0) + 1
+        rows.append([wait.name, str(wait.attempt), str(number), status_text(wait.status),
+                     wait.decision or "-", wait.actor or "-", when(wait.decided_at, "%H:%M:%S"),
+                     " ".join(note.split())])
+    return _fitted(("gate", "attempt", "round", "status", "decision", "by", "at", "note"), rows,
+                   wrap=("gate", "by", "note"), keep=("gate",))
 
 
 def qa_lines(waits: Iterable[Wait]) -> list[Text]:

@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from stageline.cli._render import console, print_json
-from stageline.runner import Runner, outcome_stats, parse_since
+from stageline.config import load_settings
+from stageline.ledger import open_ledger
 
 __all__ = ["stats"]
 
@@ -27,6 +28,8 @@ def stats(
 ) -> None:
     """Per node: runs, p50/p95 latency, failure rate by phase, tokens, cost; and per
     alternative where a router chose. Percentiles are nearest-rank."""
+    from stageline.runner import parse_since
+
     cutoff = parse_since(since)
     found = asyncio.run(_stats(template, cutoff))
     if as_json:
@@ -36,13 +39,39 @@ def stats(
     if not found["nodes"]:
         out.print("no outcomes recorded" + (f" for template {template}" if template else ""))
         return
-    table = Table("template", "node", "alternative", "runs", "failed", "p50 s", "p95 s",
-                  "failures by phase", "tokens", "cost", "quality")
-    for node in found["nodes"]:
-        table.add_row(node["template"], node["node"], "", *_cells(node))
-        for alt in node["alternatives"]:
-            table.add_row("", "", alt["alternative"], *_cells(alt))
-    out.print(table)
+    for template_name in dict.fromkeys(n["template"] for n in found["nodes"]):
+        nodes = [n for n in found["nodes"] if n["template"] == template_name]
+        out.print(f"template {template_name}")
+        out.print(stats_table(nodes))
+        out.print()
+
+
+def stats_table(nodes: list[dict[str, Any]]) -> Table:
+    """One template's nodes (and their router alternatives): readable at 80 columns, nothing
+    cut. Token, cost, quality and failure-phase columns appear only where some row has one."""
+    rows = [r for node in nodes for r in ((node["node"], node), *(
+        (f"  -> {alt['alternative']}", alt) for alt in node["alternatives"]))]
+    groups = [g for _, g in rows]
+    optional = {
+        "tokens": any(g["tokens"] for g in groups),
+        "cost": any(g["cost"] for g in groups),
+        "quality": any(g["quality_mean"] is not None for g in groups),
+        "failures by phase": any(g["failure_rate_by_phase"] for g in groups),
+    }
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    table.add_column("node", overflow="fold")
+    for column in ("runs", "failed", "p50 s", "p95 s"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for column, shown in optional.items():
+        if shown:
+            table.add_column(column, overflow="fold",
+                             justify="left" if column == "failures by phase" else "right")
+    for name, g in rows:
+        cells = dict(zip(("runs", "failed", "p50 s", "p95 s", "failures by phase", "tokens",
+                          "cost", "quality"), _cells(g), strict=True))
+        table.add_row(name, *(cells[c] for c in ("runs", "failed", "p50 s", "p95 s")),
+                      *(cells[c] for c, shown in optional.items() if shown))
+    return table
 
 
 def _cells(g: dict[str, Any]) -> list[str]:
@@ -53,5 +82,7 @@ def _cells(g: dict[str, Any]) -> list[str]:
 
 
 async def _stats(template: str | None, since: float | None) -> dict[str, Any]:
-    async with Runner.open() as runner:
-        return await outcome_stats(runner.ledger, template=template, since=since)
+    from stageline.runner import outcome_stats
+
+    async with open_ledger(load_settings().database_url) as ledger:
+        return await outcome_stats(ledger, template=template, since=since)

@@ -12,9 +12,7 @@ from stageline.cli._render import console, print_json
 from stageline.config import load_settings
 from stageline.errors import UsageError
 from stageline.ledger import RunStatus
-from stageline.runner import PRUNED_BY_DEFAULT, PruneReport, Runner
-from stageline.stages import parse_duration
-from stageline.worker import run_local_worker, run_worker
+from stageline.runner import PRUNED_BY_DEFAULT, PruneReport
 
 __all__ = ["COMMANDS", "prune", "worker"]
 
@@ -22,6 +20,8 @@ RETENTION_DEFAULT = "30d"
 
 
 def _retention(value: str) -> float | None:
+    from stageline.stages import parse_duration
+
     if value.strip().lower() in ("off", "0", "none", "never"):
         return None
     return parse_duration(value, "--retention")
@@ -48,6 +48,8 @@ def worker(
 ) -> None:
     """Advance queued runs in the background until SIGTERM, which drains: runs in flight stop
     after their current step and are queued again for another worker."""
+    from stageline.worker import run_local_worker, run_worker
+
     keep = _retention(retention)
     if local:
         started = asyncio.run(run_local_worker(idle_exit=idle_exit, retention=keep))
@@ -72,6 +74,8 @@ def prune(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Delete old runs' checkpoints and ledger rows; their outcomes (for `stats`) are kept."""
+    from stageline.stages import parse_duration
+
     seconds = parse_duration(older_than, "--older-than")
     try:
         statuses = [RunStatus(s.strip()) for s in status.split(",") if s.strip()]
@@ -86,7 +90,9 @@ def prune(
 
 
 async def _prune(seconds: float, statuses: list[RunStatus]) -> PruneReport:
-    async with Runner.open(load_settings()) as runner:
+    from stageline.runner import Runner
+
+    async with Runner.open(load_settings(), deliver=False) as runner:
         return await runner.prune(older_than=seconds, statuses=statuses)
 
 

@@ -46,6 +46,10 @@ class SinkSpec:
     policy: DeliveryPolicy | None = None
     secrets: tuple[str, ...] = ()
     """Values (a signing secret, a webhook URL) to mask wherever they appear in events."""
+    sink_id: str | None = None
+    """The sink's stable id in the ledger's outbox (sinks of ``[[sinks]]``)."""
+    give_up_after: int | None = None
+    """Outbox only: failed retries after which a batch is given up (None: never)."""
 
 
 @dataclass(frozen=True)
@@ -74,11 +78,13 @@ class EventBus:
         sinks: Iterable[Sink | AsyncSink | SinkSpec] = (),
         *,
         env: Mapping[str, str] | None = None,
+        which: str = "all",
     ) -> EventBus:
-        """A bus with the sinks of ``[[sinks]]`` entries (``Settings.sinks``) and ``sinks``."""
+        """A bus with the sinks of ``[[sinks]]`` entries (``Settings.sinks``; ``which`` as
+        ``build_sinks`` takes it) and ``sinks``."""
         from stageline.events._config import build_sinks
 
-        return cls([*build_sinks(entries, env=env), *sinks])
+        return cls([*build_sinks(entries, env=env, which=which), *sinks])
 
     @property
     def sinks(self) -> list[Sink | AsyncSink]:

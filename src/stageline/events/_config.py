@@ -17,6 +17,8 @@ messages name the sink and the key, never a secret's value.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -30,11 +32,18 @@ from stageline.events._formats import FORMATS
 from stageline.events._otel import OtelSink
 from stageline.events._webhook import WebhookSink
 
-__all__ = ["SinkFactory", "SinkOptions", "build_sinks", "register_sink_type", "sink_types"]
+__all__ = [
+    "SecretMissing", "SinkFactory", "SinkOptions", "build_sinks", "register_sink_type",
+    "sink_types",
+]
 
 _COMMON = frozenset({"type", "name", "min_level", "kinds", "categories", "enabled"})
 _POLICY = {"queue_size": int, "batch": int, "linger": float, "retries": int, "backoff": float,
            "timeout": float}
+
+
+class SecretMissing(ConfigError):
+    """A sink's secret is not in the environment: that sink cannot deliver in this process."""
 
 
 class SinkOptions:
@@ -65,7 +74,8 @@ class SinkOptions:
         if var is not None:
             value = self.env.get(var)
             if not value:
-                raise self.error(f"environment variable {var} (from {key}_env) is not set")
+                raise SecretMissing(
+                    f"{self.label}: environment variable {var} (from {key}_env) is not set")
             return value
         if inline is None and required:
             raise self.error(f"{key} (or {key}_env) is required")
@@ -86,6 +96,9 @@ class SinkFactory(Protocol):
 
 
 _TYPES: dict[str, tuple[SinkFactory, DeliveryPolicy, str]] = {}
+_INLINE: set[str] = set()
+"""Types whose sinks are called inline by every process (the terminal); the others are
+delivered from the ledger's outbox, only by processes that deliver."""
 
 
 def register_sink_type(
@@ -94,10 +107,17 @@ def register_sink_type(
     *,
     policy: DeliveryPolicy | None = None,
     min_level: str = "info",
+    inline: bool = False,
 ) -> None:
     """Make ``type = "<name>"`` in ``[[sinks]]`` build sinks with ``factory``; ``policy`` and
-    ``min_level`` are the defaults its tables may override."""
+    ``min_level`` are the defaults its tables may override. An ``inline`` type is built by
+    every process and called as events are written; the others are delivered from the
+    ledger (an outbox), by the processes that run things."""
     _TYPES[name] = (factory, policy or DeliveryPolicy(), min_level)
+    if inline:
+        _INLINE.add(name)
+    else:
+        _INLINE.discard(name)
 
 
 def sink_types() -> list[str]:
@@ -105,9 +125,13 @@ def sink_types() -> list[str]:
 
 
 def build_sinks(
-    entries: Iterable[Mapping[str, Any]], *, env: Mapping[str, str] | None = None
+    entries: Iterable[Mapping[str, Any]], *, env: Mapping[str, str] | None = None,
+    which: str = "all", missing: list[tuple[str, str]] | None = None,
 ) -> list[SinkSpec]:
-    """One ``SinkSpec`` per enabled ``[[sinks]]`` table, in order."""
+    """One ``SinkSpec`` per enabled ``[[sinks]]`` table, in order: ``which`` is ``all``,
+    ``inline`` (built by every process) or ``outbox`` (delivered from the ledger). With
+    ``missing``, a sink whose secret is not set is left out and noted there as
+    ``(sink id, why)`` instead of raising ``SecretMissing``."""
     env = os.environ if env is None else env
     specs = []
     for number, table in enumerate(entries, start=1):
@@ -119,6 +143,8 @@ def build_sinks(
             raise ConfigError(f"{label}: type must be one of {', '.join(sink_types())}")
         if table.get("enabled", True) is False:
             continue
+        if which != "all" and (kind in _INLINE) != (which == "inline"):
+            continue
         factory, policy, min_level = _TYPES[kind]
         options = SinkOptions(label, table, env)
         event_filter = _filter(label, table, min_level)
@@ -127,11 +153,29 @@ def build_sinks(
             sink = factory(options=options, policy=delivery)
         except (ValueError, ImportError) as exc:
             raise ConfigError(f"{label}: {exc}") from None
+        except SecretMissing as exc:
+            if missing is None:
+                raise
+            missing.append((sink_id(table), str(exc)))
+            continue
         options.finish()
         if "name" in table and hasattr(sink, "name"):
             sink.name = str(table["name"])
-        specs.append(SinkSpec(sink=sink, filter=event_filter, policy=delivery))
+        give_up = table.get("retries") if kind not in _INLINE else None
+        specs.append(SinkSpec(sink=sink, filter=event_filter, policy=delivery,
+                              sink_id=sink_id(table), give_up_after=give_up))
     return specs
+
+
+def sink_id(table: Mapping[str, Any]) -> str:
+    """A ``[[sinks]]`` table's stable id, its outbox cursors' key: its ``name``, or its type
+    and a digest of what says where it delivers (not its filter or retry settings)."""
+    if "name" in table:
+        return str(table["name"])
+    where = {k: v for k, v in table.items()
+             if k not in _COMMON and k not in _POLICY and k != "username"}
+    digest = hashlib.sha256(json.dumps(where, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{table.get('type')}:{digest[:12]}"
 
 
 def _filter(label: str, table: Mapping[str, Any], default_level: str) -> EventFilter:
@@ -196,7 +240,7 @@ def _otel(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: Any)
                     headers=headers)
 
 
-register_sink_type("console", _console, min_level="info")
+register_sink_type("console", _console, min_level="info", inline=True)
 # Webhooks linger a little so a run's burst of events becomes a few messages (Discord allows
 # about 5 requests per 2 s per webhook); spans are cheap to make, so OTel takes big batches.
 _WEBHOOK_POLICY = DeliveryPolicy(linger=0.25, batch=20, retries=3, backoff=1.0, timeout=5.0)

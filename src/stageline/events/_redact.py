@@ -2,8 +2,10 @@
 
 The bus redacts each event once, before any sink sees it: the values of keys that name a
 secret (``api_key``, ``token``, ``password``, ``authorization``...) at any depth of its data,
-and, in every string, credentials in URLs, secret query parameters, bearer tokens, well-known
-token shapes and the secrets a sink was configured with.
+and, in every string, credentials in URLs (a password, or a token as the user name), secret
+query parameters, ``name=value`` / ``name: value`` pairs that name a secret, ``Authorization``
+headers and bearer tokens pasted as text, well-known token shapes and the secrets a sink was
+configured with.
 """
 
 from __future__ import annotations
@@ -42,16 +44,28 @@ def is_secret_key(key: str) -> bool:
 _QUERY_NAMES = (r"token|access_token|refresh_token|id_token|api[_-]?key|key|secret|sig|signature"
                 r"|password|passwd|auth|code|client_secret")
 
+_FREE_NAMES = (r"api[_-]?key|x[_-]api[_-]key|access[_-]?key|access[_-]?token|refresh[_-]?token"
+               r"|auth[_-]?token|client[_-]?secret|private[_-]?key|secret[_-]?key|token|secret"
+               r"|password|passwd|pwd|passphrase")
+
 _PATTERNS: tuple[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # user:password@ in any URL
     ("@", re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*):[^/\s@]+@"), rf"\1:{MASK}@"),
+    # a token as the URL's user name, without a password: https://TOKEN@host/
+    ("@", re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)(?!\*\*\*[:@])[^/\s:@?#]+@"), rf"\1{MASK}@"),
+    # Authorization: Basic ..., Authorization: token ... (a header pasted as text)
+    ("", re.compile(r"(?i)\b(authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest"
+                    r"|negotiate)?\s*)[^\s\"',;]+"), rf"\1{MASK}"),
+    # api_key=..., "token": "...", password: ... in free text (input_tokens=5 is not a secret)
+    ("", re.compile(rf"(?i)(?<![a-z0-9])((?:{_FREE_NAMES})[\"']?\s*[:=]\s*[\"']?)"
+                    r"(?!\*\*\*)[^\s\"'&,;}\]]+"), rf"\1{MASK}"),
     # ?token=... &api_key=...
     ("=", re.compile(rf"(?i)([?&;](?:{_QUERY_NAMES})=)[^&;#\s\"']+"), rf"\1{MASK}"),
     # webhook URLs whose path is the credential
     ("/api/webhooks/", re.compile(r"(?i)(/api/webhooks/\d+/)[\w\-]+"), rf"\1{MASK}"),
     ("hooks.slack.com", re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
                                    r"[\w/\-]+"), rf"\1{MASK}"),
-    ("earer", re.compile(r"(?i)\b(bearer\s+)[\w.~+/=\-]+"), rf"\1{MASK}"),
+    ("", re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)[\w.~+/=\-]+"), rf"\1{MASK}"),
     ("", re.compile(r"\b(?:sk-[\w\-]{16,}|gh[pousr]_\w{20,}|github_pat_\w{20,}"
                     r"|xox[abprs]-[\w\-]{10,}|AKIA[0-9A-Z]{16})"), MASK),
 )

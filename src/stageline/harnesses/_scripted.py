@@ -30,27 +30,34 @@ class ScriptedHarness:
     The script's steps are those of ``stageline.harnesses._scripted_agent``: events printed as
     generic JSON lines, and file edits really made in the repository, so everything after the
     harness (transcripts, indexing, validation) sees what a real agent would leave.
+
+    A script usually comes from a run's inputs, so it may not start processes: a ``spawn``
+    step is refused unless the code that makes the harness says ``allow_spawn=True``.
     """
 
     kind = "scripted"
 
     def __init__(
-        self, script: Sequence[Mapping[str, Any]] | None = None, **future_kwargs: Any
+        self, script: Sequence[Mapping[str, Any]] | None = None, *, allow_spawn: bool = False,
+        **future_kwargs: Any,
     ) -> None:
         self.script = list(script) if script is not None else None
+        self.allow_spawn = allow_spawn
 
     def _script(self, request: HarnessRequest) -> list[dict[str, Any]]:
         script = self.script if self.script is not None else request.options.get("script")
         if script is None:
             raise HarnessNotReady("the scripted harness has no script (pass `script`)")
         try:
-            return _scripted_agent.steps_of(script)
+            return _scripted_agent.steps_of(script, allow_spawn=self.allow_spawn)
         except ValueError as exc:
             raise HarnessNotReady(f"the scripted harness's script is invalid: {exc}") from exc
 
     def _command(self, script_path: Path) -> CommandHarness:
         # Run by file path: the agent needs only the standard library, not stageline on PATH.
-        return CommandHarness([sys.executable, "-u", str(AGENT), str(script_path)], fmt="generic")
+        flags = ["--allow-spawn"] if self.allow_spawn else []
+        return CommandHarness([sys.executable, "-u", str(AGENT), *flags, str(script_path)],
+                              fmt="generic")
 
     async def ensure_ready(self, request: HarnessRequest, **future_kwargs: Any) -> None:
         self._script(request)

@@ -1,9 +1,9 @@
 """A scripted coding agent: replays a script, printing generic JSON lines, editing real files.
 
-Run as ``python -m stageline.harnesses._scripted_agent SCRIPT.json`` (or by file path; it
-needs nothing but the standard library) in the repository. The prompt arrives on standard
-input and is ignored. ``SCRIPT.json`` is a list of steps, or ``{"steps": [...]}``; each step
-is one of::
+Run as ``python -m stageline.harnesses._scripted_agent [--allow-spawn] SCRIPT.json`` (or by
+file path; it needs nothing but the standard library) in the repository. The prompt arrives on
+standard input and is ignored. ``SCRIPT.json`` is a list of steps, or ``{"steps": [...]}``;
+each step is one of::
 
     {"event": {"type": "message", "text": "..."}}   print one event line
     {"write": "path/in/repo.md", "content": "..."}  write a file (and report it)
@@ -11,7 +11,8 @@ is one of::
     {"raw": "not json", "newline": true}            print a line as is (malformed input)
     {"stderr": "text"}                              write a line to standard error
     {"sleep": 0.5}                                  wait
-    {"spawn": ["sleep", "60"], "pidfile": "p"}      start a child process (in our group)
+    {"spawn": ["sleep", "60"], "pidfile": "p"}      start a child process (in our group);
+                                                    only with --allow-spawn
     {"exit": 3}                                     stop now with this exit code
 
 Paths are relative to the working folder; a path that leaves it is refused (exit 2).
@@ -43,13 +44,20 @@ def _inside(path: str) -> Path:
     return target
 
 
-def steps_of(script: Any) -> list[dict[str, Any]]:
+def steps_of(script: Any, *, allow_spawn: bool = False) -> list[dict[str, Any]]:
+    """The script's steps; a ``spawn`` step only when the caller opted in (a script from a
+    run's inputs must not choose a process to start)."""
     steps = script.get("steps") if isinstance(script, dict) else script
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
         raise ValueError("a script is a list of steps (objects), or {\"steps\": [...]}")
     for number, step in enumerate(steps, 1):
         if not any(key in step for key in STEP_KEYS):
             raise ValueError(f"step {number} has none of: {', '.join(STEP_KEYS)}")
+        if "spawn" in step and not allow_spawn:
+            raise ValueError(
+                f"step {number} would start a process (spawn); a script may do that only "
+                "when the code making the harness allows it (ScriptedHarness(allow_spawn=True))"
+            )
     return steps
 
 
@@ -88,11 +96,15 @@ def _step(step: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    allow_spawn = "--allow-spawn" in argv
+    argv = [a for a in argv if a != "--allow-spawn"]
     if len(argv) != 1:
-        sys.stderr.write("usage: python -m stageline.harnesses._scripted_agent SCRIPT.json\n")
+        sys.stderr.write("usage: python -m stageline.harnesses._scripted_agent "
+                         "[--allow-spawn] SCRIPT.json\n")
         return 2
     try:
-        steps = steps_of(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+        steps = steps_of(json.loads(Path(argv[0]).read_text(encoding="utf-8")),
+                         allow_spawn=allow_spawn)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"scripted agent: bad script {argv[0]}: {exc}\n")
         return 2

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from stageline.errors import ConfigError
-from stageline.ledger._admin import CopyReport, UpgradeReport, copy_database, upgrade_database
 from stageline.ledger._base import LedgerStore, Publisher, holder_is_dead, this_holder
 from stageline.ledger._human import (
     Effect,
@@ -19,30 +16,81 @@ from stageline.ledger._human import (
     WaitStatus,
     already_decided,
 )
-from stageline.ledger._memory import MemoryLedger
-from stageline.ledger._outcomes import Outcome
-from stageline.ledger._search import RunPage, RunQuery
-from stageline.ledger._tokens import Scope, Token, hash_token, new_token
+from stageline.ledger._reader import open_ledger
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+    from stageline.ledger._admin import (
+        CopyReport,
+        UpgradeReport,
+        copy_database,
+        upgrade_database,
+    )
+    from stageline.ledger._lineage import Lineage
+    from stageline.ledger._memory import MemoryLedger
+    from stageline.ledger._outbox import Claim, SinkStart
+    from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
+    from stageline.ledger._outcomes import Outcome
+    from stageline.ledger._search import RunPage, RunQuery
+    from stageline.ledger._tokens import Scope, Token, hash_token, new_token
+
+# Imported on first use: these pull in LangGraph (or SQLAlchemy), which the command line's read
+# commands never need.
+_LAZY = {
+    "CopyReport": "stageline.ledger._admin",
+    "UpgradeReport": "stageline.ledger._admin",
+    "copy_database": "stageline.ledger._admin",
+    "upgrade_database": "stageline.ledger._admin",
+    "MemoryLedger": "stageline.ledger._memory",
+    "Outcome": "stageline.ledger._outcomes",
+    "Lineage": "stageline.ledger._lineage",
+    "RunPage": "stageline.ledger._search",
+    "RunQuery": "stageline.ledger._search",
+    "Scope": "stageline.ledger._tokens",
+    "Token": "stageline.ledger._tokens",
+    "hash_token": "stageline.ledger._tokens",
+    "new_token": "stageline.ledger._tokens",
+    "Claim": "stageline.ledger._outbox",
+    "SinkStart": "stageline.ledger._outbox",
+    "OutcomeGroup": "stageline.ledger._outcome_stats",
+    "group_outcomes": "stageline.ledger._outcome_stats",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stageline.ledger' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Backend",
+    "Claim",
     "CopyReport",
     "Effect",
     "EffectStatus",
     "Event",
     "EventCategory",
     "LedgerStore",
+    "Lineage",
     "MemoryLedger",
     "NodeRecord",
     "NodeStatus",
     "Outcome",
+    "OutcomeGroup",
     "Publisher",
     "Run",
     "RunPage",
     "RunQuery",
     "RunStatus",
     "Scope",
+    "SinkStart",
     "Token",
     "UpgradeReport",
     "Wait",
@@ -50,11 +98,13 @@ __all__ = [
     "WaitStatus",
     "already_decided",
     "copy_database",
+    "group_outcomes",
     "hash_token",
     "holder_is_dead",
     "mask_url",
     "new_token",
     "open_backend",
+    "open_ledger",
     "this_holder",
     "upgrade_database",
 ]
@@ -94,6 +144,7 @@ async def open_backend(url: str, serde: SerializerProtocol) -> Backend:
         from stageline.ledger._postgres import open_postgres
 
         pg_ledger, pg_saver, close = await open_postgres(url, serde, masked=mask_url(url))
+        assert pg_saver is not None  # a serde was given
         return Backend(ledger=pg_ledger, saver=pg_saver, _closer=close)
     if url.startswith("sqlite"):
         from stageline.ledger._sqlite import open_sqlite

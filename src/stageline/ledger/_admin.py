@@ -21,10 +21,12 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from sqlalchemy import Table, select
 
 from stageline.checkpoints import checkpoint_serde
-from stageline.errors import ConfigError, LeaseHeld
+from stageline.errors import ConfigError, InputError, LeaseHeld
 from stageline.ledger._base import holder_is_dead
 from stageline.ledger._schema import metadata, runs, schema_version
 from stageline.ledger._sql import SqlLedger
+from stageline.names import is_run_id
+from stageline.plaindata import shown
 
 __all__ = ["CopyReport", "UpgradeReport", "copy_database", "upgrade_database"]
 
@@ -125,6 +127,7 @@ async def copy_database(
 async def _refuse_live_runs(ledger: SqlLedger) -> None:
     now = time.time()
     async for row in _rows(ledger, runs):
+        _check_copied_id(row["run_id"], "run")
         holder = row["lease_holder"]
         if holder and (row["lease_expires_at"] or 0) > now and not holder_is_dead(holder):
             raise LeaseHeld(
@@ -133,10 +136,20 @@ async def _refuse_live_runs(ledger: SqlLedger) -> None:
             )
 
 
+def _check_copied_id(run_id: Any, what: str) -> None:
+    """Refuse to copy a row whose run id is not a name (one that could be used as a path)."""
+    if not is_run_id(run_id):
+        raise InputError(
+            f"the source holds a {what} with the malformed run id {shown(run_id)}; "
+            "nothing more was copied (run ids are 1-64 letters, digits, '.', '_' or '-')"
+        )
+
+
 async def _copy_checkpoints(source: Any, target: Any) -> tuple[int, int]:
     checkpoints = writes = 0
     async for saved in source.alist(None):
         conf = saved.config["configurable"]
+        _check_copied_id(conf["thread_id"], "checkpoint")
         put: dict[str, Any] = {"thread_id": conf["thread_id"],
                                "checkpoint_ns": conf.get("checkpoint_ns", "")}
         if saved.parent_config:
@@ -173,7 +186,10 @@ async def _copy_tables(source: SqlLedger, target: SqlLedger) -> dict[str, int]:
             convert = _converter(table, src_dialect, dst_dialect)
             batch: list[dict[str, Any]] = []
             counts[table.name] = 0
+            keyed = "run_id" in table.c
             async for row in _rows(source, table):
+                if keyed:
+                    _check_copied_id(row["run_id"], f"{table.name} row")
                 batch.append(convert(row))
                 if len(batch) >= CHUNK:
                     await x.execute_many(sql, batch)

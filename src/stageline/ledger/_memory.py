@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -12,16 +12,20 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._lineage import Lineage, LineageMemory
 from stageline.ledger._memory_human import HumanMemory
+from stageline.ledger._outbox import OutboxMemory
 from stageline.ledger._outcomes import OutcomesMemory
 from stageline.ledger._search import RunSearchMemory
 from stageline.ledger._tokens import TokensMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+from stageline.names import check_run_id
 
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory, RunSearchMemory):
+class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, TokensMemory,
+                   RunSearchMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -31,6 +35,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory, RunSearchMemory):
         self._nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._events: dict[str, list[Event]] = {}
         self._outcomes = {}
+        self._cancel_watch: dict[str, Callable[[], None]] = {}
 
     async def setup(self) -> None:
         return None
@@ -46,15 +51,20 @@ class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory, RunSearchMemory):
         except KeyError:
             raise RunNotFound(run_id) from None
 
-    async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
+    async def create_run(
+        self, run: Run, *, events: Iterable[Event] = (), lineage: Lineage | None = None
+    ) -> Run:
+        check_run_id(run.run_id)
         if run.run_id in self._runs:
             raise InvalidTransition(f"run {run.run_id} already exists")
         self._runs[run.run_id] = run
+        self._put_lineage(lineage)
         self._events[run.run_id] = []
         self._publish(self._write(run.run_id, list(events)))
         return run
 
     async def get_run(self, run_id: str) -> Run:
+        check_run_id(run_id)  # every runner method reads its run first: a name, never a path
         return self._get(run_id)
 
     async def list_runs(
@@ -77,6 +87,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory, RunSearchMemory):
         events: Iterable[Event] = (),
         expect: Iterable[RunStatus] | None = None,
         release: bool = False,
+        cancel_wins: Iterable[Event] | None = None,
         **fields: Any,
     ) -> Run:
         run = self._get(run_id)
@@ -84,15 +95,38 @@ class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory, RunSearchMemory):
             fields.update(lease_holder=None, lease_expires_at=None)
         if expect is not None and run.status not in set(expect):
             raise InvalidTransition(f"run {run_id} is {run.status}; cannot make it {status}")
+        if cancel_wins is not None and run.cancel_requested:
+            now = time.time()
+            status, events = RunStatus.CANCELLED, cancel_wins
+            fields = {"finished_at": now}
+            if release:
+                fields.update(lease_holder=None, lease_expires_at=None)
         run = replace(run, status=status, updated_at=time.time(), **fields)
         self._runs[run_id] = run
         self._publish(self._write(run_id, list(events)))
         return self._runs[run_id]
 
     async def request_cancel(self, run_id: str) -> Run:
-        run = replace(self._get(run_id), cancel_requested=True, updated_at=time.time())
+        run = self._get(run_id)
+        if run.status.terminal:
+            raise InvalidTransition(f"run {run_id} already {run.status}")
+        run = replace(run, cancel_requested=True, updated_at=time.time())
         self._runs[run_id] = run
+        on_cancel = self._cancel_watch.pop(run_id, None)
+        if on_cancel is not None:
+            on_cancel()
         return run
+
+    async def cancel_requested(self, run_id: str) -> bool:
+        return self._get(run_id).cancel_requested
+
+    def watch_cancel(self, run_id: str, on_cancel: Callable[[], None] | None) -> None:
+        if on_cancel is None:
+            self._cancel_watch.pop(run_id, None)
+        elif self._get(run_id).cancel_requested:
+            on_cancel()
+        else:
+            self._cancel_watch[run_id] = on_cancel
 
     async def acquire_lease(self, run_id: str, holder: str, ttl: float) -> Run:
         run = self._get(run_id)
@@ -172,6 +206,8 @@ class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory, RunSearchMemory):
         for key in [k for k in self._nodes if k[0] == run_id]:
             del self._nodes[key]
         self._forget_run(run_id)
+        self._forget_cursors(run_id)
+        self._forget_lineage(run_id)
 
 
 def open_memory(serde: SerializerProtocol) -> tuple[MemoryLedger, InMemorySaver]:

@@ -147,6 +147,11 @@ class HumanMemory:
                  and (run_id is None or k[0] == run_id)]
         return sorted(found, key=lambda w: (w.requested_at, w.wait_id))
 
+    async def waiting_on(self, *, run_id: str | None = None) -> list[tuple[Wait, str]]:
+        found = await self.pending_waits(run_id=run_id)  # type: ignore[attr-defined]
+        return [(w, self._runs[w.run_id].template) for w in found
+                if w.run_id in self._runs and self._runs[w.run_id].status == "waiting"]
+
     async def begin_effect(self, effect: Effect) -> bool:
         key = (effect.run_id, effect.node, effect.key)
         if key in self._effects:

@@ -18,6 +18,7 @@ from stageline.ledger._schema import outcomes as outcomes_table
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
+    from stageline.ledger._outcome_stats import OutcomeGroup
     from stageline.ledger._sql import Executor
 
 __all__ = ["Outcome", "OutcomesMemory", "OutcomesSql"]
@@ -99,6 +100,14 @@ class OutcomesMemory:
                  if _matches(o, template, since, node, routed)]
         found.sort(key=lambda o: (o.finished_at, o.run_id, o.task_id, o.try_no))
         return found[-limit:] if limit else found
+
+    async def outcome_groups(
+        self, *, template: str | None = None, since: float | None = None
+    ) -> list[OutcomeGroup]:
+        from stageline.ledger._outcome_stats import group_outcomes
+
+        return group_outcomes(o for o in getattr(self, "_outcomes", {}).values()
+                              if _matches(o, template, since, None, False))
 
 
 class OutcomesSql:

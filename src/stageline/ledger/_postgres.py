@@ -12,7 +12,7 @@ libpq's own (``sslmode``, ...):
   (PgBouncer in transaction mode).
 
 Node records and events ride in the checkpoint write's own pipeline (see ``PgSaver`` in
-``_postgres_pool``): one round trip and one commit per step, as on SQLite. A connection found
+``_postgres_saver``): one round trip and one commit per step, as on SQLite. A connection found
 dead (the server was restarted) is replaced and the call retried once, where nothing of it can
 have committed.
 """
@@ -22,26 +22,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import psycopg
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from stageline.errors import ConfigError, StorageError
-from stageline.ledger._postgres_pool import PgExecutor, PgLedger, PgSaver, reason
+from stageline.ledger._postgres_pool import SETUP_LOCK, PgExecutor, PgLedger, reason
 from stageline.ledger._schema import MIGRATIONS, metadata
 from stageline.ledger._sql import SqlLedger
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresOptions", "open_postgres"]
 
 CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection to be made (libpq ``connect_timeout``)."""
+
+SAVER_SETUP_LOCK = SETUP_LOCK + 1
+"""Session advisory lock key held while LangGraph's own migrations run."""
 
 LANGGRAPH_TABLES = ("checkpoint_migrations", "checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
@@ -100,12 +105,13 @@ class PostgresOptions:
 
 
 async def open_postgres(
-    url: str, serde: SerializerProtocol, *, masked: str
-) -> tuple[SqlLedger, AsyncPostgresSaver, Callable[[], Awaitable[None]]]:
+    url: str, serde: SerializerProtocol | None, *, masked: str
+) -> tuple[SqlLedger, AsyncPostgresSaver | None, Callable[[], Awaitable[None]]]:
     """Connect, migrate the ledger, set up LangGraph's tables and check the result.
 
-    Returns the ledger, the saver and the pool's closer. Any failure is a ``StorageError``
-    naming the server (never a fall-back to another backend).
+    Returns the ledger, the saver (None without a ``serde``: a reader's ledger, which neither
+    imports LangGraph nor touches its tables) and the pool's closer. Any failure is a
+    ``StorageError`` naming the server (never a fall-back to another backend).
     """
     opts = PostgresOptions.from_url(url)
     try:
@@ -126,11 +132,16 @@ async def open_postgres(
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
             executor = PgExecutor(pool, opts.where)
             ledger = PgLedger(executor, lock=asyncio.Lock(), upsert=pg_insert, url=url)
-            saver = PgSaver(pool, ledger=ledger, serde=serde, where=opts.where)
-            saver.lock = ledger.lock  # one statement stream per process, in commit order
+            saver = None
+            if serde is not None:
+                from stageline.ledger._postgres_saver import PgSaver
+
+                saver = PgSaver(pool, ledger=ledger, serde=serde, where=opts.where)
+                saver.lock = ledger.lock  # one statement stream per process, in commit order
             await ledger.setup()
-            await _setup_saver(saver)
-            await _check_schema(probe, opts.where)
+            if saver is not None:
+                await _setup_saver(saver, probe)
+            await _check_schema(probe, opts.where, langgraph=saver is not None)
     except BaseException as exc:
         await pool.close()
         if isinstance(exc, psycopg.Error):
@@ -153,24 +164,35 @@ def _setup_hint(exc: psycopg.Error) -> str:
     return "fix it, then run `stageline db upgrade`"
 
 
-async def _setup_saver(saver: AsyncPostgresSaver) -> None:
-    """LangGraph's migrations, once more if another process was making the same tables.
+async def _setup_saver(saver: AsyncPostgresSaver, conn: psycopg.AsyncConnection[Any]) -> None:
+    """LangGraph's migrations, one process at a time.
 
-    They cannot run under the setup lock: LangGraph builds indexes CONCURRENTLY, which waits
-    for every open transaction, the lock's included.
+    They cannot run inside the ledger's setup transaction: LangGraph builds indexes
+    CONCURRENTLY, which waits for every open transaction, that one's included. So ``conn``
+    (autocommit, idle while it holds it) takes a session lock, and the others poll for it with
+    short statements rather than wait in one that an index build would wait for in turn.
     """
+    while not await _try_lock(conn):
+        await asyncio.sleep(0.05)
     try:
         await saver.setup()
-    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable,
-            psycopg.errors.DuplicateObject):
-        await asyncio.sleep(0.5)
-        await saver.setup()
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (SAVER_SETUP_LOCK,))
 
 
-async def _check_schema(conn: psycopg.AsyncConnection[Any], where: str) -> None:
+async def _try_lock(conn: psycopg.AsyncConnection[Any]) -> bool:
+    cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (SAVER_SETUP_LOCK,))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def _check_schema(
+    conn: psycopg.AsyncConnection[Any], where: str, *, langgraph: bool = True
+) -> None:
     """Refuse a half-made schema: every table and column the code expects must be there."""
     expected = {t.name: {c.name for c in t.columns} for t in metadata.sorted_tables}
-    expected.update({t: set() for t in LANGGRAPH_TABLES})
+    if langgraph:
+        expected.update({t: set() for t in LANGGRAPH_TABLES})
     cur = await conn.execute(
         "SELECT c.relname, a.attname FROM pg_class c "
         "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "

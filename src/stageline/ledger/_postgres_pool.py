@@ -1,5 +1,6 @@
-"""SQL over a psycopg pool: the ledger's executor and LangGraph's saver, both of which replace
-a connection found dead (the server restarted) and retry once where nothing can have committed.
+"""SQL over a psycopg pool: the ledger's executor, which replaces a connection found dead (the
+server restarted) and retries once where nothing can have committed. LangGraph's saver over the
+same pool, which does the same, is in ``_postgres_saver`` (imported only where runs advance).
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
@@ -20,7 +19,7 @@ from sqlalchemy.engine.interfaces import Dialect
 from stageline.errors import StorageError
 from stageline.ledger._sql import SqlLedger
 
-__all__ = ["SETUP_LOCK", "PgExecutor", "PgLedger", "PgSaver", "connection_lost", "reason"]
+__all__ = ["SETUP_LOCK", "PgExecutor", "PgLedger", "connection_lost", "raise_if_lost", "reason"]
 
 SETUP_LOCK = 0x5354_4147_454C_494E
 """Advisory lock key ("STAGELIN") that serializes setup across processes starting at once."""
@@ -72,20 +71,20 @@ class PgExecutor:
             try:
                 return await op(self._conn)
             except psycopg.OperationalError as exc:
-                _raise_if_lost(exc, self._where)
+                raise_if_lost(exc, self._where)
                 raise
         for attempt in (1, 2):  # the block's first statement: safe to retry on a new connection
             try:
                 conn = await self._pool.getconn()
             except PoolTimeout as exc:
-                _raise_if_lost(exc, self._where)
+                raise_if_lost(exc, self._where)
                 raise
             try:
                 result = await op(conn)
             except psycopg.OperationalError as exc:
                 await self._pool.putconn(conn)
                 if attempt == 2 or not connection_lost(exc):
-                    _raise_if_lost(exc, self._where)
+                    raise_if_lost(exc, self._where)
                     raise
                 await self._pool.check()
                 continue
@@ -145,7 +144,7 @@ class PgExecutor:
                 try:
                     await conn.execute("COMMIT", prepare=False)
                 except psycopg.OperationalError as exc:
-                    _raise_if_lost(exc, self._where)
+                    raise_if_lost(exc, self._where)
                     raise
             else:
                 await _settle(conn)
@@ -183,102 +182,6 @@ class PgLedger(SqlLedger):
             self._pg.setup_lock = False
 
 
-class PgSaver(AsyncPostgresSaver):
-    """LangGraph's saver whose checkpoint and write pipelines also carry the ledger's staged
-    rows: they commit together at the pipeline's one sync, so a step costs no extra round trip
-    and a node's record is durable exactly when the checkpoint that marks it done is."""
-
-    def __init__(
-        self, pool: AsyncConnectionPool[Any], *, ledger: SqlLedger, serde: SerializerProtocol,
-        where: str,
-    ) -> None:
-        super().__init__(pool, serde=serde)
-        self._ledger = ledger
-        self._where = where
-
-    @asynccontextmanager
-    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
-        if not pipeline:
-            async with super()._cursor() as cur:
-                yield cur
-            return
-        written: list[Any] = []
-        undo: Callable[[], None] = _noop
-        try:
-            async with super()._cursor(pipeline=True) as cur:
-                yield cur
-                ops, written, undo = self._ledger.take_staged()
-                for sql, rows in ops:
-                    await cur.executemany(sql, rows)
-        except BaseException:
-            undo()
-            raise
-        self._ledger._publish(written)
-
-    async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """Run ``call``; if its connection had died, once more on a fresh one.
-
-        Safe: a call whose connection died before its commit left nothing behind, and every
-        saver write is an upsert, so a repeat of one that did commit changes nothing.
-        """
-        try:
-            return await call()
-        except psycopg.OperationalError as exc:
-            if not connection_lost(exc):
-                _raise_if_lost(exc, self._where)
-                raise
-            assert isinstance(self.conn, AsyncConnectionPool)
-            await self.conn.check()
-        try:
-            return await call()
-        except psycopg.OperationalError as exc:
-            _raise_if_lost(exc, self._where)
-            raise
-
-    async def aget_tuple(self, config: Any) -> Any:
-        return await self._retry(lambda: super(PgSaver, self).aget_tuple(config))
-
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        return await self._retry(
-            lambda: super(PgSaver, self).aput(config, checkpoint, metadata, new_versions)
-        )
-
-    async def aput_writes(
-        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        await self._retry(
-            lambda: super(PgSaver, self).aput_writes(config, writes, task_id, task_path)
-        )
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self._retry(lambda: super(PgSaver, self).adelete_thread(thread_id))
-
-    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        # Retried only before its first row: after that the caller has seen part of the list.
-        async def first() -> tuple[AsyncIterator[Any], Any]:
-            rows = super(PgSaver, self).alist(config, **kwargs)
-            try:
-                return rows, await anext(rows)
-            except BaseException:
-                await rows.aclose()  # type: ignore[attr-defined]
-                raise
-
-        try:
-            rows, item = await self._retry(first)
-        except StopAsyncIteration:
-            return
-        try:
-            yield item
-            async for item in rows:
-                yield item
-        finally:
-            await rows.aclose()  # type: ignore[attr-defined]
-
-
-def _noop() -> None:
-    return None
-
-
 async def _settle(conn: psycopg.AsyncConnection[Any]) -> None:
     """Roll back whatever a block left open (it failed, or was cancelled mid-statement), so
     the connection goes back to the pool idle. A ROLLBACK that fails has rolled back all the
@@ -289,7 +192,7 @@ async def _settle(conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute("ROLLBACK", prepare=False)
 
 
-def _raise_if_lost(exc: BaseException, where: str) -> None:
+def raise_if_lost(exc: BaseException, where: str) -> None:
     """A dead connection, or none to be had, is a ``StorageError``; other errors stay as is."""
     if isinstance(exc, PoolTimeout):
         raise StorageError(

@@ -21,11 +21,14 @@ __all__ = [
     "MIGRATIONS",
     "effects",
     "events",
+    "lineage",
     "metadata",
     "node_records",
     "outcomes",
     "runs",
     "schema_version",
+    "sink_cursors",
+    "sinks",
     "tokens",
     "waits",
 ]
@@ -196,6 +199,72 @@ def _v3(dialect: Dialect) -> list[str]:
     return ddl
 
 
+# -- migration 4: the sinks' outbox cursors ---------------------------------------------------
+
+sinks = Table(
+    "stageline_sinks",
+    metadata,
+    Column("sink_id", String(200), primary_key=True),
+    Column("started_at", Float, nullable=False),
+    Column("watermark", Float, nullable=False),
+)
+"""Each configured sink, by its stable id: it gets events from ``started_at`` (when it was
+first configured) on; every event before ``watermark`` was delivered (or given up)."""
+
+sink_cursors = Table(
+    "stageline_sink_cursors",
+    metadata,
+    Column("sink_id", String(200), primary_key=True),
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, nullable=False),
+    Column("claimed_by", String(200)),
+    Column("claimed_until", Float),
+    Column("attempts", Integer, nullable=False),
+    Column("retry_at", Float),
+    Column("batch_upto", Integer),
+    Column("updated_at", Float, nullable=False),
+)
+"""Per sink and run: the last event ``seq`` the sink acknowledged, which deliverer holds the
+run's next batch (until when), and the failed attempts of that batch (backing off until
+``retry_at``; a retry sends the same batch, up to ``batch_upto``)."""
+
+_indexes_v4 = [Index("ix_stageline_events_ts", events.c.ts)]
+
+
+def _v4_sink_cursors(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+           for t in (sinks, sink_cursors)]
+    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v4]
+    return ddl
+
+
+
+# -- migration: lineage (forks) --------------------------------------------------------------
+
+lineage = Table(
+    "stageline_lineage",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("parent_run_id", String(64), nullable=False),
+    Column("parent_step", Integer),
+    Column("parent_checkpoint_id", String(100), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""Where a forked run came from: the run, the step it starts at, the checkpoint it copied."""
+
+_indexes_lineage = [
+    Index("ix_stageline_lineage_parent", lineage.c.parent_run_id, lineage.c.created_at),
+]
+
+
+def _v6_lineage(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(lineage, if_not_exists=True).compile(dialect=dialect))]
+    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
+            for ix in _indexes_lineage]
+    return ddl
+
+
+
 # -- migration: API tokens (`stageline token`, `stageline serve`) -----------------------------
 
 tokens = Table(
@@ -216,6 +285,8 @@ def _v7_tokens(dialect: Dialect) -> list[str]:
     return [str(CreateTable(tokens, if_not_exists=True).compile(dialect=dialect))]
 
 
-MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3, _v7_tokens)
+MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
+    _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage, _v7_tokens,
+)
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
 

@@ -32,20 +32,26 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._lineage import Lineage, LineageSql
+from stageline.ledger._outbox import OutboxSql
+from stageline.ledger._outcome_stats import OutcomeStatsSql
 from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
     effects,
     events,
+    lineage,
     node_records,
     runs,
     schema_version,
+    sink_cursors,
     waits,
 )
 from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
 from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+from stageline.names import check_run_id
 
 __all__ = ["Executor", "SqlLedger"]
 
@@ -75,7 +81,8 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
+class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
+                RunSearchSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -101,6 +108,8 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
         self._flush_task: asyncio.Task[None] | None = None
         self.publisher: Publisher | None = None
         self.url = url
+        self._cancel_watch: dict[str, Callable[[], None]] = {}
+        """Runs advanced here whose cancel flag each checkpoint commit reads (see cancel_check)."""
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -131,10 +140,15 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
         async with self._lock:
             yield self._x
 
+    async def _lock_schema(self, x: Executor) -> None:
+        """Take the database's write lock for a migration's check-and-apply (a backend's part:
+        processes that start at once on an empty database must agree on who migrates)."""
+
     async def setup(self) -> None:
-        """Apply pending migrations."""
+        """Apply pending migrations, under the database's write lock."""
         dialect = self._x.dialect
         async with self._tx() as x:
+            await self._lock_schema(x)
             for stmt in _ddl(schema_version, dialect):
                 await x.execute(stmt, {})
             rows = await x.fetch(self._sql(_SELECT_VERSION), {})
@@ -155,11 +169,16 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
 
     # -- runs -------------------------------------------------------------------------------
 
-    async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
-        """Insert a run (created leased when ``run.lease_holder`` is set) with its first events."""
+    async def create_run(
+        self, run: Run, *, events: Iterable[Event] = (), lineage: Lineage | None = None
+    ) -> Run:
+        """Insert a run (created leased when ``run.lease_holder`` is set) with its first events
+        (and, for a fork, where it came from)."""
+        check_run_id(run.run_id)
         async with self._tx() as x:
             if not await x.execute(self._sql(self._insert_run), run.to_row()):
                 raise InvalidTransition(f"run {run.run_id} already exists")
+            await self._insert_lineage(x, lineage)
             if run.lease_holder:
                 self._seq[run.run_id] = run.last_seq
             written = await self._write_events(x, run.run_id, list(events))
@@ -167,6 +186,7 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
         return run
 
     async def get_run(self, run_id: str) -> Run:
+        check_run_id(run_id)  # every runner method reads its run first: a name, never a path
         async with self._read() as x:
             rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
         if not rows:
@@ -198,27 +218,33 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
         events: Iterable[Event] = (),
         expect: Iterable[RunStatus] | None = None,
         release: bool = False,
+        cancel_wins: Iterable[Event] | None = None,
         **fields: Any,
     ) -> Run:
         """Set a run's status (and fields) and append events, in one transaction.
 
         Staged writes go first, so a terminal event always follows the node records it sums up.
         ``expect`` refuses the change unless the run is in one of those statuses; ``release``
-        gives up this process's lease in the same transaction.
+        gives up this process's lease in the same transaction. With ``cancel_wins``, a cancel
+        requested before this commit wins: the run ends ``cancelled`` with those events instead
+        (the flag and this change are one compare-and-set, so no cancel is ever dropped).
         """
         values = {**fields, "status": str(status), "updated_at": time.time()}
         if release:
             values.update(lease_holder=None, lease_expires_at=None)
         allowed = [str(s) for s in expect] if expect is not None else None
+        evs = list(events)
         async with self._tx() as x:
             staged = await self._write_staged(x)
-            written = await self._write_events(x, run_id, list(events))
-            if release and run_id in self._seq:
-                values["last_seq"] = self._seq[run_id]
-            params = {**values, "_run_id": run_id}
-            params.update({f"_expect_{i}": s for i, s in enumerate(allowed or ())})
-            rows = await x.fetch(self._transition_sql(tuple(sorted(values)), len(allowed or ()),
-                                                      allowed is not None), params)
+            rows = await self._update_run(x, run_id, values, allowed, evs, release,
+                                          unless_cancelled=cancel_wins is not None)
+            if not rows and cancel_wins is not None:
+                evs = list(cancel_wins)
+                values = {"status": str(RunStatus.CANCELLED), "updated_at": values["updated_at"],
+                          "finished_at": values["updated_at"]}
+                if release:
+                    values.update(lease_holder=None, lease_expires_at=None)
+                rows = await self._update_run(x, run_id, values, allowed, evs, release)
             if not rows:
                 found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
                 if not found:
@@ -226,17 +252,34 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
                 raise InvalidTransition(
                     f"run {run_id} is {found[0]['status']}; cannot make it {status}"
                 )
+            written = await self._write_events(x, run_id, evs)
         if release:
             self._seq.pop(run_id, None)
         self._publish(staged + written)
         return Run.from_row(rows[0])
 
-    def _transition_sql(self, fields: tuple[str, ...], n_expect: int, expecting: bool) -> str:
+    async def _update_run(self, x: Executor, run_id: str, values: dict[str, Any],
+                          allowed: list[str] | None, evs: list[Event], release: bool, *,
+                          unless_cancelled: bool = False) -> list[dict[str, Any]]:
+        if release and run_id in self._seq:  # the events written next, by this lease's counter
+            values = {**values, "last_seq": self._seq[run_id] + len(evs)}
+        params = {**values, "_run_id": run_id}
+        params.update({f"_expect_{i}": s for i, s in enumerate(allowed or ())})
+        if unless_cancelled:
+            params["_no_cancel"] = False
+        sql = self._transition_sql(tuple(sorted(values)), len(allowed or ()),
+                                   allowed is not None, unless_cancelled)
+        return await x.fetch(sql, params)
+
+    def _transition_sql(self, fields: tuple[str, ...], n_expect: int, expecting: bool,
+                        unless_cancelled: bool = False) -> str:
         """The UPDATE ... RETURNING for these fields, compiled once (compiling is slow)."""
-        key = ("transition", fields, n_expect, expecting)
+        key = ("transition", fields, n_expect, expecting, unless_cancelled)
         sql = self._compiled_text.get(key)
         if sql is None:
             stmt = update(runs).where(runs.c.run_id == bindparam("_run_id"))
+            if unless_cancelled:
+                stmt = stmt.where(runs.c.cancel_requested == bindparam("_no_cancel"))
             if expecting:
                 stmt = stmt.where(
                     or_(
@@ -250,14 +293,46 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql, RunSearchSql):
         return sql
 
     async def request_cancel(self, run_id: str) -> Run:
+        """Flag a run that has not ended for cancelling; ``InvalidTransition`` if it has."""
         async with self._tx() as x:
-            await x.execute(
-                self._sql(_REQUEST_CANCEL), {"run_id": run_id, "now": time.time(), "flag": True}
-            )
+            done = await x.execute(self._sql(_REQUEST_CANCEL), {
+                "run_id": run_id, "now": time.time(), "flag": True,
+                **{f"t{i}": str(s) for i, s in enumerate(_TERMINAL)}})
             rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
         if not rows:
             raise RunNotFound(run_id)
-        return Run.from_row(rows[0])
+        run = Run.from_row(rows[0])
+        if not done:
+            raise InvalidTransition(f"run {run_id} already {run.status}")
+        return run
+
+    def watch_cancel(self, run_id: str, on_cancel: Callable[[], None] | None) -> None:
+        """Read the run's cancel flag with every checkpoint commit of this process and call
+        ``on_cancel`` once it is set; None stops watching."""
+        if on_cancel is None:
+            self._cancel_watch.pop(run_id, None)
+        else:
+            self._cancel_watch[run_id] = on_cancel
+
+    def cancel_check(self) -> tuple[str, list[str]] | None:
+        """The statement a backend runs after a checkpoint commit, once per watched run id (in
+        the same round trip), or None when nothing is watched."""
+        if not self._cancel_watch:
+            return None
+        return self._sql(_CANCEL_FLAG), list(self._cancel_watch)
+
+    def cancels_seen(self, run_ids: Iterable[str]) -> None:
+        """The runs ``cancel_check`` found flagged: tell whoever watches them."""
+        for run_id in run_ids:
+            on_cancel = self._cancel_watch.pop(run_id, None)
+            if on_cancel is not None:
+                on_cancel()
+
+    async def cancel_requested(self, run_id: str) -> bool:
+        """Whether a cancel was requested for the run (one indexed read)."""
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_CANCEL_FLAG), {"run_id": run_id})
+        return bool(rows and rows[0]["cancel_requested"])
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -515,7 +590,7 @@ _INSERT_VERSION = insert(schema_version)
 _INSERT_EVENTS = insert(events)
 _DELETE_RUN = tuple(
     delete(t).where(t.c.run_id == bindparam("run_id"))
-    for t in (events, node_records, waits, effects, runs)
+    for t in (events, node_records, waits, effects, sink_cursors, lineage, runs)
 )
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))
@@ -570,8 +645,11 @@ _RELEASE_LEASE = (
     .where(and_(runs.c.run_id == bindparam("run_id"), runs.c.lease_holder == bindparam("holder")))
     .values(lease_holder=bindparam("none_holder"), lease_expires_at=bindparam("none_expires"))
 )
+_TERMINAL = [s for s in RunStatus if s.terminal]
 _REQUEST_CANCEL = (
     update(runs)
-    .where(runs.c.run_id == bindparam("run_id"))
+    .where(and_(runs.c.run_id == bindparam("run_id"),
+                runs.c.status.not_in([bindparam(f"t{i}") for i in range(len(_TERMINAL))])))
     .values(cancel_requested=bindparam("flag"), updated_at=bindparam("now"))
 )
+_CANCEL_FLAG = select(runs.c.cancel_requested).where(runs.c.run_id == bindparam("run_id"))

@@ -24,7 +24,7 @@ from stageline.ledger._human import (
     _json,
     already_decided,
 )
-from stageline.ledger._schema import effects, waits
+from stageline.ledger._schema import effects, runs, waits
 from stageline.ledger.records import Event
 
 if TYPE_CHECKING:
@@ -184,6 +184,18 @@ class HumanSql:
         async with self._read() as x:
             return await self._rows(x, stmt, params)
 
+    async def waiting_on(self, *, run_id: str | None = None) -> list[tuple[Wait, str]]:
+        """Pending rounds of runs that wait (of one run), oldest first, each with its run's
+        template: one query, however many runs wait."""
+        stmt, params = ((_WAITING_RUN, {"run_id": run_id}) if run_id else (_WAITING, {}))
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(stmt), params)
+        found = []
+        for row in rows:
+            template = row.pop("run_template")
+            found.append((Wait.from_row(row), str(template)))
+        return found
+
     # -- effects ----------------------------------------------------------------------------
 
     async def begin_effect(self, effect: Effect) -> bool:
@@ -246,6 +258,13 @@ _RUN_PENDING = (
     .order_by(waits.c.requested_at, waits.c.wait_id)
 )
 _ALL_PENDING = select(waits).where(_PENDING).order_by(waits.c.requested_at, waits.c.wait_id)
+_WAITING = (
+    select(waits, runs.c.template.label("run_template"))
+    .join(runs, runs.c.run_id == waits.c.run_id)
+    .where(and_(_PENDING, runs.c.status == _lit("waiting")))
+    .order_by(waits.c.requested_at, waits.c.wait_id)
+)
+_WAITING_RUN = _WAITING.where(waits.c.run_id == bindparam("run_id"))
 _DECIDE = (
     update(waits).where(and_(_ROUND, _PENDING))
     .values(status=_lit(WaitStatus.DECIDED), response=bindparam("response"),

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from stageline.harnesses import HarnessEvent, HarnessResult
 from stageline.ledger import EventCategory
+from stageline.names import path_under
 from stageline.operations._classify import ledger_fields
 from stageline.stages import StageContext
 
@@ -44,7 +45,8 @@ class LedgerEventSink:
 
 
 def transcript_path(run_dir: Path, node: str) -> Path:
-    return run_dir / "transcripts" / f"{node}.jsonl"
+    """The node's transcript file, which must stay in the run's folder (a node name is no path)."""
+    return path_under(run_dir / "transcripts", f"{node}.jsonl")
 
 
 class Transcript:

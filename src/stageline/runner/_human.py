@@ -31,11 +31,15 @@ from stageline.ledger import (
     WaitStatus,
     already_decided,
 )
+from stageline.runner._reads import pending_waits, waiting_on
 from stageline.runner._support import RunSummary
+from stageline.runner._trust import check_checkpoint
 from stageline.runner._waits import what
 from stageline.stages import validate_answers
 
 if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
     from stageline.config import Settings
     from stageline.ledger import LedgerStore
     from stageline.templates import Template
@@ -73,6 +77,8 @@ class HumanMixin:
         settings: Settings
 
         def _checked_template(self, run: Run, force: bool) -> Template: ...
+        def _saver(self, template: Template) -> BaseCheckpointSaver[Any]: ...
+        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
         async def _claim(self, run: Run, template: Template, kind: str, *,
                          attempt: int | None = None) -> str: ...
         async def _advance(self, run: Run, template: Template, payload: Any,
@@ -84,37 +90,48 @@ class HumanMixin:
     async def approve(self, run_id: str, *, gate: str | None = None, note: str | None = None,
                       actor: str | None = None, attempt: int | None = None,
                       state_hash: str | None = None, services: Mapping[str, Any] | None = None,
-                      force: bool = False) -> RunSummary:
-        """Approve the gate the run waits at; the run goes on past it."""
+                      force: bool = False, wait_id: str | None = None,
+                      seen_at: float | None = None) -> RunSummary:
+        """Approve the gate the run waits at; the run goes on past it.
+
+        The decision binds to one visit of the gate: ``wait_id`` (the visit the caller showed),
+        else the visit that was waiting at ``seen_at`` (when the caller looked; a CLI command's
+        start). If that visit was decided meanwhile, ``AlreadyDecided`` names the decision that
+        won, even when the run has come back to the gate since."""
         return await self._decide(run_id, "approve", gate=gate, note=note, actor=actor,
                                   attempt=attempt, state_hash=state_hash, services=services,
-                                  force=force)
+                                  force=force, wait_id=wait_id, seen_at=seen_at)
 
     async def reject(self, run_id: str, *, gate: str | None = None, note: str | None = None,
                      actor: str | None = None, attempt: int | None = None,
                      state_hash: str | None = None, services: Mapping[str, Any] | None = None,
-                     force: bool = False) -> RunSummary:
-        """Reject: the run ends ``rejected``, or follows the gate's reject route."""
+                     force: bool = False, wait_id: str | None = None,
+                     seen_at: float | None = None) -> RunSummary:
+        """Reject: the run ends ``rejected``, or follows the gate's reject route (bound to a
+        visit as ``approve`` is)."""
         return await self._decide(run_id, "reject", gate=gate, note=note, actor=actor,
                                   attempt=attempt, state_hash=state_hash, services=services,
-                                  force=force)
+                                  force=force, wait_id=wait_id, seen_at=seen_at)
 
     async def request_changes(self, run_id: str, *, note: str, gate: str | None = None,
                               actor: str | None = None, attempt: int | None = None,
                               state_hash: str | None = None,
                               services: Mapping[str, Any] | None = None,
-                              force: bool = False) -> RunSummary:
-        """Send the run back to the gate's ``changes_to`` node with ``note`` as its feedback."""
+                              force: bool = False, wait_id: str | None = None,
+                              seen_at: float | None = None) -> RunSummary:
+        """Send the run back to the gate's ``changes_to`` node with ``note`` as its feedback
+        (bound to a visit as ``approve`` is)."""
         if not note or not note.strip():
             raise UsageError("a request for changes needs a note saying what to change")
         return await self._decide(run_id, "changes", gate=gate, note=note, actor=actor,
                                   attempt=attempt, state_hash=state_hash, services=services,
-                                  force=force)
+                                  force=force, wait_id=wait_id, seen_at=seen_at)
 
     async def _decide(self, run_id: str, decision: str, *, gate: str | None, note: str | None,
                       actor: str | None, attempt: int | None, state_hash: str | None,
                       services: Mapping[str, Any] | None, force: bool,
-                      wait: Wait | None = None) -> RunSummary:
+                      wait: Wait | None = None, wait_id: str | None = None,
+                      seen_at: float | None = None) -> RunSummary:
         def respond(run: Run, found: Wait) -> dict[str, Any]:
             said = f"{decision} for {what(found)} of run {run_id}"
             if attempt is not None and attempt != found.attempt:
@@ -139,14 +156,17 @@ class HumanMixin:
                     "attempt": found.attempt, "state_hash": found.state_hash}
 
         return await self._respond(run_id, WaitKind.GATE, gate, respond, actor=actor, note=note,
-                                   services=services, force=force, wait=wait)
+                                   services=services, force=force, wait=wait,
+                                   bind=(wait_id, seen_at))
 
     async def answer(self, run_id: str, answers: Mapping[str, Any], *,
                      question_id: str | None = None, actor: str | None = None,
                      defaults: bool = False, services: Mapping[str, Any] | None = None,
-                     force: bool = False, wait: Wait | None = None) -> RunSummary:
+                     force: bool = False, wait: Wait | None = None,
+                     seen_at: float | None = None) -> RunSummary:
         """Answer the question set the run waits on (checked first: nothing is recorded for an
-        answer that does not fit); ``defaults`` fills unanswered questions with their defaults."""
+        answer that does not fit); ``defaults`` fills unanswered questions with their defaults.
+        ``seen_at`` binds the answer to the set that was waiting then (see ``approve``)."""
 
         def respond(run: Run, found: Wait) -> dict[str, Any]:
             questions = found.payload.get("question_set", {}).get("questions", [])
@@ -154,16 +174,19 @@ class HumanMixin:
             return {"question_id": found.wait_id, "answers": checked, "actor": _actor(actor)}
 
         return await self._respond(run_id, WaitKind.QUESTION, question_id, respond, actor=actor,
-                                   note=None, services=services, force=force, wait=wait)
+                                   note=None, services=services, force=force, wait=wait,
+                                   bind=(None, seen_at))
 
     async def _respond(
         self, run_id: str, kind: WaitKind, name: str | None,
         respond: Callable[[Run, Wait], dict[str, Any]], *, actor: str | None,
         note: str | None, services: Mapping[str, Any] | None, force: bool,
-        wait: Wait | None,
+        wait: Wait | None, bind: tuple[str | None, float | None] = (None, None),
     ) -> RunSummary:
         run = await self.ledger.get_run(run_id)
         waits = await self.ledger.waits(run_id)
+        if wait is None and (bind[0] is not None or bind[1] is not None):
+            wait = _bound(waits, kind, name, run_id, *bind)
         if wait is None:
             mine = [w for w in waits if w.kind is kind and (name is None or _named(w, name))]
             taken = [w for w in mine if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
@@ -176,9 +199,12 @@ class HumanMixin:
         if run.status is not RunStatus.WAITING:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self._checked_template(run, force)
+        services = await self._services(services)
         found = wait or _pick([w for w in waits if w.status is WaitStatus.PENDING], kind, name,
                               run_id)
         response = {**respond(run, found), "token": found.token}
+        # Nothing is recorded, and the run does not move, on a checkpoint stageline did not write.
+        await check_checkpoint(self._saver(made), run_id, waits, found.node)
         said = response.get("decision") or "answered"
         await self.ledger.decide_wait(
             run_id, found.wait_id, found.round, response=response, actor=response["actor"],
@@ -201,18 +227,17 @@ class HumanMixin:
                     message=f"the run could not be resumed ({exc}); the {said} is rolled back")])
             raise
         return await self._advance(run, made, Command(resume={found.interrupt_id: response}),
-                                   services or {}, holder=holder)
+                                   services, holder=holder)
 
     # -- reading ----------------------------------------------------------------------------
 
     async def pending(self, run_id: str | None = None) -> list[Wait]:
         """Pending gates and question sets of waiting runs (of one run), oldest first."""
-        found = await self.ledger.pending_waits(run_id=run_id)
-        status: dict[str, RunStatus] = {}
-        for wait in found:
-            if wait.run_id not in status:
-                status[wait.run_id] = (await self.ledger.get_run(wait.run_id)).status
-        return [w for w in found if status[w.run_id] is RunStatus.WAITING]
+        return await pending_waits(self.ledger, run_id)
+
+    async def pending_with_templates(self, run_id: str | None = None) -> list[tuple[Wait, str]]:
+        """``pending``, each with its run's template (one query, for ``stageline pending``)."""
+        return await waiting_on(self.ledger, run_id)
 
     # -- deadlines --------------------------------------------------------------------------
 
@@ -277,14 +302,59 @@ class HumanMixin:
 
     async def resolve_effect(self, run_id: str, node: str, key: str, *, done: bool,
                              result: Any = None) -> None:
-        """Settle an effect in doubt: it happened (``done``, with ``result``), or run it again."""
+        """Settle an effect in doubt: it happened (``done``, with ``result``), or run it again.
+
+        Refused for a run that ended (succeeded, cancelled, rejected): nothing of it will run
+        again, so forgetting an effect would only make its record lie."""
         found = await self.ledger.get_effect(run_id, node, key)
         if found is None:
             raise UsageError(f"run {run_id} has no effect {key!r} in node {node!r}")
+        run = await self.ledger.get_run(run_id)
+        if run.status.terminal:
+            raise InvalidTransition(
+                f"run {run_id} is {run.status}, so effect {key!r} of node {node!r} can no "
+                f"longer be {'settled' if done else 'run again'}: its record stays as it is; "
+                "start a new run to do it again"
+            )
         if done:
             await self.ledger.finish_effect(run_id, node, key, result)
         else:
             await self.ledger.forget_effect(run_id, node, key)
+
+
+def _bound(waits: list[Wait], kind: WaitKind, name: str | None, run_id: str,
+           wait_id: str | None, seen_at: float | None) -> Wait | None:
+    """The pending round a decision binds to: of visit ``wait_id``, else of the visit that was
+    waiting at ``seen_at``. ``AlreadyDecided`` (naming the winner) when that visit was decided
+    meanwhile; None when ``seen_at`` precedes every visit (decide on what waits now)."""
+    mine = [w for w in waits if w.kind is kind and (name is None or _named(w, name))]
+    if wait_id is not None:
+        visit = [w for w in mine if w.wait_id == wait_id]
+        if not visit:
+            raise InvalidTransition(f"run {run_id} has no {kind} wait {wait_id!r}")
+    else:
+        pending = [w for w in mine if w.status is WaitStatus.PENDING]
+        if not pending:
+            return None  # nothing waits: the caller's checks say who came first
+        current = _pick(pending, kind, name, run_id)
+        assert seen_at is not None
+        if current.requested_at <= seen_at:
+            return current
+        # The run came to this wait after the caller looked: they saw an earlier visit.
+        earlier = [w for w in mine if w.name == current.name and w.requested_at <= seen_at]
+        if not earlier:
+            return None
+        latest = max(earlier, key=lambda w: w.requested_at)
+        visit = [w for w in mine if w.wait_id == latest.wait_id]
+    last = max(visit, key=lambda w: w.round)
+    if last.status is WaitStatus.PENDING:
+        return last
+    decided = [w for w in visit if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
+    if decided:
+        raise already_decided(max(decided, key=lambda w: w.round))
+    raise StaleDecision(f"{what(last)} of run {run_id} is no longer waiting ({last.status}"
+                        + (f": {last.reason}" if last.reason else "") + "); look again with "
+                        f"`stageline pending {run_id}`")
 
 
 def _pick(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str) -> Wait:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from stageline.errors import EffectInDoubt
@@ -33,7 +33,8 @@ class LedgerJournal:
     """Implements the stages' ``Journal`` for one run attempt."""
 
     def __init__(
-        self, ledger: LedgerStore, run_id: str, attempt: int, *, budget: Budget | None = None
+        self, ledger: LedgerStore, run_id: str, attempt: int, *, budget: Budget | None = None,
+        previous: Iterable[NodeRecord] = (),
     ) -> None:
         self._ledger = ledger
         self.run_id = run_id
@@ -43,12 +44,24 @@ class LedgerJournal:
         """What this attempt recorded, by (task, try): a fresh run's summary needs no read."""
         self._book = None if budget is None else BudgetBook(ledger, run_id, budget)
         self._history: dict[str, list[Outcome]] = {}
+        self._earlier: dict[str, dict[int, NodeStatus]] = {}
+        """This attempt's records from earlier processes: task -> try -> status."""
+        for record in previous:
+            if record.attempt == attempt:
+                self._earlier.setdefault(record.task_id, {})[record.try_no] = record.status
+        self._shift: dict[str, int] = {}
+        """Task -> how far its tries are moved past those of an earlier process."""
 
     def _stage(self, record: NodeRecord) -> None:
         self.records[(record.task_id, record.try_no)] = record
         self._ledger.stage_node(record)
 
-    def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> None:
+    def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> int:
+        """Stage the start; returns the try number recorded. A node that an earlier process
+        began and never finished (Ctrl-C, SIGTERM, a crash) runs again as a new try with its
+        own start and duration; the replay of a node that waited for a person finishes that
+        node's record instead."""
+        try_no = self._try(task_id, try_no)
         now = time.time()
         self._stage(
             NodeRecord(
@@ -60,6 +73,16 @@ class LedgerJournal:
             Event(run_id=self.run_id, kind="node.started", node=node, ts=now,
                   data={"attempt": self.attempt, "try": try_no})
         )
+        return try_no
+
+    def _try(self, task_id: str, try_no: int) -> int:
+        if task_id not in self._shift:
+            earlier = self._earlier.get(task_id, {})
+            clash = earlier.get(try_no)
+            self._shift[task_id] = (max(earlier) - try_no + 1
+                                    if clash is not None and clash is not NodeStatus.WAITING
+                                    else 0)
+        return try_no + self._shift[task_id]
 
     def node_finished(
         self,

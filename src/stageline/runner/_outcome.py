@@ -22,32 +22,53 @@ async def finish_run(
     journal: LedgerJournal,
     settled: Settled,
 ) -> Run:
+    """Record how an advance ended (see ``_finish``). A cancel accepted before this commit wins
+    over any other ending: the run ends ``cancelled`` and stops waiting for people."""
+    run = await _finish(ledger, run_id, outcome, journal, settled)
+    if run.status is RunStatus.CANCELLED and outcome != "cancel":
+        await ledger.close_waits(run_id, "the run was cancelled")
+    return run
+
+
+def _cancelled(run_id: str) -> list[Event]:
+    return [Event(run_id=run_id, kind="run.cancelled", level="warning",
+                  message="cancelled: the cancel came before the run could end otherwise")]
+
+
+async def _finish(
+    ledger: LedgerStore,
+    run_id: str,
+    outcome: BaseException | str | None,
+    journal: LedgerJournal,
+    settled: Settled,
+) -> Run:
     """Record how an advance ended: ``outcome`` is None (the graph ended), ``waiting``, a drain
     reason, or the error; ``settled`` says whether a gate rejected the run or a decision was
     rolled back (the run waits again)."""
     now = time.time()
+    wins = None if outcome == "cancel" else _cancelled(run_id)
     if outcome is None and settled.rejected is not None:
         by = settled.rejected
         note = f": {by.note}" if by.note else ""
         return await ledger.transition(
-            run_id, RunStatus.REJECTED, finished_at=now, release=True,
+            run_id, RunStatus.REJECTED, finished_at=now, release=True, cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.rejected", level="warning", node=by.node,
                           message=f"rejected at gate {by.name!r} by {by.actor}{note}")],
         )
     if settled.again is not None:  # a decision was rolled back: the run waits for it again
         return await ledger.transition(
-            run_id, RunStatus.WAITING, release=True, events=[Event(
+            run_id, RunStatus.WAITING, release=True, cancel_wins=wins, events=[Event(
                 run_id=run_id, kind="run.waiting", level="warning",
                 message=f"waiting again: the resume failed ({settled.again})")],
         )
     if outcome is None:
         return await ledger.transition(
-            run_id, RunStatus.SUCCEEDED, finished_at=now, release=True,
+            run_id, RunStatus.SUCCEEDED, finished_at=now, release=True, cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.succeeded")],
         )
     if outcome == "waiting":
         return await ledger.transition(
-            run_id, RunStatus.WAITING, release=True,
+            run_id, RunStatus.WAITING, release=True, cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.waiting")],
         )
     if outcome == "cancel":
@@ -57,7 +78,7 @@ async def finish_run(
         )
     if isinstance(outcome, str):  # drained for shutdown: another process may resume it
         return await ledger.transition(
-            run_id, RunStatus.QUEUED, release=True,
+            run_id, RunStatus.QUEUED, release=True, cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.drained", message=outcome)],
         )
     failed = journal.last_failure
@@ -67,6 +88,7 @@ async def finish_run(
     _log.debug("run %s failed", run_id, exc_info=outcome)
     return await ledger.transition(
         run_id, RunStatus.FAILED, finished_at=now, error=error, failure_phase=phase, release=True,
+        cancel_wins=wins,
         failed_node=failed.node if failed else None,
         events=[Event(run_id=run_id, kind="run.failed", level="critical", message=error,
                       category=EventCategory.ERROR,

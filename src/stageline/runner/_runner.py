@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -18,26 +19,34 @@ from langgraph.runtime import RunControl
 from stageline.checkpoints import checkpoint_serde, ensure_checkpointable
 from stageline.config import Settings, load_settings
 from stageline.errors import (
+    CheckpointCorrupt,
     InputError,
     InvalidTransition,
     StagelineError,
     TemplateChanged,
 )
-from stageline.events import EventBus, Sink
+from stageline.events import Deliverer, EventBus, Sink
 from stageline.ledger import (
     Backend,
     Event,
+    NodeRecord,
     Run,
     RunStatus,
     open_backend,
     this_holder,
 )
 from stageline.llm import ChatModel, chat_model
+from stageline.names import check_run_id
+from stageline.plaindata import check_plain_inputs
 from stageline.runner._budget import run_budget, with_budget
+from stageline.runner._edit import EditMixin
+from stageline.runner._history import HistoryMixin
 from stageline.runner._human import HumanMixin
+from stageline.runner._input_types import typed_inputs
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._retention import RetentionMixin
+from stageline.runner._services import ServicesMixin
 from stageline.runner._support import (
     RECURSION_LIMIT,
     RunSummary,
@@ -47,6 +56,7 @@ from stageline.runner._support import (
     _stable_ref,
     new_run_id,
 )
+from stageline.runner._trust import check_checkpoint
 from stageline.runner._waits import (
     DEADLINES_INPUT,
     graph_inputs,
@@ -54,13 +64,17 @@ from stageline.runner._waits import (
     with_deadlines,
 )
 from stageline.stages import RESERVED_KEYS, Budget, RunContext
-from stageline.templates import Template, load_template
+from stageline.templates import Template, load_template, use_project
 
 __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 _log = logging.getLogger("stageline.runner")
 
-class Runner(HumanMixin, RetentionMixin):
+GRAPH_CACHE_SIZE = 32
+"""Compiled graphs a runner keeps (one per template and version in use)."""
+
+
+class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
     def __init__(
@@ -77,12 +91,17 @@ class Runner(HumanMixin, RetentionMixin):
         self.bus = bus or EventBus()
         self.ledger.publisher = self.bus.publish
         self._model = model
-        self._graphs: dict[tuple[int, str], Any] = {}
+        self._graphs: collections.OrderedDict[tuple[str, str, str], tuple[Template, Any]] = (
+            collections.OrderedDict())
+        """Compiled graphs by template identity and digest, least recently used first."""
         self._templates: dict[str, Template] = {}
         """Templates given as objects, by name, so resume and retry find them in this process."""
         self._controls: set[RunControl] = set()
         """The controls of the advances in flight, for ``drain``."""
         self._drain_reason: str | None = None
+        self.deliverer: Deliverer | None = None
+        """Delivers to the ``[[sinks]]`` outbox sinks (``Runner.open(deliver=True)``)."""
+        use_project(settings)  # the root on the import path; stage names found in the project
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -93,18 +112,39 @@ class Runner(HumanMixin, RetentionMixin):
         sinks: tuple[Sink, ...] = (),
         model: ChatModel | None = None,
         extra_types: tuple[type[Any], ...] = (),
+        deliver: bool = True,
     ) -> AsyncIterator[Runner]:
-        """A runner over the configured database, closed on exit."""
+        """A runner over the configured database, closed on exit. With ``deliver`` (read
+        commands pass False) it also delivers the ledger's events to the outbox sinks of
+        ``[[sinks]]`` while it is open, and for at most ``sink_exit_timeout`` s at exit."""
         settings = settings or load_settings()
-        bus = EventBus.configured(settings.sinks, sinks)  # [[sinks]] of stageline.toml, then these
+        # Inline [[sinks]] (the terminal) here; the others are delivered from the ledger, and
+        # built only where ``deliver`` is asked for (a read command needs no sink's secret).
+        bus = EventBus.configured(settings.sinks, sinks, which="inline")
         backend = await open_backend(settings.database_url, checkpoint_serde(extra_types))
+        deliverer = None
         try:
-            yield cls(settings, backend, bus=bus, model=model)
+            if deliver:
+                deliverer = Deliverer.configured(settings.sinks, backend.ledger)
+                if deliverer.sink_ids:
+                    bus.add(deliverer)  # committed events wake it up
+                    await deliverer.start()
+            runner = cls(settings, backend, bus=bus, model=model)
+            runner.deliverer = deliverer
+            try:
+                yield runner
+            finally:
+                await runner.close_services()
         finally:
             try:
-                await backend.aclose()
-            finally:  # after the ledger's last flush has published; bounded, whatever the sinks do
-                await bus.aclose(timeout=5.0)
+                if deliverer is not None:  # what is due, within a short bound; the rest waits
+                    await backend.ledger.flush()
+                    await deliverer.stop(settings.sink_exit_timeout)
+            finally:
+                try:
+                    await backend.aclose()
+                finally:  # after the ledger's last flush published; bounded, whatever sinks do
+                    await bus.aclose(timeout=5.0)
 
     @property
     def model(self) -> ChatModel:
@@ -131,11 +171,18 @@ class Runner(HumanMixin, RetentionMixin):
         return load_template(ref, self.settings.template_dirs)
 
     def _graph(self, template: Template) -> Any:
-        key = (id(template), template.digest)
-        graph = self._graphs.get(key)
-        if graph is None:
-            graph = template.build().compile(checkpointer=self._saver(template))
-            self._graphs[key] = graph
+        """The template's compiled graph, cached by its identity and digest (bounded: a
+        long-lived worker or server must not keep one per run)."""
+        key = (template.name, template.source, template.full_version)
+        hit = self._graphs.get(key)
+        if hit is not None and hit[0] is template:
+            self._graphs.move_to_end(key)
+            return hit[1]
+        graph = template.build().compile(checkpointer=self._saver(template))
+        self._graphs[key] = (template, graph)  # another object of that name: the newest wins
+        self._graphs.move_to_end(key)
+        while len(self._graphs) > GRAPH_CACHE_SIZE:
+            self._graphs.popitem(last=False)
         return graph
 
     def _saver(self, template: Template) -> BaseCheckpointSaver[Any]:
@@ -146,7 +193,10 @@ class Runner(HumanMixin, RetentionMixin):
         return saver.with_allowlist([(t.__module__, t.__qualname__)
                                      for t in template.checkpoint_types])
 
-    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None:
+    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The inputs, checked against the template's state (names, types, checkpointability)
+        and converted to the declared types (see ``_input_types``)."""
+        check_plain_inputs(inputs)  # what JSON cannot hold never reaches the ledger
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
         if unknown:
@@ -156,6 +206,7 @@ class Runner(HumanMixin, RetentionMixin):
             )
         if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
             raise InputError(f"{reserved[0]!r} is reserved for stageline")
+        inputs = typed_inputs(template.state, inputs, template.name)
         serde = self._saver(template).serde
         for key, value in inputs.items():
             why = ensure_checkpointable(serde, value)  # type: ignore[arg-type]
@@ -164,6 +215,7 @@ class Runner(HumanMixin, RetentionMixin):
                     f"input {key!r} cannot be checkpointed: {why}; "
                     "pass live objects (clients, handles) as services instead"
                 )
+        return inputs
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -177,8 +229,9 @@ class Runner(HumanMixin, RetentionMixin):
         budget: Budget | Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
+        run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
-        self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         run = Run(
             run_id=run_id or new_run_id(), template=_stable_ref(ref),
@@ -208,8 +261,10 @@ class Runner(HumanMixin, RetentionMixin):
         limits (a ``Budget`` or ``{"tokens": 5000, "cost": 0.5, "nodes": {...}}``) over the
         template's.
         """
+        run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
-        self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs)
+        services = await self._services(services)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
         run_id = run_id or new_run_id()
@@ -226,7 +281,7 @@ class Runner(HumanMixin, RetentionMixin):
                           data={"attempt": 1, "template": made.name,
                                 "version": made.full_version})],
         )
-        return await self._advance(run, made, dict(inputs), services or {}, holder=holder,
+        return await self._advance(run, made, dict(inputs), services, holder=holder,
                                    fresh=True)
 
     async def resume(
@@ -239,11 +294,15 @@ class Runner(HumanMixin, RetentionMixin):
         if run.status.terminal:
             raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
         made = self._checked_template(run, force)
+        if run.status is RunStatus.WAITING:  # its checkpoint must be the one people were asked on
+            await check_checkpoint(self._saver(made), run_id, await self.ledger.waits(run_id),
+                                   _step(run, await self.ledger.node_records(run_id)))
+        services = await self._services(services)
         # No checkpoint yet: queued, or its process died before the first step was saved.
         unstarted = not await self._has_checkpoint(made, run_id)
         payload = graph_inputs(run.inputs) if unstarted else None
         return await self._advance(
-            run, made, payload, services or {}, holder=await self._claim(run, made, "run.resumed")
+            run, made, payload, services, holder=await self._claim(run, made, "run.resumed")
         )
 
     async def retry(
@@ -255,10 +314,11 @@ class Runner(HumanMixin, RetentionMixin):
             raise InvalidTransition(
                 f"run {run_id} is {run.status}; only a failed run can be retried")
         made = self._checked_template(run, force)
+        services = await self._services(services)
         payload = None if await self._has_checkpoint(made, run_id) else graph_inputs(run.inputs)
         holder = await self._claim(run, made, "run.retried", attempt=run.attempt + 1)
         return await self._advance(
-            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services or {},
+            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services,
             holder=holder,
         )
 
@@ -266,7 +326,7 @@ class Runner(HumanMixin, RetentionMixin):
         """Cancel a run: at once if no live process advances it, else between its next steps."""
         run = await self.ledger.get_run(run_id)
         if run.status.terminal:
-            raise InvalidTransition(f"run {run_id} is already {run.status}")
+            raise InvalidTransition(f"run {run_id} already {run.status}")
         lease_live = run.lease_holder is not None and (run.lease_expires_at or 0) > time.time()
         if run.status is RunStatus.RUNNING and lease_live:
             return await self.ledger.request_cancel(run_id)
@@ -283,10 +343,22 @@ class Runner(HumanMixin, RetentionMixin):
         """The run as recorded, with its latest checkpointed state."""
         run = await self.ledger.get_run(run_id)
         state: dict[str, Any] = {}
-        with contextlib.suppress(StagelineError):
-            state = await self._state(self.load(run.template), run_id)
-        return RunSummary(run=run, records=await self.ledger.node_records(run_id), state=state,
-                          waits=await self.ledger.waits(run_id))
+        records = await self.ledger.node_records(run_id)
+        unreadable: str | None = None
+        waits = await self.ledger.waits(run_id)
+        try:
+            made = self.load(run.template)
+            state = await self._state(made, run_id)
+            if run.status is RunStatus.WAITING:  # what a decision would be applied to
+                await check_checkpoint(self._saver(made), run_id, waits, _step(run, records))
+        except CheckpointCorrupt as exc:  # the ledger is still worth showing
+            unreadable = str(exc.of(run_id, _step(run, records)))
+        except StagelineError:
+            pass
+        return RunSummary(run=run, records=records, state=state, waits=waits,
+                          checkpoint_error=unreadable,
+                          lineage=await self.ledger.lineage(run_id),
+                          forks=await self.ledger.forks(run_id))
 
     def _checked_template(self, run: Run, force: bool) -> Template:
         made = self.load(run.template)
@@ -299,6 +371,9 @@ class Runner(HumanMixin, RetentionMixin):
             snapshot = await self._graph(made).aget_state(_config(run_id))
         except InvalidUpdateError:  # pending writes that clash: there is a checkpoint
             return True
+        except CheckpointCorrupt as exc:
+            run = await self.ledger.get_run(run_id)
+            raise exc.of(run_id, _step(run, await self.ledger.node_records(run_id))) from exc
         return bool(snapshot.values) or bool(snapshot.next)
 
     async def _state(self, made: Template, run_id: str) -> dict[str, Any]:
@@ -358,18 +433,23 @@ class Runner(HumanMixin, RetentionMixin):
             self._controls.add(control)
             if self._drain_reason is not None:
                 control.request_drain(self._drain_reason)
+            earlier = () if fresh else await self.ledger.node_records(run_id)
             journal = LedgerJournal(self.ledger, run_id, run.attempt,
-                                    budget=run_budget(template, run.inputs))
+                                    budget=run_budget(template, run.inputs), previous=earlier)
             context = RunContext(
                 run_id=run_id, attempt=run.attempt, template=template.name, services=services,
                 journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
             )
             keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
+            # Each step's checkpoint commit also reads the cancel flag: a cancel stops the run
+            # before its next step (LangGraph checks the drain between steps).
+            self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
             interrupts: list[Any] = []
             try:
                 outcome, state = await self._drive(template, run_id, payload, context, control,
                                                    interrupts)
             finally:
+                self.ledger.watch_cancel(run_id, None)
                 self._controls.discard(control)
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -415,6 +495,8 @@ class Runner(HumanMixin, RetentionMixin):
             return drained.reason, None
         except InvalidUpdateError as exc:
             return exc, None
+        except CheckpointCorrupt as exc:  # a storage fault, not the run's: it stays as it was
+            raise exc.of(run_id, None) from exc
         except Exception as exc:
             return exc, None if state is None else _public_state(state)
         return ("waiting" if waiting else None), None if state is None else _public_state(state)
@@ -438,3 +520,8 @@ class Runner(HumanMixin, RetentionMixin):
             if run.cancel_requested:
                 control.request_drain("cancel")
                 return
+
+
+def _step(run: Run, records: list[NodeRecord]) -> str | None:
+    """The step a run stands at, for messages: its failed node, else its latest node."""
+    return run.failed_node or (records[-1].node if records else None)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from stageline.errors import UsageError
-from stageline.ledger import LedgerStore, Outcome
+from stageline.ledger import LedgerStore, Outcome, OutcomeGroup, group_outcomes
 
 __all__ = ["outcome_stats", "parse_since", "percentile", "summarize"]
 
@@ -47,54 +47,50 @@ def parse_since(text: str | None, *, now: float | None = None) -> float | None:
             f"got {text!r}") from None
 
 
-def _group(rows: Sequence[Outcome]) -> dict[str, Any]:
-    latencies = [r.latency for r in rows]
-    failed = [r for r in rows if r.status == "failed"]
-    by_phase: dict[str, int] = {}
-    for r in failed:
-        phase = r.failure_phase or "unknown"
-        by_phase[phase] = by_phase.get(phase, 0) + 1
-    n = len(rows)
-    graded = [r.quality for r in rows if r.quality is not None]
+def _entry(g: OutcomeGroup) -> dict[str, Any]:
+    n = g.count
     return {
         "count": n,
-        "succeeded": n - len(failed),
-        "failed": len(failed),
-        "failure_rate": len(failed) / n if n else 0.0,
-        "failure_rate_by_phase": {k: v / n for k, v in sorted(by_phase.items())},
-        "latency_p50": percentile(latencies, 50),
-        "latency_p95": percentile(latencies, 95),
-        "input_tokens": sum(r.input_tokens for r in rows),
-        "output_tokens": sum(r.output_tokens for r in rows),
-        "tokens": sum(r.tokens for r in rows),
-        "cost": sum(r.cost for r in rows),
-        "quality_mean": sum(graded) / len(graded) if graded else None,
+        "succeeded": n - g.failed,
+        "failed": g.failed,
+        "failure_rate": g.failed / n if n else 0.0,
+        "failure_rate_by_phase": {k: v / n for k, v in sorted(g.failed_by_phase.items())},
+        "latency_p50": g.latency.get(50),
+        "latency_p95": g.latency.get(95),
+        "input_tokens": g.input_tokens,
+        "output_tokens": g.output_tokens,
+        "tokens": g.input_tokens + g.output_tokens,
+        "cost": g.cost,
+        "quality_mean": g.quality_sum / g.quality_count if g.quality_count else None,
     }
 
 
-def summarize(rows: Iterable[Outcome]) -> list[dict[str, Any]]:
+def _nodes(groups: Iterable[OutcomeGroup]) -> list[dict[str, Any]]:
     """One entry per (template, node), each with its ``alternatives`` where a router chose."""
-    nodes: dict[tuple[str, str], list[Outcome]] = {}
-    for row in rows:
-        nodes.setdefault((row.template, row.node), []).append(row)
     out: list[dict[str, Any]] = []
-    for (template, node), mine in sorted(nodes.items()):
-        caps = sorted({r.capability for r in mine if r.capability})
-        entry = {"template": template, "node": node, "capability": ", ".join(caps) or None,
-                 **_group(mine), "alternatives": []}
-        alts: dict[str, list[Outcome]] = {}
-        for r in mine:
-            if r.alternative is not None:
-                alts.setdefault(r.alternative, []).append(r)
-        entry["alternatives"] = [{"alternative": a, **_group(rs)}
-                                 for a, rs in sorted(alts.items())]
-        out.append(entry)
+    by_node: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in sorted(groups, key=lambda g: (g.template, g.node, g.alternative is not None,
+                                           g.alternative or "")):
+        key = (g.template, g.node)
+        if g.alternative is None:
+            entry = {"template": g.template, "node": g.node,
+                     "capability": ", ".join(g.capabilities) or None, **_entry(g),
+                     "alternatives": []}
+            by_node[key] = entry
+            out.append(entry)
+        elif key in by_node:
+            by_node[key]["alternatives"].append({"alternative": g.alternative, **_entry(g)})
     return out
+
+
+def summarize(rows: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """One entry per (template, node) of these rows, each with its router ``alternatives``."""
+    return _nodes(group_outcomes(rows))
 
 
 async def outcome_stats(ledger: LedgerStore, *, template: str | None = None,
                         since: float | None = None) -> dict[str, Any]:
-    """What ``stageline stats --json`` prints."""
-    rows = await ledger.outcomes(template=template, since=since)
+    """What ``stageline stats --json`` prints; the ledger sums the rows up (no row is loaded)."""
+    nodes = _nodes(await ledger.outcome_groups(template=template, since=since))
     return {"template": template, "since": since, "percentiles": "nearest-rank",
-            "outcomes": len(rows), "nodes": summarize(rows)}
+            "outcomes": sum(n["count"] for n in nodes), "nodes": nodes}

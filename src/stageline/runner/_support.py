@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.errors import InvalidUpdateError, NodeTimeoutError
 
 from stageline.errors import LeaseHeld
-from stageline.ledger import NodeRecord, Run, RunStatus, Wait, WaitKind, WaitStatus
+from stageline.ledger import Lineage, NodeRecord, Run, RunStatus, Wait, WaitKind, WaitStatus
 from stageline.stages import RESERVED_KEYS
 
 __all__ = ["RECURSION_LIMIT", "RunSummary", "new_run_id"]
@@ -29,6 +29,12 @@ class RunSummary:
     state: dict[str, Any]
     waits: list[Wait] = field(default_factory=list)
     """Gates and question sets: every round (``status``), or what the run now waits on."""
+    checkpoint_error: str | None = None
+    """Why the run's checkpoint cannot be read (``status``): ``state`` is then empty."""
+    lineage: Lineage | None = None
+    """Where the run was forked from (None: it is no fork)."""
+    forks: list[Lineage] = field(default_factory=list)
+    """The runs forked from it (filled by ``Runner.status``)."""
 
     @property
     def status(self) -> RunStatus:
@@ -46,6 +52,9 @@ class RunSummary:
             "state": self.state,
             "decisions": [w.to_dict() for w in self.waits if w.kind is WaitKind.GATE],
             "questions": [w.to_dict() for w in self.waits if w.kind is WaitKind.QUESTION],
+            "checkpoint_error": self.checkpoint_error,
+            "lineage": {"forked_from": self.lineage.to_dict() if self.lineage else None,
+                        "forks": [f.to_dict() for f in self.forks]},
         }
 
 

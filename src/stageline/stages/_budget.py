@@ -9,6 +9,7 @@ later nodes (and later advances) see the raised budget.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,7 @@ class Budget:
             raise UsageError(f"unknown budget field {sorted(unknown)[0]!r}; "
                              "use tokens, cost, ask_tokens, ask_cost, nodes")
         for key, limit in data.items():
-            if limit is not None and (isinstance(limit, bool) or float(limit) <= 0):
+            if limit is not None and (isinstance(limit, bool) or not 0 < float(limit) < math.inf):
                 raise UsageError(f"budget {key} must be a positive number, got {limit!r}")
         return cls(**{k: None if v is None else float(v) for k, v in data.items()},
                    nodes={k: v for k, v in nodes.items() if v is not None})

@@ -62,8 +62,9 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
         info = runtime.execution_info
         task_id = info.task_id if info is not None else node
         try_no = info.node_attempt if info is not None else 1
+        try_no = rc.journal.node_started(node=node, task_id=task_id, try_no=try_no,
+                                         stage=made.name) or try_no
         ctx = StageContext(run=rc, node=node, try_no=try_no)
-        rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
         try:
             if loop is not None:
                 count = (_get(state, LOOPS_KEY) or {}).get(loop[0], 0)
@@ -88,6 +89,10 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
                 # LangGraph cancels a node past its timeout and raises NodeTimeoutError outside it.
                 error = f"NodeTimeoutError: {node!r} exceeded its {made.timeout}s timeout"
                 phase = "timeout"
+            elif isinstance(exc, asyncio.CancelledError):
+                # Ctrl-C, SIGTERM, or a parallel sibling's failure stopped it midway; a resume
+                # runs it again as a new try.
+                error, phase = "interrupted: stopped before it finished", "interrupted"
             rc.journal.node_finished(
                 node=node, task_id=task_id, try_no=try_no, stage=made.name, status="failed",
                 started=ctx.started, metrics=ctx.metrics, error=error, failure_phase=phase,

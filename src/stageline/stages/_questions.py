@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stageline.errors import AnswerInvalid, UsageError
+from stageline.plaindata import plain_problem, shown
 
 __all__ = ["QUESTION_ID_NAMESPACE", "normalize_questions", "question_id", "validate_answers"]
 
@@ -109,6 +110,9 @@ def validate_answers(
                 raise AnswerInvalid(f"question {qid!r} needs an answer: {q['text']}")
             continue
         out[qid] = _check(q, answers[qid])
+        why = plain_problem(out[qid])
+        if why:  # it is stored as JSON (Postgres jsonb holds no NaN, no NUL)
+            raise AnswerInvalid(f"the answer to {qid!r} cannot be stored: {why}"[:300])
     return out
 
 
@@ -121,7 +125,7 @@ def _check(q: Mapping[str, Any], value: Any) -> Any:
     if kind == "choice":
         if value not in q["choices"]:
             raise AnswerInvalid(
-                f"{value!r} is not a choice of question {qid!r}; choose one of: "
+                f"{shown(value)} is not a choice of question {qid!r}; choose one of: "
                 + ", ".join(q["choices"]))
         return value
     schema = q.get("schema") or {}

@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 from langgraph.types import RetryPolicy
 
@@ -65,7 +65,7 @@ class Stage:
 
     def with_options(self, **changes: Any) -> Stage:
         """A copy with some options changed (a YAML template may override retry or timeout)."""
-        fields = {
+        fields: dict[str, Any] = {
             "fn": self.fn,
             "name": self.name,
             "capability": self.capability,
@@ -85,8 +85,14 @@ class Stage:
         return Stage(**fields)
 
 
+@overload
+def stage(fn: StageFn, /) -> Stage: ...
+
+
+@overload
 def stage(
-    fn: StageFn | None = None,
+    fn: None = None,
+    /,
     *,
     name: str | None = None,
     capability: str | None = None,
@@ -95,7 +101,21 @@ def stage(
     timeout: float | timedelta | None = None,
     writes: tuple[str, ...] | list[str] | None = None,
     register: bool = True,
-) -> Any:
+) -> Callable[[StageFn], Stage]: ...
+
+
+def stage(
+    fn: StageFn | None = None,
+    /,
+    *,
+    name: str | None = None,
+    capability: str | None = None,
+    cost_class: str | None = None,
+    retry: int | RetryPolicy | Mapping[str, Any] | None = None,
+    timeout: float | timedelta | None = None,
+    writes: tuple[str, ...] | list[str] | None = None,
+    register: bool = True,
+) -> Stage | Callable[[StageFn], Stage]:
     """Declare a stage. Retry maps to LangGraph's ``RetryPolicy``, timeout to its node timeout.
 
     ``name`` registers the stage so YAML templates can name it; without one the stage is

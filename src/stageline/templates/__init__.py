@@ -1,6 +1,15 @@
 """Templates: named, versioned graphs of stages, in Python or YAML."""
 
 from stageline.templates._builder import END, Loop, Template
+from stageline.templates._project import use_project
 from stageline.templates._registry import TemplateInfo, list_templates, load_template
 
-__all__ = ["END", "Loop", "Template", "TemplateInfo", "list_templates", "load_template"]
+__all__ = [
+    "END",
+    "Loop",
+    "Template",
+    "TemplateInfo",
+    "list_templates",
+    "load_template",
+    "use_project",
+]

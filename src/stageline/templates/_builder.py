@@ -18,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from stageline.errors import TemplateError
 from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
 from stageline.templates._graphs import (
+    _back_edges,
     _cycles,
     _get,
     _has_reducer,
@@ -265,11 +266,17 @@ class Template:
     def digest(self) -> str:
         """A hash of the graph's shape, stage options and stage code."""
 
+        seen: dict[int, tuple[Any, str]] = {}
+
         def code(fn: Any) -> str:
-            try:
-                return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
-            except (OSError, TypeError):
-                return getattr(fn, "__qualname__", repr(fn))
+            hit = seen.get(id(fn))  # one stage behind many nodes: read its source once
+            if hit is None:
+                try:
+                    text = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
+                except (OSError, TypeError):
+                    text = getattr(fn, "__qualname__", repr(fn))
+                hit = seen[id(fn)] = (fn, text)
+            return hit[1]
 
         shape = {
             "name": self.name,
@@ -427,24 +434,9 @@ class Template:
 
     def _back_edges(self) -> set[tuple[str, str]]:
         """Edges that close a cycle (lead back to a node on the path from the start node)."""
-        succ = self._successors()
-        back: set[tuple[str, str]] = set()
-        done: set[str] = set()
-        path: set[str] = set()
-
-        def visit(n: str) -> None:
-            path.add(n)
-            for t in sorted(succ.get(n, ())):
-                if t in path:
-                    back.add((n, t))
-                elif t not in done and t != END:
-                    visit(t)
-            path.discard(n)
-            done.add(n)
-
-        if self._start is not None:
-            visit(self._start[0])
-        return back
+        if self._start is None:
+            return set()
+        return _back_edges(self._successors(), self._start[0])
 
     # -- compiling --------------------------------------------------------------------------
 

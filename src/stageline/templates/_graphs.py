@@ -12,7 +12,9 @@ from langgraph.graph import END
 from stageline.errors import TemplateError
 from stageline.stages import GATES_KEY, LOOPS_KEY, merge_loop_counts
 
-__all__ = ["_cycles", "_get", "_has_reducer", "_hints", "_stable_repr", "_with_loops"]
+__all__ = [
+    "_back_edges", "_cycles", "_get", "_has_reducer", "_hints", "_stable_repr", "_with_loops",
+]
 
 
 def _stable_repr(value: Any) -> str:
@@ -78,40 +80,73 @@ def _merge_dicts(left: dict[str, str] | None, right: dict[str, str] | None) -> d
 
 
 def _cycles(succ: dict[str, set[str]]) -> list[set[str]]:
-    """Strongly connected components that contain a cycle (Tarjan)."""
+    """Strongly connected components that contain a cycle (Tarjan, iterative: a template of
+    thousands of nodes must not reach Python's recursion limit)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     out: list[set[str]] = []
-    counter = [0]
+    counter = 0
 
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on_stack.add(v)
-        for w in succ.get(v, ()):
-            if w == END:
+    for root in list(succ):
+        if root in index or root == END:
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        work: list[tuple[str, list[str]]] = [(root, sorted(succ.get(root, ())))]
+        while work:
+            v, todo = work[-1]
+            if todo:
+                w = todo.pop()
+                if w == END:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, sorted(succ.get(w, ()))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
                 continue
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp: set[str] = set()
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.add(w)
-                if w == v:
-                    break
-            if len(comp) > 1 or v in succ.get(v, ()):
-                out.append(comp)
-
-    for v in list(succ):
-        if v not in index and v != END:
-            visit(v)
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                comp: set[str] = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in succ.get(v, ()):
+                    out.append(comp)
     return out
 
+
+def _back_edges(succ: dict[str, set[str]], start: str) -> set[tuple[str, str]]:
+    """Edges that close a cycle: lead back to a node on the path from ``start`` (an iterative
+    depth-first search, successors in name order)."""
+    back: set[tuple[str, str]] = set()
+    done: set[str] = set()
+    path: set[str] = {start}
+    work: list[tuple[str, list[str]]] = [(start, sorted(succ.get(start, ()), reverse=True))]
+    while work:
+        n, todo = work[-1]
+        if not todo:
+            work.pop()
+            path.discard(n)
+            done.add(n)
+            continue
+        t = todo.pop()
+        if t in path:
+            back.add((n, t))
+        elif t not in done and t != END:
+            path.add(t)
+            work.append((t, sorted(succ.get(t, ()), reverse=True)))
+    return back

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import re
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -14,7 +17,7 @@ from typing import Any
 from stageline.errors import TemplateError, TemplateNotFound
 from stageline.templates._builder import Template
 
-__all__ = ["BUILTINS", "TemplateInfo", "list_templates", "load_template"]
+__all__ = ["BUILTINS", "TemplateInfo", "import_python_file", "list_templates", "load_template"]
 
 BUILTINS: dict[str, str] = {
     "blog_post": "stageline.templates.builtin.blog_post",
@@ -26,6 +29,9 @@ BUILTINS: dict[str, str] = {
 """Built-in template name -> module holding ``template``."""
 
 ENTRY_POINT_GROUP = "stageline.templates"
+YAML_CACHE_SIZE = 64
+"""YAML templates kept loaded, by file and content (a long-lived process loads one per run)."""
+_YAML_CACHE: OrderedDict[tuple[str, str], Template] = OrderedDict()
 _SUFFIXES = (".yaml", ".yml", ".py")
 
 
@@ -55,10 +61,42 @@ def _from_module(module_name: str) -> Template:
     raise TemplateError(f"module {module_name} defines no `template`", source=module_name)
 
 
+def _module_name(path: Path) -> str:
+    """The import name of a template file: the same in every process and on every machine
+    for the same project layout (stage names and the template's digest are made from it).
+
+    Named after the file's path relative to its project root (the folder holding
+    ``stageline.toml`` above it, else the working directory), not after an absolute path or a
+    salted ``hash()``. Another file that would take the same name gets one of its own.
+    """
+    resolved = path.resolve()
+    root = next((d for d in resolved.parents if (d / "stageline.toml").is_file()), None)
+    if root is None and resolved.is_relative_to(Path.cwd().resolve()):
+        root = Path.cwd().resolve()
+    where = resolved.relative_to(root).as_posix() if root is not None else resolved.name
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"stageline_user_templates.{stem}_{hashlib.sha256(where.encode()).hexdigest()[:10]}"
+    loaded = sys.modules.get(name)
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() != resolved:
+        digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
+        name = f"stageline_user_templates.{stem}_{digest}"
+    return name
+
+
 def _from_python_file(path: Path) -> Template:
-    module_name = f"stageline_user_templates.{path.stem}_{abs(hash(str(path.resolve())))}"
+    module = import_python_file(path)
+    for attr in ("template", "make_template"):
+        if hasattr(module, attr):
+            return _from_object(getattr(module, attr), str(path))
+    raise TemplateError("defines no `template` (a stageline Template)", source=str(path))
+
+
+def import_python_file(path: Path) -> Any:
+    """The module of a Python template file, imported once per process (its errors name the
+    file and line); its name is stable across processes and machines."""
+    module_name = _module_name(path)
     if module_name in sys.modules:
-        return _from_module(module_name)
+        return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise TemplateError("cannot import this file", source=str(path))
@@ -72,10 +110,7 @@ def _from_python_file(path: Path) -> Template:
             raise
         line = _traceback_line(exc, path)
         raise TemplateError(f"{type(exc).__name__}: {exc}", source=str(path), line=line) from exc
-    for attr in ("template", "make_template"):
-        if hasattr(module, attr):
-            return _from_object(getattr(module, attr), str(path))
-    raise TemplateError("defines no `template` (a stageline Template)", source=str(path))
+    return module
 
 
 def _traceback_line(exc: BaseException, path: Path) -> int | None:
@@ -93,14 +128,30 @@ def load_template_file(path: Path) -> Template:
     if not path.is_file():
         raise TemplateError("no such file", source=str(path))
     if path.suffix in (".yaml", ".yml"):
-        from stageline.templates._yaml import load_yaml_template
-
-        made = load_yaml_template(path)
+        return _from_yaml_file(path)
     elif path.suffix == ".py":
         made = _from_python_file(path)
     else:
         raise TemplateError("a template file ends in .yaml, .yml or .py", source=str(path))
     made.validate()
+    return made
+
+
+def _from_yaml_file(path: Path) -> Template:
+    """The YAML template in ``path``: the same object while the file's content is the same,
+    so a worker that runs it again and again compiles it once (least recently used go)."""
+    from stageline.templates._yaml import load_yaml_template
+
+    key = (str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest())
+    made = _YAML_CACHE.get(key)
+    if made is not None:
+        _YAML_CACHE.move_to_end(key)
+        return made
+    made = load_yaml_template(path)
+    made.validate()
+    _YAML_CACHE[key] = made
+    while len(_YAML_CACHE) > YAML_CACHE_SIZE:
+        _YAML_CACHE.popitem(last=False)
     return made
 
 

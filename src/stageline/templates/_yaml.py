@@ -28,9 +28,9 @@ gates:                        # node name -> a gate; its edge out is where an ap
 questions:                    # node name -> a question node (answers go to `history`)
   clarify:
     questions:                # text / a choice / a JSON value; `default` for the policy
-      - {id: scope, text: What is in scope?}
-      - {id: size, text: How big?, choices: [small, large], default: small}
-      - {id: limits, text: Limits?, schema: {type: object}, required: false}
+      - {id: scope, text: "What is in scope?"}
+      - {id: size, text: "How big?", choices: [small, large], default: small}
+      - {id: limits, text: "Limits?", schema: {type: object}, required: false}
     # or ask: mypkg.stages:author   # (state, history, ctx) -> questions or None, per turn
     max_turns: 1              # sets asked in a row, while `ask` still has questions
     history: qa_history       # state key for the sets and answers (default qa_history)
@@ -53,8 +53,10 @@ import yaml
 from langgraph.types import RetryPolicy
 
 from stageline.errors import StageNotFound, TemplateError, UsageError
-from stageline.stages import RESERVED_KEYS, Budget, Stage, lookup_stage
+from stageline.plaindata import BoundedSafeLoader, shown
+from stageline.stages import RESERVED_KEYS, Budget, Stage
 from stageline.templates._builder import Template
+from stageline.templates._project import find_stage
 from stageline.templates._yaml_human import read_human
 
 __all__ = ["load_yaml_template"]
@@ -96,8 +98,9 @@ class _Seq(list[Any]):
         self.line, self.lines = line, list[int]()
 
 
-class _LineLoader(yaml.SafeLoader):
-    """A safe loader whose mappings and sequences remember lines and refuse duplicate keys."""
+class _LineLoader(BoundedSafeLoader):
+    """A safe loader whose mappings and sequences remember lines and refuse duplicate keys;
+    aliases may not expand past ``MAX_YAML_NODES`` values."""
 
 
 def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[_Map]:
@@ -110,7 +113,7 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[_Map
         key, text = loader.construct_object(key_node, deep=True), (key_node.tag, key_node.value)
         if not isinstance(key, Hashable) or (text in seen and own.count(text) > 1):
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}"
+                "while constructing a mapping", node.start_mark, f"found duplicate key {shown(key)}"
                 if isinstance(key, Hashable) else "found an unhashable key", key_node.start_mark)
         seen.add(text)
         data[key] = loader.construct_object(value_node, deep=True)
@@ -184,7 +187,7 @@ class _Reader:
                 required: tuple[str, ...] = ()) -> _Map:
         """``value`` as a mapping with only ``allowed`` and all ``required`` keys."""
         if not isinstance(value, _Map):
-            self.fail(f"{what} must be a mapping, got {value!r}", line)
+            self.fail(f"{what} must be a mapping, got {shown(value)}", line)
         for key in value:
             if allowed is not None and key not in allowed:
                 self.fail(f"unknown key {key!r} in {what}; allowed keys: {', '.join(allowed)}",
@@ -196,13 +199,13 @@ class _Reader:
     def text(self, value: Any, what: str, line: int) -> str:
         """``value`` as a non-empty string."""
         if not isinstance(value, str) or not value:
-            self.fail(f"{what} must be a non-empty string, got {value!r}", line)
+            self.fail(f"{what} must be a non-empty string, got {shown(value)}", line)
         return value
 
     def names(self, value: Any, what: str, line: int) -> list[str]:
         """``value`` as a non-empty list of strings."""
         if not isinstance(value, _Seq) or not value:
-            self.fail(f"{what} must be a non-empty list, got {value!r}", line)
+            self.fail(f"{what} must be a non-empty list, got {shown(value)}", line)
         return [self.text(v, what, at) for v, at in zip(value, value.lines, strict=True)]
 
     def resolve(self, ref: Any, what: str, line: int, arity: int) -> Any:
@@ -276,7 +279,7 @@ class _Reader:
                                 ("use", "retry", "timeout", "writes"), ("use",))
         ref = self.text(opts.get("use", spec), f"the stage of node {node!r}", opts.at("use"))
         try:
-            made = lookup_stage(ref)
+            made = find_stage(ref)
         except Exception as exc:
             reason = str(exc).removeprefix(f"unknown stage {ref!r}: ")
             if not isinstance(exc, StageNotFound):
@@ -290,7 +293,8 @@ class _Reader:
                     self.fail(f"node {node!r} writes {', '.join(map(repr, missing))}, not declared "
                               f"under state: ({', '.join(state_keys) or 'none'})", at)
             elif opt == "timeout" and value is not None and not _ok(value, _NUMBER):
-                self.fail(f"node {node!r}: timeout must be a number of seconds, got {value!r}", at)
+                self.fail(f"node {node!r}: timeout must be a number of seconds, "
+                          f"got {shown(value)}", at)
             elif opt == "retry" and value is not None and not isinstance(value, int):
                 value = self.retry(f"node {node!r}: retry", value, at)
             try:
@@ -305,7 +309,7 @@ class _Reader:
                             RetryPolicy._fields)
         for key, kind in _RETRY_FIELDS.items():
             if key in spec and not _ok(spec[key], kind):
-                self.fail(f"{what} {key} must be {kind}, got {spec[key]!r}", spec.at(key))
+                self.fail(f"{what} {key} must be {kind}, got {shown(spec[key])}", spec.at(key))
         if (refs := spec.get("retry_on")) is None:
             return dict(spec)
         at, one = spec.at("retry_on"), isinstance(refs, str)
@@ -337,14 +341,15 @@ class _Reader:
         except TemplateError:
             raise
         except Exception as exc:  # an odd value no check foresaw: still name the entry's line
-            self.fail(f"{type(exc).__name__}: {exc}", self.line)
+            self.fail(f"{type(exc).__name__}: {str(exc)[:300]}", self.line)
 
     def build(self, top: _Map) -> Template:
         """The template, section by section, then ``validate()``."""
         name = self.text(top["name"], "name", top.at("name"))
         version, description = top.get("version", "1"), top.get("description") or ""
         if isinstance(version, bool) or not isinstance(version, str | int):
-            self.fail(f"version must be a string (quote it), got {version!r}", top.at("version"))
+            self.fail(f"version must be a string (quote it), got {shown(version)}",
+                      top.at("version"))
         if not isinstance(description, str):
             self.fail("description must be a string", top.at("description"))
         state = self.state(name, top.get("state"), top.at("state"))
@@ -369,7 +374,7 @@ class _Reader:
                 item = self.mapping(item, "an edge", line, ("from", "to"), ("from", "to"))
                 item = [item["from"], item["to"]]
             if not isinstance(item, list) or len(item) != 2:
-                self.fail(f"an edge is [from, to] or {{from: a, to: b}}, got {item!r}", line)
+                self.fail(f"an edge is [from, to] or {{from: a, to: b}}, got {shown(item)}", line)
             source, target = (self.text(n, "an edge end", line) for n in item)
             template.add_edge(source, target, where=self.where(line))
         fanout_keys = ("from", "to", "join")
@@ -404,7 +409,8 @@ class _Reader:
             if name in seen:
                 self.fail(f"loop {name!r} is declared twice", line)
             if not _ok(m["max"], _COUNT):
-                self.fail(f"loop {name!r}: `max` must be {_COUNT}, got {m['max']!r}", m.at("max"))
+                self.fail(f"loop {name!r}: `max` must be {_COUNT}, got {shown(m['max'])}",
+                          m.at("max"))
             seen.add(name)
             parked = m.get("on_exhausted")
             template.add_loop(

@@ -25,6 +25,8 @@ from typing import IO
 from stageline.config import Settings, load_settings
 from stageline.errors import LeaseHeld, StagelineError
 from stageline.ledger import RunStatus
+from stageline.names import is_run_id
+from stageline.plaindata import shown
 from stageline.runner import Runner
 
 __all__ = ["LOCK_FILE", "local_worker_alive", "run_local_worker"]
@@ -138,6 +140,11 @@ async def _advance_oldest(runner: Runner, skipped: set[str]) -> bool:
     if not queued:
         return False
     run_id = queued[0]
+    if not is_run_id(run_id):  # written by something other than stageline: never a path
+        _log.error("refusing queued run %s: not a valid run id; it is not advanced",
+                   shown(run_id))
+        skipped.add(run_id)
+        return True
     log = runner.settings.run_dir(run_id) / "worker.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as out:

@@ -19,6 +19,8 @@ from procrastinate.schema import SchemaManager
 
 from stageline.errors import InvalidTransition, LeaseHeld, StorageError
 from stageline.ledger import RunStatus
+from stageline.names import is_run_id
+from stageline.plaindata import shown
 from stageline.runner import Runner
 
 __all__ = [
@@ -99,6 +101,9 @@ def _runner(context: JobContext) -> Runner:
 
 async def advance_run(context: JobContext, run_id: str) -> str:
     """Advance ``run_id`` until it ends, waits or is drained; a drained run is queued again."""
+    if not is_run_id(run_id):  # a job not deferred by stageline: refused, never retried
+        _log.error("refusing job for run %s: not a valid run id", shown(run_id))
+        return "refused: not a valid run id"
     runner = _runner(context)
     run = await runner.ledger.get_run(run_id)
     if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):

@@ -2,10 +2,12 @@
 
 After an approved plan, ``build`` runs a harness on a new branch in a git worktree of the
 target repository and commits what it changed; ``dispatch`` runs the repository's CI command
-(the ``ci_command`` input, else the first line of its ``.stageline-ci`` file) as a subprocess
-and keeps its log under a CI run id; ``verify`` reads that run's conclusion. A pass goes to
-``approved`` (a commit on the branch and a pull-request summary); a failure goes back to
-``build`` with the CI output as feedback, at most ``MAX_BUILDS`` builds, then ``build_parked``.
+(the first line of the ``.stageline-ci`` file in the repository's checkout, which the agent
+never touches, or a ``ci_command`` service given in code; a run input never chooses a command)
+as a subprocess and keeps its log under a CI run id; ``verify`` reads that run's conclusion.
+A pass goes to ``approved`` (a commit on the branch and a pull-request summary); a failure goes
+back to ``build`` with the CI output as feedback, at most ``MAX_BUILDS`` builds, then
+``build_parked``.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ from stageline.operations import (
 from stageline.stages import StageContext, stage
 from stageline.templates._builder import END, Template
 
-__all__ = ["CI_FILE", "MAX_BUILDS", "BuildInputs", "add_build_half", "route_verify"]
+__all__ = ["CI_FILE", "MAX_BUILDS", "SERVICE_CI_COMMAND", "BuildInputs", "add_build_half",
+           "route_verify"]
 
 MAX_BUILDS = 3
 CI_FILE = ".stageline-ci"
+SERVICE_CI_COMMAND = "ci_command"
+"""``services[SERVICE_CI_COMMAND]``: the CI command, from code (overrides ``.stageline-ci``)."""
 CI_TIMEOUT = 900.0
 FEEDBACK_LINES = 60
 _IDENTITY = ["-c", "user.name=stageline", "-c", "user.email=stageline@localhost"]
@@ -45,6 +50,7 @@ class BuildInputs(OperationInputs, total=False):
     """The state keys of the build half (the plan half's state extends this)."""
 
     ci_command: str
+    """Refused: inputs never choose a command (use ``.stageline-ci`` or the service)."""
     ci_timeout: float
     branch: str
     worktree: str
@@ -147,14 +153,22 @@ build = operation_stage(
 # -- dispatch and verify --------------------------------------------------------------------
 
 
-def _ci_command(state: Any, worktree: Path) -> str:
+def _ci_command(state: Any, services: Any) -> str:
+    """The command from code, else from the repository's checkout: never from the inputs (a
+    run may be started by anyone who can reach the API), nor from the worktree (the agent,
+    whose script may come from the inputs, writes there)."""
+    given = services.get(SERVICE_CI_COMMAND)
+    if given:
+        return str(given)
     if state.get("ci_command"):
-        return str(state["ci_command"])
-    path = worktree / CI_FILE
+        raise InputError(f"the ci_command input is refused: a run's inputs never choose a "
+                         f"command to run; commit the command to the repository's {CI_FILE} "
+                         "file, or pass it from code as the `ci_command` service")
+    path = _target(state) / CI_FILE
     lines = [ln.strip() for ln in path.read_text().splitlines()] if path.is_file() else []
     found = next((ln for ln in lines if ln and not ln.startswith("#")), "")
     if not found:
-        raise InputError(f"no CI command: pass -i ci_command=... or add {CI_FILE} to the repo")
+        raise InputError(f"no CI command: add {CI_FILE} to the repository {path.parent}")
     return found
 
 
@@ -162,7 +176,7 @@ def _ci_command(state: Any, worktree: Path) -> str:
 async def dispatch(state: Any, ctx: StageContext) -> dict[str, Any]:
     """Run the CI command in the worktree; its log and conclusion are kept under a run id."""
     worktree = Path(state["worktree"])
-    command = _ci_command(state, worktree)
+    command = _ci_command(state, ctx.services)
     ci_run_id = f"{ctx.run_id}-ci{state.get('build_round', 1)}"
     folder = ctx.run_dir / "ci"
     folder.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import yaml
 from stageline.errors import InputError
 from stageline.harnesses import HarnessResult
 from stageline.operations import FailurePhase, OperationContext, OperationInputs, PostStep
+from stageline.plaindata import BoundedSafeLoader
 
 __all__ = [
     "INDEX",
@@ -90,7 +91,7 @@ def front_matter(text: str) -> dict[str, Any] | None:
     if not found:
         return None
     try:
-        data = yaml.safe_load(found.group(1))
+        data = yaml.load(found.group(1), Loader=BoundedSafeLoader)
     except yaml.YAMLError:
         return None
     return data if isinstance(data, dict) else None

@@ -1,0 +1,67 @@
+"""How long a ``stageline`` command takes as a whole process, beside ``python -c pass``.
+
+Run: ``python benchmarks/bench_cli.py [--rounds R]``. Each command runs R times (interleaved
+with the baseline) in a fresh project folder whose ledger holds a few finished runs; the
+figures are medians of wall-clock time, start to exit. Aims: ``--help`` under 0.25 s and
+``runs`` under 0.5 s on a 2-CPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "stageline.cli"]
+
+COMMANDS: list[tuple[str, list[str], float | None]] = [
+    ("python -c pass", [sys.executable, "-c", "pass"], None),
+    ("stageline --help", [*CLI, "--help"], 0.25),
+    ("stageline runs", [*CLI, "runs"], 0.5),
+    ("stageline runs --json", [*CLI, "runs", "--json"], 0.5),
+    ("stageline logs RUN --json", [*CLI, "logs", "run0", "--json"], None),
+    ("stageline pending", [*CLI, "pending"], None),
+    ("stageline stats", [*CLI, "stats"], None),
+    ("stageline show RUN", [*CLI, "show", "run0"], None),
+]
+
+
+def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    began = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = Path(folder)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
+        env.update(STAGELINE_HOME=str(cwd / ".stageline"), STAGELINE_MODEL="offline",
+                   COLUMNS="100")
+        for i in range(3):
+            subprocess.run([*CLI, "run", "blog_post", "-i", "topic=t", "--run-id", f"run{i}"],
+                           cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=False)
+        times: dict[str, list[float]] = {name: [] for name, _, _ in COMMANDS}
+        for _ in range(args.rounds):
+            for name, argv, _ in COMMANDS:
+                times[name].append(_timed(argv, cwd, env))
+    base = statistics.median(times["python -c pass"])
+    print(f"{'command':<28} {'median s':>9} {'- baseline':>11} {'aim s':>6}")
+    for name, _, aim in COMMANDS:
+        med = statistics.median(times[name])
+        verdict = "" if aim is None else f"{aim:>6.2f} {'ok' if med < aim else 'OVER'}"
+        print(f"{name:<28} {med:>9.3f} {med - base:>11.3f} {verdict}")
+    print(f"(medians of {args.rounds} rounds; {os.cpu_count()} CPUs; "
+          f"load average {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Real CLI processes for the race tests: started, held at a barrier, released together."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BARRIER = """
+import sys
+import time
+from pathlib import Path
+
+from stageline.cli._main import run_cli
+
+ready, go = Path(sys.argv[1]), Path(sys.argv[2])
+ready.touch()
+while not go.exists():
+    time.sleep(0.0005)
+sys.exit(run_cli(sys.argv[3:]))
+"""
+
+
+def cli_env(home: Path, url: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a CLI child: this one's (PYTHONPATH kept), its project's home and DB."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
+    env.update(STAGELINE_HOME=str(home), STAGELINE_MODEL="offline", PYTHONIOENCODING="utf-8",
+               COLUMNS="200", **extra)
+    if url is not None:
+        env["STAGELINE_DATABASE_URL"] = url
+    return env
+
+
+def cli(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120
+        ) -> subprocess.CompletedProcess[str]:
+    """Run ``stageline ARGS`` to its end."""
+    return subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def together(commands: list[list[str]], cwd: Path, env: dict[str, str], timeout: float = 120
+             ) -> list[subprocess.CompletedProcess[str]]:
+    """Start one process per command, wait until all are ready, release them at once."""
+    sync = cwd / f".sync-{time.monotonic_ns()}"
+    sync.mkdir()
+    script = sync / "barrier.py"
+    script.write_text(BARRIER)
+    go = sync / "go"
+    procs = [subprocess.Popen([sys.executable, str(script), str(sync / f"ready.{i}"), str(go),
+                               *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for i, args in enumerate(commands)]
+    try:
+        deadline = time.monotonic() + timeout
+        while not all((sync / f"ready.{i}").exists() for i in range(len(procs))):
+            for proc in procs:
+                if proc.poll() is not None:
+                    raise AssertionError(f"a process stopped early: {proc.communicate()}")
+            assert time.monotonic() < deadline, "the processes never got ready"
+            time.sleep(0.005)
+        go.touch()
+        done = []
+        for proc, args in zip(procs, commands, strict=True):
+            out, err = proc.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+        return done
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,80 @@
+"""The command line starts without LangGraph: facts about imports, not timings.
+
+Speed is measured in ``benchmarks/bench_cli.py``; here a fresh process says which modules it
+imported, so the claim cannot drift while nobody looks at the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HEAVY = ("langgraph", "langchain", "langchain_core", "procrastinate", "httpx")
+
+# Runs the console entry point like `stageline ARGS`, then prints which heavy top-level
+# packages the process imported, as JSON on stderr's last line.
+PROBE = """
+import atexit, json, sys
+heavy = {heavy!r}
+atexit.register(lambda: print(json.dumps(sorted(
+    {{m.split(".")[0] for m in sys.modules}} & set(heavy))), file=sys.stderr))
+sys.argv = ["stageline", *sys.argv[1:]]
+from stageline.cli import main
+main()
+"""
+
+
+def _probe(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, list[str], str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args], cwd=cwd, env=env,
+        capture_output=True, text=True, encoding="utf-8", timeout=120, check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    *_, last = done.stderr.strip().splitlines()
+    return done.returncode, json.loads(last), done.stdout
+
+
+def test_importing_the_cli_imports_no_langgraph(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys, stageline.cli; "
+         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+         f"{HEAVY!r})))"],
+        cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=120, check=True,
+    )
+    assert json.loads(done.stdout) == []
+
+
+READ_COMMANDS = [
+    ("--help",),
+    ("runs", "--json"),
+    ("runs",),
+    ("logs", "blog1", "--json"),
+    ("logs", "blog1"),
+    ("pending", "--json"),
+    ("pending", "blog1"),
+    ("stats", "--json"),
+    ("stats",),
+]
+
+
+def test_help_and_read_commands_import_no_langgraph_procrastinate_or_httpx(
+    tmp_path: Path, cli_env: dict[str, str], blog_waiting: str
+) -> None:
+    for args in READ_COMMANDS:
+        code, heavy, out = _probe(tmp_path, cli_env, *args)
+        assert (args, code, heavy) == (args, 0, []), out
+        if args == ("runs", "--json"):  # the read really read the ledger
+            assert [r["run_id"] for r in json.loads(out)] == [blog_waiting]
+        if args == ("pending", "blog1"):
+            assert "editor_approval" in out
+
+
+def test_a_write_command_in_the_same_project_does_import_langgraph(
+    tmp_path: Path, cli_env: dict[str, str], blog_waiting: str
+) -> None:
+    """The probe can fail: advancing a run needs LangGraph, and the probe sees it."""
+    code, heavy, _ = _probe(tmp_path, cli_env, "reject", blog_waiting)
+    assert code == 0
+    assert "langgraph" in heavy
