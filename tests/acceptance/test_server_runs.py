@@ -338,3 +338,33 @@ def test_prune_needs_admin_and_deletes_old_runs(server: Server) -> None:
         pruned = admin.post("/v1/prune", json={"older_than": "1s", "statuses": ["succeeded"]})
         assert pruned.status_code == 200 and run_id in pruned.json()["pruned"]
         assert admin.get(f"/v1/runs/{run_id}").status_code == 404
+
+
+def test_history_and_a_fork_at_the_draft_step_with_a_new_topic(server: Server) -> None:
+    with server.client("decide") as decider, server.client("admin") as admin:
+        run = _start(decider, "blog_post", {"topic": "the original"}, wait=True)
+        run_id = run["run"]["run_id"]
+        approved = decider.post(f"/v1/runs/{run_id}/decide", json={"decision": "approve"})
+        assert approved.json()["run"]["status"] == "succeeded"
+        history = decider.get(f"/v1/runs/{run_id}/history").json()
+        steps = [c["step"] for c in history]
+        assert steps == sorted(steps)
+        [draft] = [c["step"] for c in history if "draft" in c["nodes"]][:1]
+        body = {"at_step": draft, "changes": {"topic": "a new topic"}, "wait": True}
+        assert decider.post(f"/v1/runs/{run_id}/fork", json=body).status_code == 403
+        forked = admin.post(f"/v1/runs/{run_id}/fork", json=body)
+        assert forked.status_code == 201, forked.text
+        fork_id = forked.json()["run"]["run_id"]
+        assert fork_id != run_id and forked.json()["run"]["status"] == "waiting"
+        fork = admin.get(f"/v1/runs/{fork_id}").json()
+        original = admin.get(f"/v1/runs/{run_id}").json()
+    assert fork["lineage"]["forked_from"]["parent_run_id"] == run_id
+    assert fork["lineage"]["forked_from"]["parent_step"] == draft
+    assert [f["run_id"] for f in original["lineage"]["forks"]] == [fork_id]
+    assert fork["state"]["topic"] == "a new topic"
+    assert original["state"]["topic"] == "the original"
+    assert original["run"]["status"] == "succeeded"
+    ran = {r["node"] for r in fork["records"]}
+    assert "draft" in ran and "research" not in ran and "outline" not in ran
+    assert fork["decisions"][0]["status"] == "pending"  # its own decisions
+    assert all(d["run_id"] == run_id for d in original["decisions"])

@@ -8,6 +8,7 @@ from stageline.server.api import (
     effects,
     events,
     health,
+    history,
     prune,
     runs,
     stats,
@@ -28,4 +29,5 @@ ROUTERS: list[APIRouter] = [
     templates.router,
     stats.router,
     prune.router,
+    history.router,
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Literal
 
 from fastapi import APIRouter
@@ -16,15 +17,20 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", tags=["runs"], responses=ERRORS)
 
 
+Prunable = Literal["succeeded", "failed", "cancelled", "rejected", "waiting", "queued"]
+
+
+def _by_default() -> list[Prunable]:
+    return [typing.cast(Prunable, str(s)) for s in PRUNED_BY_DEFAULT]
+
+
 class PruneBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     older_than: str = Field(
         max_length=40, description="Runs not updated for this long: `30d`, `12h`, or seconds."
     )
-    statuses: list[Literal["succeeded", "failed", "cancelled", "rejected", "waiting", "queued"]] = (
-        Field(default_factory=lambda: list(PRUNED_BY_DEFAULT), max_length=6)
-    )
+    statuses: list[Prunable] = Field(default_factory=_by_default, max_length=6)
 
 
 class PruneOut(BaseModel):
