@@ -98,4 +98,6 @@ def test_read_cannot_decide_and_decide_cannot_cancel() -> None:
     assert scopes["POST /v1/runs/{run_id}/answer"] is Scope.DECIDE
     assert scopes["POST /v1/runs/{run_id}/cancel"] is Scope.ADMIN
     assert scopes["POST /v1/runs/{run_id}/effects/settle"] is Scope.ADMIN
+    assert scopes["POST /v1/prune"] is Scope.ADMIN
+    assert scopes["POST /v1/runs/{run_id}/fork"] is Scope.ADMIN
     assert scopes["GET /v1/runs"] is Scope.READ

@@ -289,3 +289,82 @@ def test_both_token_headers_reach_the_api(server: Server, header: str) -> None:
     value = f"Bearer {token}" if header == "Authorization" else token
     answer = httpx.get(f"{server.url}/v1/runs", headers={header: value})
     assert answer.status_code == 200
+
+
+def test_a_stream_stays_open_while_the_run_waits_and_follows_the_decision(
+    server: Server,
+) -> None:
+    import threading
+
+    with server.client("decide") as client:
+        run = _start(client, "blog_post", {"topic": "live gate"}, wait=True)
+        run_id = run["run"]["run_id"]
+        [gate] = run["waiting"]
+        kinds: list[str] = []
+        saw_wait = threading.Event()
+
+        def listen() -> None:
+            with server.client("read") as reader, reader.stream(
+                "GET", f"/v1/runs/{run_id}/events/stream"
+            ) as stream:
+                for line in stream.iter_lines():
+                    if line.startswith("event: "):
+                        kinds.append(line[7:])
+                        if line == "event: gate.waiting":
+                            saw_wait.set()
+
+        listener = threading.Thread(target=listen)
+        listener.start()
+        assert saw_wait.wait(60), kinds
+        assert listener.is_alive()  # the run waits: the stream stays open
+        decided = client.post(
+            f"/v1/runs/{run_id}/decide",
+            json={"decision": "approve", "attempt": gate["attempt"]},
+        )
+        assert decided.status_code == 200, decided.text
+        listener.join(60)
+    assert not listener.is_alive()
+    assert kinds.index("gate.decided") > kinds.index("gate.waiting")
+    assert kinds[-1] == "run.succeeded"
+
+
+def test_prune_needs_admin_and_deletes_old_runs(server: Server) -> None:
+    with server.client("decide") as decider, server.client("admin") as admin:
+        run_id = _start(decider, "ten_nodes", {"seed": 5}, wait=True)["run"]["run_id"]
+        refused = decider.post("/v1/prune", json={"older_than": "1s"})
+        assert refused.status_code == 403
+        assert admin.post("/v1/prune", json={"older_than": "later"}).status_code == 400
+        time.sleep(1.5)
+        pruned = admin.post("/v1/prune", json={"older_than": "1s", "statuses": ["succeeded"]})
+        assert pruned.status_code == 200 and run_id in pruned.json()["pruned"]
+        assert admin.get(f"/v1/runs/{run_id}").status_code == 404
+
+
+def test_history_and_a_fork_at_the_draft_step_with_a_new_topic(server: Server) -> None:
+    with server.client("decide") as decider, server.client("admin") as admin:
+        run = _start(decider, "blog_post", {"topic": "the original"}, wait=True)
+        run_id = run["run"]["run_id"]
+        approved = decider.post(f"/v1/runs/{run_id}/decide", json={"decision": "approve"})
+        assert approved.json()["run"]["status"] == "succeeded"
+        history = decider.get(f"/v1/runs/{run_id}/history").json()
+        steps = [c["step"] for c in history]
+        assert steps == sorted(steps)
+        [draft] = [c["step"] for c in history if "draft" in c["nodes"]][:1]
+        body = {"at_step": draft, "changes": {"topic": "a new topic"}, "wait": True}
+        assert decider.post(f"/v1/runs/{run_id}/fork", json=body).status_code == 403
+        forked = admin.post(f"/v1/runs/{run_id}/fork", json=body)
+        assert forked.status_code == 201, forked.text
+        fork_id = forked.json()["run"]["run_id"]
+        assert fork_id != run_id and forked.json()["run"]["status"] == "waiting"
+        fork = admin.get(f"/v1/runs/{fork_id}").json()
+        original = admin.get(f"/v1/runs/{run_id}").json()
+    assert fork["lineage"]["forked_from"]["parent_run_id"] == run_id
+    assert fork["lineage"]["forked_from"]["parent_step"] == draft
+    assert [f["run_id"] for f in original["lineage"]["forks"]] == [fork_id]
+    assert fork["state"]["topic"] == "a new topic"
+    assert original["state"]["topic"] == "the original"
+    assert original["run"]["status"] == "succeeded"
+    ran = {r["node"] for r in fork["records"]}
+    assert "draft" in ran and "research" not in ran and "outline" not in ran
+    assert fork["decisions"][0]["status"] == "pending"  # its own decisions
+    assert all(d["run_id"] == run_id for d in original["decisions"])

@@ -79,7 +79,7 @@ def list_tokens(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
     every: Annotated[bool, typer.Option("--all", help="Revoked tokens too.")] = False,
 ) -> None:
-    """List tokens: name, scope, created, last used (never the token)."""
+    """List tokens: name, scope, when made and revoked (never the token itself)."""
     found = [t for t in _with_ledger(lambda ledger: ledger.tokens()) if every or t.active]
     if as_json:
         print_json([t.to_dict() for t in found])

@@ -62,6 +62,7 @@ class Token:
     created_at: float
     revoked_at: float | None = None
     last_used_at: float | None = None
+    """Not kept up to date yet (a write per request would cost a commit)."""
 
     @property
     def active(self) -> bool:
@@ -85,7 +86,6 @@ class Token:
             "scope": str(self.scope),
             "created_at": self.created_at,
             "revoked_at": self.revoked_at,
-            "last_used_at": self.last_used_at,
             "active": self.active,
         }
 

@@ -69,6 +69,11 @@ class Advancer:
             app = queue_app(url)
             await self._stack.enter_async_context(app.open_async())
             self._queue = app
+            # Runs queued while no server or worker ran (or whose job was never deferred).
+            for run in await self.runner.ledger.list_runs(
+                status=str(RunStatus.QUEUED), limit=ADOPT_LIMIT
+            ):
+                await defer_run(app, run.run_id)
             self._background.append(
                 asyncio.create_task(
                     work_queue(app, self.runner, self._stopping, name="stageline serve"),

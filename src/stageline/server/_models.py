@@ -149,7 +149,9 @@ class RunDetail(SummaryOut):
     questions: list[WaitOut]
     effects: list[EffectOut]
     lineage: dict[str, Any] | None = Field(
-        None, description="Where the run was forked from, when it was."
+        None,
+        description='`{"forked_from": {parent_run_id, parent_step, parent_checkpoint_id} or '
+        'null, "forks": [...]}`; null for a run that is no fork and has none.',
     )
 
 

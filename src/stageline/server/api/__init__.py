@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server.api import effects, events, health, runs, stats, templates, tokens, waits
+from stageline.server.api import (
+    effects,
+    events,
+    health,
+    history,
+    prune,
+    runs,
+    stats,
+    templates,
+    tokens,
+    waits,
+)
 
 __all__ = ["ROUTERS"]
 
@@ -17,4 +28,6 @@ ROUTERS: list[APIRouter] = [
     effects.router,
     templates.router,
     stats.router,
+    prune.router,
+    history.router,
 ]

@@ -146,7 +146,15 @@ async def start_run(
 async def get_run(run_id: RunId, runner: RunnerDep, _: Reader) -> RunDetail:
     summary = await runner.status(run_id)
     base = summary_out(summary)
-    lineage = getattr(summary.run, "lineage", None) or None
+    forked_from = summary.lineage
+    lineage = (
+        {
+            "forked_from": forked_from.to_dict() if forked_from else None,
+            "forks": [f.to_dict() for f in summary.forks],
+        }
+        if forked_from or summary.forks
+        else None
+    )
     return RunDetail(
         **base.model_dump(),
         decisions=[wait_out(w) for w in summary.waits if w.kind is WaitKind.GATE],
