@@ -172,7 +172,7 @@ def _progress(event: Event) -> Text | None:
     if event.kind in _AGENT_LINES:  # what the agent does, as it does it: one line each
         mark, style = _AGENT_LINES[event.kind]
         return Text.assemble(("  " + mark + " ", style), (node, "dim"), " ",
-                             (_first_line(event.message, 160) or event.kind[8:], style))
+                             (_first_line(event.message) or event.kind[8:], style))
     if event.kind == "operation.stopped":
         return Text.assemble(("  ■ ", "yellow"), node, ": agent stopped: ",
                              (event.message, "yellow"))
