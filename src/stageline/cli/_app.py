@@ -302,8 +302,8 @@ async def _show(run_id: str, as_json: bool) -> None:
         return
     out = console()
     out.print(run_header(summary.run))
-    for line in lineage_lines(summary):
-        out.print(line)
+    for lineage in lineage_lines(summary):
+        out.print(lineage)
     out.print()
     if summary.records:
         out.print(records_table(summary.records))
@@ -393,14 +393,14 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
 
 app.command()(transcript)
 
-for _command in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sweep, effect
-    app.command()(_command)
+for _human in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sweep, effect
+    app.command()(_human)
 
 app.command()(stats)
 app.command()(history)
 app.command()(fork)
 app.add_typer(db_app, name="db")
-for _command in WORKER_COMMANDS:  # worker, prune
-    app.command()(_command)
+for _working in WORKER_COMMANDS:  # worker, prune
+    app.command()(_working)
 app.command()(serve)
 app.add_typer(token_app, name="token")

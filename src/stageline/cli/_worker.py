@@ -53,8 +53,10 @@ def worker(
 
     keep = _retention(retention)
     if local:
-        more = {"concurrency": concurrency} if concurrency else {}  # else its default, 2
-        started = asyncio.run(run_local_worker(idle_exit=idle_exit, retention=keep, **more))
+        from stageline.worker._local import DEFAULT_CONCURRENCY
+
+        started = asyncio.run(run_local_worker(
+            idle_exit=idle_exit, retention=keep, concurrency=concurrency or DEFAULT_CONCURRENCY))
         if not started:
             typer.echo("a local worker already runs for this project", err=True)
         return

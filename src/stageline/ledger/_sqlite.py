@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl
 
 import aiosqlite
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Dialect
 
 from stageline.errors import ConfigError, StorageError
 from stageline.ledger._schema import MIGRATIONS
@@ -46,7 +47,7 @@ def storage_error(path: Path, exc: sqlite3.Error) -> StorageError:
 
 
 class _SqliteExecutor:
-    dialect = sqlite.dialect(paramstyle="named")
+    dialect: Dialect = sqlite.dialect(paramstyle="named")
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self.conn = conn
@@ -79,7 +80,7 @@ class _SqliteExecutor:
     async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
         if ops:
             # One hop: aiosqlite's own worker-thread call, as its public methods use it.
-            await self._guard(self.conn._execute(_run_batch, self.conn._conn, ops))
+            await self._guard(self.conn._execute(_run_batch, self.conn._conn, ops))  # type: ignore[no-untyped-call]
 
     async def commit(self) -> None:
         await self._guard(self.conn.commit())
@@ -147,8 +148,8 @@ class _CheckpointConnection:
             await self._real.commit()
             return
         try:
-            flagged = await self._real._execute(_run_batch_and_commit, self._real._conn, ops,
-                                                check)
+            flagged = await self._real._execute(  # type: ignore[no-untyped-call]
+                _run_batch_and_commit, self._real._conn, ops, check)
         except BaseException:
             undo()
             raise

@@ -71,7 +71,8 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
                 if count >= loop[1]:
                     raise LoopBoundExceeded(loop[0], loop[1])
             await enforce_budget(ctx, state, task_id)
-            result = await fn(state, ctx) if is_async else fn(state, ctx)
+            call: Any = fn  # sync or async: the await is chosen by is_async
+            result = await call(state, ctx) if is_async else call(state, ctx)
             if inspect.isawaitable(result):
                 result = await result
         except GraphBubbleUp:

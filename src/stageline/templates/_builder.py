@@ -11,7 +11,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from langgraph.graph import END, START, StateGraph
 
@@ -128,7 +128,8 @@ class Template:
     ) -> Template:
         """Add a node running a stage (a ``Stage`` or a plain ``(state, ctx)`` function)."""
         if stage_or_fn is None:
-            stage_or_fn, node = node, getattr(node, "__name__", None) or getattr(node, "name", "")
+            stage_or_fn = node
+            node = str(getattr(node, "__name__", None) or getattr(node, "name", ""))
             if isinstance(stage_or_fn, Stage):
                 node = stage_or_fn.name.rpartition(":")[2].rpartition(".")[2]
         assert isinstance(node, str)
@@ -487,7 +488,8 @@ class Template:
             if r.source in self._gates:
                 r = _Route(source=r.source, router=r.router, where=r.where,
                            targets={**r.targets, "approve": approved.get(r.source, END)})
-            graph.add_conditional_edges(r.source, *self._route(r))
+            router, targets = self._route(r)
+            graph.add_conditional_edges(r.source, router, cast(Any, targets))
             has_out.add(r.source)
         for f in self._fanouts:
             for t in f.targets:
