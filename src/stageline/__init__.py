@@ -21,7 +21,7 @@ from stageline.errors import (
     UsageError,
 )
 from stageline.ledger import Event, NodeRecord, Run, RunStatus
-from stageline.runner import Runner, RunSummary
+from stageline.runner import CheckpointInfo, Client, Runner, RunSummary, connect
 from stageline.stages import Budget, Stage, StageContext, legacy_stage, router_stage, stage
 from stageline.templates import END, Template, list_templates, load_template
 
@@ -33,6 +33,8 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - running from a sour
 __all__ = [
     "END",
     "Budget",
+    "CheckpointInfo",
+    "Client",
     "ConflictError",
     "Event",
     "InputError",
@@ -54,6 +56,7 @@ __all__ = [
     "TemplateNotFound",
     "UsageError",
     "__version__",
+    "connect",
     "legacy_stage",
     "list_templates",
     "load_settings",

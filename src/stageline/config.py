@@ -31,6 +31,8 @@ class Settings:
     lease_ttl: float = 30.0
     """Seconds a run's lease lives without renewal; it is renewed every third of that."""
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    services: str | None = None
+    """``module:callable`` making the services every advancing process gives its stages."""
 
     def run_dir(self, run_id: str) -> Path:
         """The run's output folder (posts, transcripts); ``run_id`` must be a valid run id."""
@@ -73,6 +75,9 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         raise ConfigError(f"STAGELINE_LEASE_TTL / lease_ttl must be a number: {exc}") from exc
     model = env.get("STAGELINE_MODEL") or section.get("model") or None
     sinks = data.get("sinks", section.get("sinks", []))
+    services = env.get("STAGELINE_SERVICES") or section.get("services") or None
+    if services is not None and not isinstance(services, str):
+        raise ConfigError(f"{path}: services must be a string 'module:callable'")
     settings = Settings(
         root=root,
         home=home,
@@ -81,6 +86,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         template_dirs=tuple(root / d for d in dirs),
         lease_ttl=ttl,
         sinks=tuple(sinks),
+        services=services,
     )
     return settings
 

@@ -15,6 +15,8 @@ from stageline.cli._db import db_app, use_memory
 from stageline.cli._detach import detach as _detach
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._harness import transcript
+from stageline.cli._history import COMMANDS as HISTORY_COMMANDS
+from stageline.cli._history import lineage_lines
 from stageline.cli._human import COMMANDS as HUMAN_COMMANDS
 from stageline.cli._inputs import parse_deadlines, parse_inputs
 from stageline.cli._render import (
@@ -267,6 +269,8 @@ async def _show(run_id: str, as_json: bool) -> None:
         return
     out = console()
     out.print(run_header(summary.run))
+    for line in lineage_lines(summary):
+        out.print(line)
     out.print()
     if summary.records:
         out.print(records_table(summary.records))
@@ -356,6 +360,8 @@ for _command in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sw
     app.command()(_command)
 
 app.command()(stats)
+for _command in HISTORY_COMMANDS:  # history, fork
+    app.command()(_command)
 app.add_typer(db_app, name="db")
 for _command in WORKER_COMMANDS:  # worker, prune
     app.command()(_command)

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from stageline.cli._render import console
+from stageline.config import Settings
 from stageline.runner import Runner
 from stageline.worker import defer_run, ensure_queue_schema, is_postgres, local_worker_alive
 from stageline.worker import queue_app as _queue_app
 
-__all__ = ["LOCAL_IDLE_EXIT", "detach", "spawn_local_worker"]
+__all__ = ["LOCAL_IDLE_EXIT", "detach", "hand_off", "spawn_local_worker"]
 
 LOCAL_IDLE_EXIT = 60.0
 """Seconds a local worker started by ``run --detach`` waits for more work before it exits."""
@@ -30,22 +31,27 @@ async def detach(
         queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines,
                                      budget=budget)
         settings = runner.settings
+    await hand_off(settings, queued.run_id)
+
+
+async def hand_off(settings: Settings, run_id: str) -> None:
+    """Give a queued run to a worker (the job queue, or the local worker); say how to follow."""
     out = console()
     if is_postgres(settings.database_url):
         await ensure_queue_schema(settings.database_url)
         app = _queue_app(settings.database_url)
         async with app.open_async():
-            await defer_run(app, queued.run_id)
-        out.print(f"queued run {queued.run_id}; a `stageline worker` advances it")
+            await defer_run(app, run_id)
+        out.print(f"queued run {run_id}; a `stageline worker` advances it")
     else:
         # After the run is committed: a worker letting go of its lock looks once more.
         log = settings.home / "worker.log"
         pid = spawn_local_worker(settings.home, log)
         how = f"started the local worker (pid {pid})" if pid else "the local worker advances it"
-        out.print(f"queued run {queued.run_id}; {how}")
-        out.print(f"  worker output: {settings.run_dir(queued.run_id) / 'worker.log'}")
-    out.print(f"  follow:  stageline logs {queued.run_id} --follow")
-    out.print(f"  details: stageline show {queued.run_id}")
+        out.print(f"queued run {run_id}; {how}")
+        out.print(f"  worker output: {settings.run_dir(run_id) / 'worker.log'}")
+    out.print(f"  follow:  stageline logs {run_id} --follow")
+    out.print(f"  details: stageline show {run_id}")
 
 
 def spawn_local_worker(home: Path, log: Path) -> int | None:

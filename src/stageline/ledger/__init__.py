@@ -19,6 +19,7 @@ from stageline.ledger._human import (
     WaitStatus,
     already_decided,
 )
+from stageline.ledger._lineage import Lineage
 from stageline.ledger._memory import MemoryLedger
 from stageline.ledger._outcomes import Outcome
 from stageline.ledger._tokens import Scope, Token, hash_token, new_token
@@ -32,6 +33,7 @@ __all__ = [
     "Event",
     "EventCategory",
     "LedgerStore",
+    "Lineage",
     "MemoryLedger",
     "NodeRecord",
     "NodeStatus",

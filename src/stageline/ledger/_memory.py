@@ -12,6 +12,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._lineage import Lineage, LineageMemory
 from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outcomes import OutcomesMemory
 from stageline.ledger._tokens import TokensMemory
@@ -20,7 +21,7 @@ from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory):
+class MemoryLedger(HumanMemory, OutcomesMemory, LineageMemory, TokensMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -45,10 +46,13 @@ class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory):
         except KeyError:
             raise RunNotFound(run_id) from None
 
-    async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
+    async def create_run(
+        self, run: Run, *, events: Iterable[Event] = (), lineage: Lineage | None = None
+    ) -> Run:
         if run.run_id in self._runs:
             raise InvalidTransition(f"run {run.run_id} already exists")
         self._runs[run.run_id] = run
+        self._put_lineage(lineage)
         self._events[run.run_id] = []
         self._publish(self._write(run.run_id, list(events)))
         return run
@@ -171,6 +175,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory, TokensMemory):
         for key in [k for k in self._nodes if k[0] == run_id]:
             del self._nodes[key]
         self._forget_run(run_id)
+        self._forget_lineage(run_id)
 
 
 def open_memory(serde: SerializerProtocol) -> tuple[MemoryLedger, InMemorySaver]:

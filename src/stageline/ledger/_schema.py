@@ -21,6 +21,7 @@ __all__ = [
     "MIGRATIONS",
     "effects",
     "events",
+    "lineage",
     "metadata",
     "node_records",
     "outcomes",
@@ -196,6 +197,32 @@ def _v3(dialect: Dialect) -> list[str]:
     return ddl
 
 
+# -- migration: lineage (forks) --------------------------------------------------------------
+
+lineage = Table(
+    "stageline_lineage",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("parent_run_id", String(64), nullable=False),
+    Column("parent_step", Integer),
+    Column("parent_checkpoint_id", String(100), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""Where a forked run came from: the run, the step it starts at, the checkpoint it copied."""
+
+_indexes_lineage = [
+    Index("ix_stageline_lineage_parent", lineage.c.parent_run_id, lineage.c.created_at),
+]
+
+
+def _v6_lineage(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(lineage, if_not_exists=True).compile(dialect=dialect))]
+    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
+            for ix in _indexes_lineage]
+    return ddl
+
+
+
 # -- migration: API tokens (`stageline token`, `stageline serve`) -----------------------------
 
 tokens = Table(
@@ -216,6 +243,7 @@ def _v7_tokens(dialect: Dialect) -> list[str]:
     return [str(CreateTable(tokens, if_not_exists=True).compile(dialect=dialect))]
 
 
-MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3, _v7_tokens)
+
+MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3, _v6_lineage, _v7_tokens)
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
 

@@ -32,11 +32,13 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
     effects,
     events,
+    lineage,
     node_records,
     runs,
     schema_version,
@@ -74,7 +76,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, TokensSql):
+class SqlLedger(HumanSql, OutcomesSql, LineageSql, TokensSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -154,11 +156,15 @@ class SqlLedger(HumanSql, OutcomesSql, TokensSql):
 
     # -- runs -------------------------------------------------------------------------------
 
-    async def create_run(self, run: Run, *, events: Iterable[Event] = ()) -> Run:
-        """Insert a run (created leased when ``run.lease_holder`` is set) with its first events."""
+    async def create_run(
+        self, run: Run, *, events: Iterable[Event] = (), lineage: Lineage | None = None
+    ) -> Run:
+        """Insert a run (created leased when ``run.lease_holder`` is set) with its first events
+        (and, for a fork, where it came from)."""
         async with self._tx() as x:
             if not await x.execute(self._sql(self._insert_run), run.to_row()):
                 raise InvalidTransition(f"run {run.run_id} already exists")
+            await self._insert_lineage(x, lineage)
             if run.lease_holder:
                 self._seq[run.run_id] = run.last_seq
             written = await self._write_events(x, run.run_id, list(events))
@@ -514,7 +520,7 @@ _INSERT_VERSION = insert(schema_version)
 _INSERT_EVENTS = insert(events)
 _DELETE_RUN = tuple(
     delete(t).where(t.c.run_id == bindparam("run_id"))
-    for t in (events, node_records, waits, effects, runs)
+    for t in (events, node_records, waits, effects, lineage, runs)
 )
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))

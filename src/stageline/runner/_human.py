@@ -73,6 +73,7 @@ class HumanMixin:
         settings: Settings
 
         def _checked_template(self, run: Run, force: bool) -> Template: ...
+        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
         async def _claim(self, run: Run, template: Template, kind: str, *,
                          attempt: int | None = None) -> str: ...
         async def _advance(self, run: Run, template: Template, payload: Any,
@@ -176,6 +177,7 @@ class HumanMixin:
         if run.status is not RunStatus.WAITING:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self._checked_template(run, force)
+        services = await self._services(services)
         found = wait or _pick([w for w in waits if w.status is WaitStatus.PENDING], kind, name,
                               run_id)
         response = {**respond(run, found), "token": found.token}
@@ -201,7 +203,7 @@ class HumanMixin:
                     message=f"the run could not be resumed ({exc}); the {said} is rolled back")])
             raise
         return await self._advance(run, made, Command(resume={found.interrupt_id: response}),
-                                   services or {}, holder=holder)
+                                   services, holder=holder)
 
     # -- reading ----------------------------------------------------------------------------
 

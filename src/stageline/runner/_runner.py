@@ -34,10 +34,13 @@ from stageline.ledger import (
 )
 from stageline.llm import ChatModel, chat_model
 from stageline.runner._budget import run_budget, with_budget
+from stageline.runner._edit import EditMixin
+from stageline.runner._history import HistoryMixin
 from stageline.runner._human import HumanMixin
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._retention import RetentionMixin
+from stageline.runner._services import ServicesMixin
 from stageline.runner._support import (
     RECURSION_LIMIT,
     RunSummary,
@@ -60,7 +63,7 @@ __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 _log = logging.getLogger("stageline.runner")
 
-class Runner(HumanMixin, RetentionMixin):
+class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin):
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
     def __init__(
@@ -98,11 +101,15 @@ class Runner(HumanMixin, RetentionMixin):
         settings = settings or load_settings()
         bus = EventBus.configured(settings.sinks, sinks)  # [[sinks]] of stageline.toml, then these
         backend = await open_backend(settings.database_url, checkpoint_serde(extra_types))
+        runner = cls(settings, backend, bus=bus, model=model)
         try:
-            yield cls(settings, backend, bus=bus, model=model)
+            yield runner
         finally:
             try:
-                await backend.aclose()
+                try:
+                    await runner.close_services()
+                finally:
+                    await backend.aclose()
             finally:  # after the ledger's last flush has published; bounded, whatever the sinks do
                 await bus.aclose(timeout=5.0)
 
@@ -210,6 +217,7 @@ class Runner(HumanMixin, RetentionMixin):
         """
         made = self.load(template)
         self._check_inputs(made, inputs)
+        services = await self._services(services)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
         run_id = run_id or new_run_id()
@@ -226,7 +234,7 @@ class Runner(HumanMixin, RetentionMixin):
                           data={"attempt": 1, "template": made.name,
                                 "version": made.full_version})],
         )
-        return await self._advance(run, made, dict(inputs), services or {}, holder=holder,
+        return await self._advance(run, made, dict(inputs), services, holder=holder,
                                    fresh=True)
 
     async def resume(
@@ -239,11 +247,12 @@ class Runner(HumanMixin, RetentionMixin):
         if run.status.terminal:
             raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
         made = self._checked_template(run, force)
+        services = await self._services(services)
         # No checkpoint yet: queued, or its process died before the first step was saved.
         unstarted = not await self._has_checkpoint(made, run_id)
         payload = graph_inputs(run.inputs) if unstarted else None
         return await self._advance(
-            run, made, payload, services or {}, holder=await self._claim(run, made, "run.resumed")
+            run, made, payload, services, holder=await self._claim(run, made, "run.resumed")
         )
 
     async def retry(
@@ -255,10 +264,11 @@ class Runner(HumanMixin, RetentionMixin):
             raise InvalidTransition(
                 f"run {run_id} is {run.status}; only a failed run can be retried")
         made = self._checked_template(run, force)
+        services = await self._services(services)
         payload = None if await self._has_checkpoint(made, run_id) else graph_inputs(run.inputs)
         holder = await self._claim(run, made, "run.retried", attempt=run.attempt + 1)
         return await self._advance(
-            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services or {},
+            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services,
             holder=holder,
         )
 
@@ -286,7 +296,9 @@ class Runner(HumanMixin, RetentionMixin):
         with contextlib.suppress(StagelineError):
             state = await self._state(self.load(run.template), run_id)
         return RunSummary(run=run, records=await self.ledger.node_records(run_id), state=state,
-                          waits=await self.ledger.waits(run_id))
+                          waits=await self.ledger.waits(run_id),
+                          lineage=await self.ledger.lineage(run_id),
+                          forks=await self.ledger.forks(run_id))
 
     def _checked_template(self, run: Run, force: bool) -> Template:
         made = self.load(run.template)

@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.errors import InvalidUpdateError, NodeTimeoutError
 
 from stageline.errors import LeaseHeld
-from stageline.ledger import NodeRecord, Run, RunStatus, Wait, WaitKind, WaitStatus
+from stageline.ledger import Lineage, NodeRecord, Run, RunStatus, Wait, WaitKind, WaitStatus
 from stageline.stages import RESERVED_KEYS
 
 __all__ = ["RECURSION_LIMIT", "RunSummary", "new_run_id"]
@@ -29,6 +29,10 @@ class RunSummary:
     state: dict[str, Any]
     waits: list[Wait] = field(default_factory=list)
     """Gates and question sets: every round (``status``), or what the run now waits on."""
+    lineage: Lineage | None = None
+    """Where the run was forked from (None: it is no fork)."""
+    forks: list[Lineage] = field(default_factory=list)
+    """The runs forked from it (filled by ``Runner.status``)."""
 
     @property
     def status(self) -> RunStatus:
@@ -46,6 +50,8 @@ class RunSummary:
             "state": self.state,
             "decisions": [w.to_dict() for w in self.waits if w.kind is WaitKind.GATE],
             "questions": [w.to_dict() for w in self.waits if w.kind is WaitKind.QUESTION],
+            "lineage": {"forked_from": self.lineage.to_dict() if self.lineage else None,
+                        "forks": [f.to_dict() for f in self.forks]},
         }
 
 

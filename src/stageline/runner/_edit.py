@@ -1,0 +1,127 @@
+"""Editing a stopped run's state in place (what LangGraph's ``update_state`` does on a thread).
+
+The edit is a new checkpoint of the run's own thread, written by LangGraph's public
+``abulk_update_state`` as the node(s) that wrote the checkpoint it starts from, so the same
+nodes run next. A run that waits at a gate or question is advanced at once, so that it asks
+again on the edited state (a decision made on the old state would be stale); a failed run stays
+failed, and ``retry`` continues from the edited state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langgraph.errors import InvalidUpdateError
+from langgraph.types import StateUpdate
+
+from stageline.errors import InputError, InvalidTransition, StagelineError
+from stageline.ledger import Event, RunStatus, this_holder
+from stageline.runner._support import RunSummary, _config
+
+if TYPE_CHECKING:
+    from stageline.config import Settings
+    from stageline.ledger import LedgerStore, Run
+    from stageline.runner._history import _Snap
+    from stageline.templates import Template
+
+__all__ = ["EditMixin"]
+
+
+class EditMixin:
+    """Mixed into ``Runner``."""
+
+    if TYPE_CHECKING:
+        ledger: LedgerStore
+        settings: Settings
+
+        def _graph(self, template: Template) -> Any: ...
+        def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None: ...
+        def _checked_template(self, run: Run, force: bool) -> Template: ...
+        async def _snaps(self, made: Template, run_id: str) -> list[_Snap]: ...
+        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
+        async def _claim(self, run: Run, template: Template, kind: str, *,
+                         attempt: int | None = None) -> str: ...
+        async def _advance(self, run: Run, template: Template, payload: Any,
+                           services: Mapping[str, Any], *, holder: str,
+                           fresh: bool = False) -> RunSummary: ...
+        async def status(self, run_id: str) -> RunSummary: ...
+
+    async def update_state(
+        self,
+        run_id: str,
+        values: Mapping[str, Any],
+        *,
+        checkpoint_id: str | None = None,
+        as_node: str | None = None,
+        actor: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
+    ) -> RunSummary:
+        """Change the state of a waiting or failed run (from its latest checkpoint, or from
+        ``checkpoint_id``), as if ``as_node`` (default: the node(s) that wrote that checkpoint)
+        had written ``values``. A waiting run goes on at once and asks again; a failed one
+        waits for ``retry``. A finished run cannot change: fork it."""
+        run = await self.ledger.get_run(run_id)
+        if run.status not in (RunStatus.WAITING, RunStatus.FAILED):
+            hint = "; fork it instead" if run.status.terminal else ""
+            raise InvalidTransition(f"run {run_id} is {run.status}; only a waiting or failed "
+                                    f"run's state can be changed{hint}")
+        made = self._checked_template(run, force)
+        values = dict(values)
+        self._check_inputs(made, values)
+        graph = self._graph(made)
+        snaps = await self._snaps(made, run_id)
+        base = next((s for s in snaps if s.info.checkpoint_id == checkpoint_id), None) if (
+            checkpoint_id) else (snaps[-1] if snaps else None)
+        if base is None:
+            raise InputError(f"run {run_id} has no checkpoint {checkpoint_id!r}" if checkpoint_id
+                             else f"run {run_id} has no checkpoint yet; nothing to change")
+        if as_node is not None and as_node not in graph.nodes:
+            raise InputError(f"as_node {as_node!r} is no node of template {made.name!r}; its "
+                             f"nodes are: {', '.join(sorted(n for n in graph.nodes))}")
+        writers = [as_node] if as_node else [n for n in base.info.nodes if n in graph.nodes]
+        if not writers:
+            raise InputError(f"say which node writes these values (as_node): checkpoint "
+                             f"{base.info.checkpoint_id} of run {run_id} has no node of its own")
+        services = await self._services(services)
+        data = {"keys": sorted(values), "checkpoint_id": base.info.checkpoint_id,
+                "as_node": writers, "actor": actor}
+        waiting = run.status is RunStatus.WAITING
+        holder = (await self._claim(run, made, "run.resumed") if waiting
+                  else await self._lease(run))
+        try:
+            conf = _config(run_id)
+            conf["configurable"].update(checkpoint_ns="", checkpoint_id=base.info.checkpoint_id)
+            updates = [StateUpdate(values, writers[0]), *(StateUpdate({}, w) for w in writers[1:])]
+            await graph.abulk_update_state(conf, [updates])
+        except BaseException as exc:
+            with contextlib.suppress(StagelineError):
+                if waiting:
+                    await self.ledger.transition(run_id, RunStatus.WAITING, release=True,
+                                                 expect=[RunStatus.RUNNING])
+                else:
+                    await self.ledger.release_lease(run_id, holder)
+            if isinstance(exc, InvalidUpdateError):
+                raise InputError(f"cannot change the state of run {run_id}: {exc}") from exc
+            raise
+        event = Event(run_id=run_id, kind="run.state_updated", data=data,
+                      message=f"state changed: {', '.join(sorted(values)) or 'nothing'}")
+        if waiting:  # asks again on the new state; the event goes with its first step
+            await self.ledger.close_waits(run_id, "the state was changed; it asks again")
+            self.ledger.stage_event(event)
+            return await self._advance(run, made, None, services, holder=holder)
+        await self.ledger.append_events(run_id, [event])
+        await self.ledger.release_lease(run_id, holder)
+        return await self.status(run_id)
+
+    async def _lease(self, run: Run) -> str:
+        """Hold a failed run's lease (nobody retries it meanwhile) and check it is still so."""
+        holder = this_holder()
+        await self.ledger.acquire_lease(run.run_id, holder, self.settings.lease_ttl)
+        current = await self.ledger.get_run(run.run_id)
+        if current.status is not run.status:
+            await self.ledger.release_lease(run.run_id, holder)
+            raise InvalidTransition(f"run {run.run_id} is now {current.status}")
+        return holder

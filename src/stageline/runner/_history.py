@@ -1,0 +1,270 @@
+"""A run's checkpoint history, forks from any of its steps, and edits of a stopped run's state.
+
+Everything goes through LangGraph's public graph API: ``aget_state_history`` reads the
+checkpoints; a fork writes the chosen checkpoint's state into the new run's own thread with
+``abulk_update_state`` *as the node(s) that wrote it*, so LangGraph's own edges decide what runs
+next (the same nodes as in the original from that checkpoint). The original run's thread and
+ledger rows are only read.
+
+Steps are LangGraph's: the checkpoint of step N holds the state after the nodes of step N ran
+(step -1 is the input). Forking "at step N" runs the nodes of step N again, from the checkpoint
+of step N - 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.errors import InvalidUpdateError
+from langgraph.types import StateUpdate
+
+from stageline.errors import InputError, InvalidTransition, StagelineError, UsageError
+from stageline.ledger import Event, Lineage, Run, RunStatus, this_holder
+from stageline.runner._support import RunSummary, _config, _public_state, new_run_id
+
+if TYPE_CHECKING:
+    from stageline.config import Settings
+    from stageline.ledger import LedgerStore
+    from stageline.templates import Template
+
+__all__ = ["CheckpointInfo", "HistoryMixin"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointInfo:
+    """One checkpoint of a run, as ``Runner.history`` lists it."""
+
+    run_id: str
+    checkpoint_id: str
+    parent_id: str | None
+    step: int
+    """LangGraph's step: -1 for the input, then one per superstep."""
+    nodes: list[str]
+    """The node(s) whose writes made this checkpoint (``__start__`` for the inputs)."""
+    next: list[str]
+    """The node(s) that run from this checkpoint (none once the run ended)."""
+    source: str
+    """``input``, ``loop`` (a step ran), ``update`` (a state edit) or ``fork``."""
+    created_at: float
+    values: dict[str, Any]
+    """The run's state at this checkpoint."""
+    changed: dict[str, Any] = field(default_factory=dict)
+    """The keys whose values differ from the parent checkpoint's, with their new values."""
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    """What the nodes of this step asked a person (id and payload), if anything."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Snap:
+    """A checkpoint as read from LangGraph, with its raw values (reserved keys included)."""
+
+    info: CheckpointInfo
+    raw: dict[str, Any]
+
+
+def _epoch(stamp: str | None) -> float:
+    if not stamp:
+        return 0.0
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(stamp).timestamp()
+    return 0.0
+
+
+class HistoryMixin:
+    """Mixed into ``Runner``."""
+
+    if TYPE_CHECKING:
+        ledger: LedgerStore
+        settings: Settings
+
+        def load(self, ref: str | Template) -> Template: ...
+        def _graph(self, template: Template) -> Any: ...
+        def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> None: ...
+        def _checked_template(self, run: Run, force: bool) -> Template: ...
+        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
+        async def _claim(self, run: Run, template: Template, kind: str, *,
+                         attempt: int | None = None) -> str: ...
+        async def _advance(self, run: Run, template: Template, payload: Any,
+                           services: Mapping[str, Any], *, holder: str,
+                           fresh: bool = False) -> RunSummary: ...
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def history(self, run_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint of the run, oldest first (an unknown run raises ``RunNotFound``)."""
+        run = await self.ledger.get_run(run_id)
+        return [s.info for s in await self._snaps(self.load(run.template), run_id)]
+
+    async def _snaps(self, made: Template, run_id: str) -> list[_Snap]:
+        graph = self._graph(made)
+        found = [s async for s in graph.aget_state_history(_config(run_id))]
+        found.reverse()  # LangGraph lists newest first
+        by_id = {s.config["configurable"]["checkpoint_id"]: s for s in found}
+        snaps: list[_Snap] = []
+        infos: dict[str, CheckpointInfo] = {}
+        for snap in found:
+            cid = snap.config["configurable"]["checkpoint_id"]
+            pid = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            parent = by_id.get(pid) if pid else None
+            meta = dict(snap.metadata or {})
+            source = str(meta.get("source", ""))
+            if source == "loop" and parent is not None:
+                nodes: list[str] = list(parent.next)
+            elif source == "update" and parent is None:  # a fork's first: as its base's nodes
+                nodes = await self._fork_writers(run_id)
+                source = "fork" if nodes else source
+            else:  # the input, or a state edit (LangGraph keeps no record of its writer)
+                nodes = []
+            values = _public_state(snap.values)
+            before = infos[pid].values if pid in infos else {}
+            changed = {k: v for k, v in values.items() if k not in before or before[k] != v}
+            info = CheckpointInfo(
+                run_id=run_id, checkpoint_id=cid, parent_id=pid, step=int(meta.get("step", -1)),
+                nodes=nodes, next=list(snap.next), source=source,
+                created_at=_epoch(snap.created_at), values=values, changed=changed,
+                interrupts=[{"id": i.id, "value": i.value} for i in snap.interrupts],
+            )
+            infos[cid] = info
+            snaps.append(_Snap(info=info, raw=dict(snap.values)))
+        return snaps
+
+    async def _fork_writers(self, run_id: str) -> list[str]:
+        """The nodes that wrote the checkpoint run ``run_id`` was forked from."""
+        found = await self.ledger.lineage(run_id)
+        if found is None:
+            return []
+        try:
+            parent = await self.ledger.get_run(found.parent_run_id)
+            snaps = await self._snaps(self.load(parent.template), parent.run_id)
+        except StagelineError:  # the parent is gone (retention) or its template is
+            return []
+        return next((s.info.nodes for s in snaps
+                     if s.info.checkpoint_id == found.parent_checkpoint_id), [])
+
+    # -- forking ----------------------------------------------------------------------------
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_step: int | None = None,
+        checkpoint_id: str | None = None,
+        changes: Mapping[str, Any] | None = None,
+        fork_id: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        advance: bool = True,
+        force: bool = False,
+    ) -> RunSummary:
+        """A new run from one of run ``run_id``'s checkpoints, with ``changes`` to its state.
+
+        ``at_step=N`` runs the nodes of step N again (from the checkpoint of step N - 1);
+        ``checkpoint_id`` starts from that checkpoint (runs what comes after it); neither: from
+        the latest. The fork gets its own thread, records, decisions and outcomes, and its
+        lineage in the ledger; the original is only read. ``advance=False`` leaves it queued
+        (for a worker); else it is advanced like ``start``.
+        """
+        source = await self.ledger.get_run(run_id)
+        made = self._checked_template(source, force)
+        changes = dict(changes or {})
+        self._check_inputs(made, changes)
+        base, writers = await self._fork_base(made, source, at_step, checkpoint_id)
+        given = await self._services(services)
+        new_id = fork_id or new_run_id()
+        from stageline.names import check_run_id
+
+        check_run_id(new_id)
+        step = base.info.step + 1
+        holder = this_holder()
+        run = await self.ledger.create_run(
+            Run(run_id=new_id, template=source.template, template_version=made.full_version,
+                status=RunStatus.RUNNING, inputs={**source.inputs, **changes},
+                lease_holder=holder, lease_expires_at=time.time() + self.settings.lease_ttl),
+            events=[Event(run_id=new_id, kind="run.forked",
+                          message=f"forked from run {run_id} at step {step}",
+                          data={"attempt": 1, "template": made.name, "from": run_id,
+                                "step": step, "checkpoint_id": base.info.checkpoint_id,
+                                "changes": sorted(changes)})],
+            lineage=Lineage(run_id=new_id, parent_run_id=run_id, parent_step=step,
+                            parent_checkpoint_id=base.info.checkpoint_id),
+        )
+        try:
+            payload = await self._seed(made, new_id, base, writers, changes, source)
+        except BaseException as exc:  # nothing half-made: no run without its checkpoint
+            with contextlib.suppress(Exception):
+                await self._graph(made).checkpointer.adelete_thread(new_id)
+            with contextlib.suppress(StagelineError):
+                await self.ledger.delete_run(new_id)
+            if isinstance(exc, InvalidUpdateError):
+                raise InputError(f"cannot fork run {run_id} there: {exc}") from exc
+            raise
+        if not advance:
+            queued = await self.ledger.transition(
+                new_id, RunStatus.QUEUED, release=True, expect=[RunStatus.RUNNING],
+                events=[Event(run_id=new_id, kind="run.queued",
+                              data={"template": made.name, "version": made.full_version})])
+            return RunSummary(run=queued, records=[], state=_public_state(base.raw),
+                              lineage=await self.ledger.lineage(new_id))
+        done = await self._advance(run, made, payload, given, holder=holder, fresh=True)
+        return RunSummary(run=done.run, records=done.records, state=done.state, waits=done.waits,
+                          lineage=await self.ledger.lineage(new_id))
+
+    async def _fork_base(
+        self, made: Template, source: Run, at_step: int | None, checkpoint_id: str | None
+    ) -> tuple[_Snap, list[str]]:
+        """The checkpoint a fork starts from, and the nodes that wrote it."""
+        if at_step is not None and checkpoint_id is not None:
+            raise UsageError("fork at a step or at a checkpoint id, not both")
+        snaps = await self._snaps(made, source.run_id)
+        if not snaps:
+            raise InvalidTransition(f"run {source.run_id} has no checkpoint yet; nothing to fork")
+        by_id = {s.info.checkpoint_id: s for s in snaps}
+        if checkpoint_id is not None:
+            found = by_id.get(checkpoint_id)
+            if found is None:
+                raise InputError(f"run {source.run_id} has no checkpoint {checkpoint_id!r}; "
+                                 f"see `stageline history {source.run_id}`")
+        else:
+            chain: list[_Snap] = []  # the head's own line: past edits leave side branches
+            cursor: _Snap | None = snaps[-1]
+            while cursor is not None:
+                chain.append(cursor)
+                cursor = by_id.get(cursor.info.parent_id or "")
+            if at_step is None:
+                found = chain[0]
+            else:
+                ran = sorted({s.info.step + 1 for s in chain if s.info.next})
+                found = next((s for s in chain if s.info.step == at_step - 1 and s.info.next),
+                             None)
+                if found is None:
+                    raise InputError(
+                        f"run {source.run_id} has no step {at_step} to fork at; its steps are "
+                        f"{', '.join(map(str, ran)) or 'none'} (see `stageline history "
+                        f"{source.run_id}`)")
+        writers = [n for n in found.info.nodes if n in self._graph(made).nodes]
+        if found.info.source != "input" and not writers:
+            raise InputError(
+                f"cannot tell which node wrote checkpoint {found.info.checkpoint_id} of run "
+                f"{source.run_id}; fork at another step")
+        return found, writers
+
+    async def _seed(self, made: Template, new_id: str, base: _Snap, writers: list[str],
+                    changes: Mapping[str, Any], source: Run) -> Any:
+        """Write the fork's first checkpoint; returns the payload to advance it with."""
+        if base.info.source == "input":  # from the very start: the inputs, changed
+            from stageline.runner._waits import graph_inputs
+
+            return {**graph_inputs(source.inputs), **changes}
+        values = {**base.raw, **changes}
+        updates = [StateUpdate(values, writers[0])]
+        updates += [StateUpdate({}, w) for w in writers[1:]]
+        graph = self._graph(made)
+        await graph.abulk_update_state(_config(new_id), [updates])
+        return None

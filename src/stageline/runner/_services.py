@@ -1,0 +1,110 @@
+"""Services every process that advances runs can give its stages: the ``services`` factory.
+
+A run's services (DB handles, clients) never go into its checkpointed state, so a process that
+resumes a run must make them again. ``services = "myapp.services:make"`` in ``stageline.toml``
+names a callable (sync or async) returning the mapping, or a (async) context manager yielding
+it, which is closed when the process is done. The CLI, the workers and the server each open it
+once, through ``open_services``; services passed to a runner call add to (and override) it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import sys
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from stageline.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stageline.config import Settings
+
+__all__ = ["ServicesMixin", "load_factory", "open_services"]
+
+
+def load_factory(spec: str, root: Any = None) -> Any:
+    """The object ``module:attribute`` names; the project ``root`` is importable for it."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"services = {spec!r}: expected 'module:callable', "
+                          "e.g. 'myapp.services:make'")
+    if root is not None and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"services = {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        raise ConfigError(f"services = {spec!r}: importing {module_name!r} failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    found: Any = module
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise ConfigError(f"services = {spec!r}: {module_name!r} has no {attr!r}")
+        found = getattr(found, part)
+    return found
+
+
+@contextlib.asynccontextmanager
+async def open_services(settings: Settings) -> AsyncIterator[Mapping[str, Any]]:
+    """The services ``settings.services`` makes (empty without one), closed on exit."""
+    spec = getattr(settings, "services", None)
+    if not spec:
+        yield {}
+        return
+    factory = load_factory(spec, settings.root)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            made = factory() if callable(factory) else factory
+            if inspect.isawaitable(made):
+                made = await made
+            if hasattr(made, "__aenter__"):
+                made = await stack.enter_async_context(made)
+            elif hasattr(made, "__enter__") and not isinstance(made, Mapping):
+                made = stack.enter_context(made)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"services = {spec!r} failed: {type(exc).__name__}: {exc}"
+                              ) from exc
+        if not isinstance(made, Mapping):
+            raise ConfigError(f"services = {spec!r} gave a {type(made).__name__}; "
+                              "it must return a mapping of service name -> object")
+        yield made
+
+
+class ServicesMixin:
+    """Mixed into ``Runner``: opens the configured services at the first advance, once."""
+
+    if TYPE_CHECKING:
+        settings: Settings
+
+    _services_made: Mapping[str, Any] | None = None
+    _services_stack: contextlib.AsyncExitStack | None = None
+    _services_lock: asyncio.Lock | None = None
+
+    async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        """The configured services, with ``given`` over them."""
+        if not getattr(self.settings, "services", None):
+            return dict(given or {})
+        if self._services_lock is None:
+            self._services_lock = asyncio.Lock()
+        async with self._services_lock:
+            if self._services_made is None:
+                stack = contextlib.AsyncExitStack()
+                try:
+                    made = await stack.enter_async_context(open_services(self.settings))
+                except BaseException:
+                    await stack.aclose()
+                    raise
+                self._services_stack, self._services_made = stack, made
+        return {**self._services_made, **(given or {})}
+
+    async def close_services(self) -> None:
+        """Close the configured services, if they were opened (``Runner.open`` does this)."""
+        stack, self._services_stack, self._services_made = self._services_stack, None, None
+        if stack is not None:
+            await stack.aclose()
