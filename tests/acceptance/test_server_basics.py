@@ -32,9 +32,11 @@ def test_no_token_bad_token_and_revoked_token_get_401(server: Server) -> None:
     bad = httpx.get(f"{server.url}/v1/whoami", headers={"Authorization": "Bearer sl_nope"})
     assert bad.status_code == 401
     assert "detail" in bad.json()
-    server.cli("token", "revoke", "reader")
-    with server.client("read") as client:
-        assert client.get("/v1/whoami").status_code == 401
+    token = server.create_token("short-lived", "read")
+    headers = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(f"{server.url}/v1/whoami", headers=headers).status_code == 200
+    server.cli("token", "revoke", "short-lived")
+    assert httpx.get(f"{server.url}/v1/whoami", headers=headers).status_code == 401
 
 
 def test_token_create_prints_the_token_alone_on_the_last_line(server: Server) -> None:

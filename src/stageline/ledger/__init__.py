@@ -22,6 +22,7 @@ from stageline.ledger._human import (
 from stageline.ledger._lineage import Lineage
 from stageline.ledger._memory import MemoryLedger
 from stageline.ledger._outcomes import Outcome
+from stageline.ledger._search import RunPage, RunQuery
 from stageline.ledger._tokens import Scope, Token, hash_token, new_token
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
@@ -40,6 +41,8 @@ __all__ = [
     "Outcome",
     "Publisher",
     "Run",
+    "RunPage",
+    "RunQuery",
     "RunStatus",
     "Scope",
     "Token",

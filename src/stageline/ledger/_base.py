@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from stageline.ledger._human import Effect, Wait, WaitStatus
 from stageline.ledger._lineage import Lineage
 from stageline.ledger._outcomes import Outcome
+from stageline.ledger._search import RunPage, RunQuery
 from stageline.ledger._tokens import Scope, Token
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
@@ -56,6 +57,7 @@ class LedgerStore(Protocol):
         self, *, status: str | None = None, template: str | None = None, limit: int = 100,
         updated_before: float | None = None,
     ) -> list[Run]: ...
+    async def search_runs(self, query: RunQuery) -> RunPage: ...
     async def transition(
         self,
         run_id: str,

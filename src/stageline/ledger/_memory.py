@@ -15,13 +15,14 @@ from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._lineage import Lineage, LineageMemory
 from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outcomes import OutcomesMemory
+from stageline.ledger._search import RunSearchMemory
 from stageline.ledger._tokens import TokensMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory, LineageMemory, TokensMemory):
+class MemoryLedger(HumanMemory, OutcomesMemory, LineageMemory, TokensMemory, RunSearchMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:

@@ -44,6 +44,7 @@ from stageline.ledger._schema import (
     schema_version,
     waits,
 )
+from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
 from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
@@ -76,7 +77,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, LineageSql, TokensSql):
+class SqlLedger(HumanSql, OutcomesSql, LineageSql, TokensSql, RunSearchSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(

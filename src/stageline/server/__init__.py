@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from stageline.server._advancer import Advancer
 from stageline.server._app import create_app
-from stageline.server._auth import authenticate, require_scope, route_scope
+from stageline.server._auth import authenticate, require_scope, route_scope, route_table
 from stageline.server._config import DEFAULT_HOST, DEFAULT_PORT, MAX_BODY_BYTES, ServerConfig
 from stageline.server._state import get_advancer, get_config, get_runner
 
@@ -26,4 +26,5 @@ __all__ = [
     "get_runner",
     "require_scope",
     "route_scope",
+    "route_table",
 ]

@@ -15,6 +15,7 @@ from stageline.server._config import ServerConfig
 from stageline.server._docs import install_docs
 from stageline.server._errors import install_error_handlers
 from stageline.server._limits import BodyLimit
+from stageline.server._notify import RunNotifier
 from stageline.server.api import ROUTERS
 
 __all__ = ["create_app"]
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
                 opened, recover_every=recover_every)
             app.state.runner = opened
             app.state.advancer = advancer
+            opened.bus.add(app.state.notifier)
             await advancer.start()
             stack.push_async_callback(advancer.aclose)
             yield
@@ -60,6 +62,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     )
     app.state.settings = settings
     app.state.config = config
+    app.state.notifier = RunNotifier()
     install_error_handlers(app)
     install_docs(app)
     for router in ROUTERS:

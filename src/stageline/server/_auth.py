@@ -17,7 +17,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from stageline.ledger import Scope, Token
 from stageline.server._state import get_runner
 
-__all__ = ["SCOPE_ATTRIBUTE", "authenticate", "require_scope", "route_scope"]
+__all__ = ["SCOPE_ATTRIBUTE", "authenticate", "require_scope", "route_scope", "route_table"]
 
 SCOPE_ATTRIBUTE = "stageline_scope"
 """Set on each ``require_scope`` dependency: the scope it asks for (tests read it)."""
@@ -64,6 +64,25 @@ def require_scope(scope: Scope | str) -> Callable[..., Awaitable[str]]:
     setattr(dependency, SCOPE_ATTRIBUTE, needed)
     dependency.__name__ = f"require_{needed}"
     return dependency
+
+
+def route_table(app: Any) -> list[tuple[str, str, Scope | None]]:
+    """Every HTTP route of ``app`` as ``(method, path, scope it requires or None)``, routers
+    included (tests enumerate this, so a new route is covered by itself)."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # FastAPI before routers were kept as included objects
+        contexts: Any = app.routes
+    else:
+        contexts = iter_route_contexts(app.routes)
+    table: list[tuple[str, str, Scope | None]] = []
+    for route in contexts:
+        methods, path = getattr(route, "methods", None), getattr(route, "path", None)
+        if not methods or not path or getattr(route, "dependant", None) is None:
+            continue  # a mount (static files) or the schema
+        for method in sorted(methods - {"HEAD"}):
+            table.append((method, path, route_scope(route)))
+    return table
 
 
 def route_scope(route: Any) -> Scope | None:

@@ -11,7 +11,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from stageline.errors import StagelineError
+from stageline.errors import AnswerInvalid, InputError, StagelineError
 
 __all__ = ["ErrorBody", "install_error_handlers"]
 
@@ -26,6 +26,10 @@ def _first_line(text: str) -> str:
 
 async def _stageline_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StagelineError)
+    if isinstance(exc, InputError | AnswerInvalid):  # input that does not fit: as FastAPI's 422
+        where = "body" if request.method in ("POST", "PUT", "PATCH") else "query"
+        return JSONResponse({"detail": [{"loc": [where], "msg": str(exc), "type": "value_error"}],
+                             "error": type(exc).__name__}, status_code=422)
     status = exc.http_status if 400 <= exc.http_status < 600 else 500
     if status >= 500 and status != 503:
         _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)

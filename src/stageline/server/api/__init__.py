@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server.api import health, tokens
+from stageline.server.api import effects, events, health, runs, stats, templates, tokens, waits
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: list[APIRouter] = [health.router, tokens.router]
+ROUTERS: list[APIRouter] = [
+    health.router, tokens.router, runs.router, waits.router, events.router, effects.router,
+    templates.router, stats.router,
+]

@@ -1,0 +1,69 @@
+"""People's part: what waits for them (gates, question sets), decide, answer.
+
+A decision is the runner's ``approve``/``reject``/``request_changes`` with the token's name as
+actor, bound to the ``attempt`` and ``state_hash`` the caller saw (stale: 409); the first
+decision stands (a second: 409 naming who came first). The answer comes when the run stops
+again: it ended, or waits at its next gate or question.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from stageline.server._models import AnswerBody, DecideBody, SummaryOut, WaitOut
+from stageline.server.api._common import (
+    ERRORS,
+    AdvancerDep,
+    Decider,
+    Reader,
+    RunId,
+    RunnerDep,
+    summary_out,
+    wait_out,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["gates and questions"], responses=ERRORS)
+
+_DECIDE = {404: {"description": "No such run"},
+           409: {"description": "Not waiting there, stale (another attempt or state), or "
+                               "already decided (the detail names who decided first)"},
+           422: {"description": "A malformed body, or answers that do not fit the questions"}}
+
+
+@router.get("/pending", response_model=list[WaitOut],
+            summary="Gates and question sets waiting for a person, oldest first")
+async def pending(runner: RunnerDep, _: Reader) -> list[WaitOut]:
+    return [wait_out(w) for w in await runner.pending()]
+
+
+@router.get("/runs/{run_id}/pending", response_model=list[WaitOut],
+            summary="What one run waits on", responses={404: {"description": "No such run"}})
+async def run_pending(run_id: RunId, runner: RunnerDep, _: Reader) -> list[WaitOut]:
+    await runner.ledger.get_run(run_id)
+    return [wait_out(w) for w in await runner.pending(run_id)]
+
+
+@router.post("/runs/{run_id}/decide", response_model=SummaryOut, responses=_DECIDE,
+             summary="Approve, reject or ask for changes at the gate the run waits at")
+async def decide(run_id: RunId, body: DecideBody, runner: RunnerDep, advancer: AdvancerDep,
+                 actor: Decider) -> SummaryOut:
+    common = dict(gate=body.gate, actor=actor, attempt=body.attempt, state_hash=body.state_hash,
+                  force=body.force)
+    if body.decision == "approve":
+        work = runner.approve(run_id, note=body.note, **common)  # type: ignore[arg-type]
+    elif body.decision == "reject":
+        work = runner.reject(run_id, note=body.note, **common)  # type: ignore[arg-type]
+    else:
+        work = runner.request_changes(run_id, note=body.note or "", **common)  # type: ignore[arg-type]
+    return summary_out(await advancer.run(work))
+
+
+@router.post("/runs/{run_id}/answer", response_model=SummaryOut, responses=_DECIDE,
+             summary="Answer the question set the run waits on")
+async def answer(run_id: RunId, body: AnswerBody, runner: RunnerDep, advancer: AdvancerDep,
+                 actor: Decider) -> SummaryOut:
+    return summary_out(await advancer.run(runner.answer(
+        run_id, body.answers, question_id=body.question_id, actor=actor,
+        defaults=body.defaults, force=body.force)))
