@@ -19,6 +19,8 @@ PALETTE = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#6
 def fmt_seconds(value: float | None) -> str:
     if value is None:
         return "—"
+    if value < 0.01:
+        return f"{value * 1000:.2g} ms"
     if value < 1:
         return f"{value * 1000:.0f} ms"
     if value < 120:
@@ -73,7 +75,7 @@ def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
         tip = (f"{r.node}: {r.status} · attempt {r.attempt}, try {r.try_no} · "
                f"{fmt_seconds(r.duration)}" + (f" · {r.error}" if r.error else ""))
         parts.append(
-            f'<g class="bar st-{r.status}" data-node="{escape(r.node)}" data-status="{r.status}"'
+            f'<g class="bar st-{r.status}" data-bar-node="{escape(r.node)}" data-bar-status="{r.status}"'
             f' data-try="{r.try_no}" data-attempt="{r.attempt}"><title>{escape(tip)}</title>'
             + _text(label_w - 8, y + 14, name, "bar-label", "end")
             + f'<rect x="{x1:.1f}" y="{y + 3:.1f}" width="{max(x2 - x1, 3):.1f}" '
@@ -93,7 +95,7 @@ class Series:
 
 
 def line_chart(series: Sequence[Series], *, unit: str = "s", width: int = 520,
-               height: int = 180, title: str = "") -> Markup:
+               height: int = 150, title: str = "") -> Markup:
     """Lines over time, with a y axis from 0 and a legend."""
     pts = [p for s in series for p in s.points]
     if not pts:

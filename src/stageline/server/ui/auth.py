@@ -43,7 +43,7 @@ async def login(request: Request) -> Response:
     if isinstance(secret, str) and 0 < len(secret.strip()) <= 200:
         token = await runner_of(request).ledger.authenticate(secret.strip())
     if token is None or not token.active:
-        return render(request, "login.html", None, next=target, status_code=401,
+        return render(request, "login.html", None, next=target,
                       error="That token is unknown or revoked. Make one with "
                             "`stageline token create NAME --scope read|decide|admin`.")
     store: SessionStore = request.app.state.sessions

@@ -85,9 +85,18 @@ async def stats(request: Request, session: Viewer,
         charts["picks"] = bar_chart({a["alternative"]: float(a["count"]) for a in alts},
                                     title="router picks") if alts else None
         cards.append({**entry, **charts})
+    groups: dict[str, dict[str, Any]] = {}
+    for card in cards:
+        group = groups.setdefault(card["template"], {"cards": [], "tokens": {}, "cost": {}})
+        group["cards"].append(card)
+        group["tokens"][card["node"]] = float(card["tokens"])
+        group["cost"][card["node"]] = float(card["cost"])
+    for group in groups.values():
+        group["tokens_chart"] = bar_chart(group["tokens"], title="tokens by node")
+        group["cost_chart"] = bar_chart(group["cost"], unit=" $", title="cost by node")
     names = sorted({t.name for t in list_templates(runner.settings.template_dirs)}
                    | {r.template for r in rows})
-    return render(request, "stats.html", session, nav="stats", cards=cards, template=template,
+    return render(request, "stats.html", session, nav="stats", groups=groups, template=template,
                   since=since or "", names=names, error=error, count=len(rows),
                   bucket=width)
 
