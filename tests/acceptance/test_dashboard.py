@@ -246,3 +246,20 @@ def test_inbox_stats_and_templates_pages(server: Server, chromium: Any, watch: W
     assert card.locator("svg.graph g[data-node=editor_approval]").count() == 1
     assert "2+" in card.locator("table").inner_text()
     assert watch.hosts == {"127.0.0.1"}
+
+
+def test_the_screenshot_helper_shows_every_main_page_without_errors(
+        serve_project: Any, tmp_path: Any) -> None:
+    """What ``scripts/screenshots.py`` does for docs/, on a project with a failed run too."""
+    from dashboard_browser import PAGES, screenshots, seed_runs
+
+    server = serve_project(templates=("flaky.py",))
+    seed_runs(server)
+    with server.client("read") as client:
+        retried = client.get("/v1/runs/flaky-1").json()
+        failed = client.get("/v1/runs/flaky-2").json()
+    assert (retried["run"]["status"], retried["run"]["attempt"]) == ("succeeded", 2)
+    assert failed["run"]["status"] == "failed"
+    made = screenshots(server, tmp_path / "shots")
+    assert sorted(p.name for p in made) == sorted(f"{name}.png" for name in PAGES)
+    assert all(p.stat().st_size > 10_000 for p in made)

@@ -75,7 +75,8 @@ def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
         tip = (f"{r.node}: {r.status} · attempt {r.attempt}, try {r.try_no} · "
                f"{fmt_seconds(r.duration)}" + (f" · {r.error}" if r.error else ""))
         parts.append(
-            f'<g class="bar st-{r.status}" data-bar-node="{escape(r.node)}" data-bar-status="{r.status}"'
+            f'<g class="bar st-{r.status}" data-bar-node="{escape(r.node)}" '
+            f'data-bar-status="{r.status}"'
             f' data-try="{r.try_no}" data-attempt="{r.attempt}"><title>{escape(tip)}</title>'
             + _text(label_w - 8, y + 14, name, "bar-label", "end")
             + f'<rect x="{x1:.1f}" y="{y + 3:.1f}" width="{max(x2 - x1, 3):.1f}" '

@@ -171,7 +171,8 @@ def _node(g: GraphLayout, n: Node, status: str, note: str | None, href: str | No
     x, y = g.pos[n.id]
     attrs = (f'data-node="{escape(n.id)}" data-status="{escape(status)}" '
              f'data-kind="{escape(n.kind)}"')
-    title = f"{n.id} ({n.kind}): {status.replace('_', ' ')}" + (f", {note}" if note and note != status else "")
+    said = status.replace("_", " ")
+    title = f"{n.id} ({n.kind}): {said}" + (f", {note}" if note and note != status else "")
     if n.id in (START, END):
         word = "start" if n.id == START else "end"
         return (f'<g class="node terminal st-{status}" {attrs}><title>{escape(title)}</title>'

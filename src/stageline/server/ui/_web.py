@@ -14,13 +14,14 @@ from fastapi.templating import Jinja2Templates
 
 from stageline.server.ui._charts import fmt_seconds
 from stageline.server.ui._session import Session, SignInRequired, current_session
+from stageline.templates import TemplateInfo, list_templates
 
 if TYPE_CHECKING:
     from stageline.runner import Runner
     from stageline.server._advancer import Advancer
 
 __all__ = ["PREFIX", "SECURITY_HEADERS", "MaybeSession", "Viewer", "advancer_of", "render",
-           "runner_of", "templates"]
+           "runner_of", "template_infos", "templates"]
 
 PREFIX = "/ui"
 SECURITY_HEADERS = {
@@ -55,6 +56,21 @@ def _pretty(value: Any) -> str:
 
 
 templates.env.filters.update(when=_when, ago=_ago, seconds=fmt_seconds, pretty=_pretty)
+
+
+_TEMPLATES: dict[str, tuple[float, list[TemplateInfo]]] = {}
+TEMPLATES_TTL = 30.0
+"""Seconds the list of templates is kept: finding them (entry points, folders) is slow."""
+
+
+def template_infos(runner: Runner) -> list[TemplateInfo]:
+    """The templates that can be started (looked up again every ``TEMPLATES_TTL`` seconds)."""
+    key = repr(list(runner.settings.template_dirs))
+    kept = _TEMPLATES.get(key)
+    if kept is None or time.monotonic() - kept[0] > TEMPLATES_TTL:
+        kept = (time.monotonic(), list_templates(runner.settings.template_dirs))
+        _TEMPLATES[key] = kept
+    return kept[1]
 
 
 def runner_of(request: Request) -> Runner:

@@ -17,8 +17,7 @@ from stageline.runner._stats import summarize
 from stageline.server.ui._charts import Series, bar_chart, line_chart
 from stageline.server.ui._graph import draw_graph
 from stageline.server.ui._runview import template_layout
-from stageline.server.ui._web import Viewer, render, runner_of
-from stageline.templates import list_templates
+from stageline.server.ui._web import Viewer, render, runner_of, template_infos
 
 __all__ = ["router"]
 
@@ -94,7 +93,7 @@ async def stats(request: Request, session: Viewer,
     for group in groups.values():
         group["tokens_chart"] = bar_chart(group["tokens"], title="tokens by node")
         group["cost_chart"] = bar_chart(group["cost"], unit=" $", title="cost by node")
-    names = sorted({t.name for t in list_templates(runner.settings.template_dirs)}
+    names = sorted({t.name for t in template_infos(runner)}
                    | {r.template for r in rows})
     return render(request, "stats.html", session, nav="stats", groups=groups, template=template,
                   since=since or "", names=names, error=error, count=len(rows),
@@ -116,7 +115,7 @@ async def templates_page(request: Request, session: Viewer,
                          name: Annotated[str | None, Query(max_length=100)] = None) -> Response:
     runner = runner_of(request)
     cards = []
-    for info in list_templates(runner.settings.template_dirs):
+    for info in template_infos(runner):
         if name and info.name != name:
             continue
         card: dict[str, Any] = {"name": info.name, "origin": info.origin, "error": None}

@@ -14,8 +14,7 @@ from stageline.names import RUN_ID_PATTERN
 from stageline.runner import parse_since
 from stageline.server.ui._charts import timeline
 from stageline.server.ui._runview import latest_records, run_graph
-from stageline.server.ui._web import Viewer, render, runner_of
-from stageline.templates import list_templates
+from stageline.server.ui._web import Viewer, render, runner_of, template_infos
 
 __all__ = ["router"]
 
@@ -60,7 +59,7 @@ async def _runs_context(request: Request, status: list[str], template: str | Non
             "wanted": wanted, "template": template or "", "q": q or "", "since": since or "",
             "until": until or "", "cursor": cursor or "",
             "next_cursor": page.next_cursor if page else None, "params": params,
-            "templates": [t.name for t in list_templates(runner.settings.template_dirs)],
+            "templates": [t.name for t in template_infos(runner)],
             "clock": time.time()}
 
 
