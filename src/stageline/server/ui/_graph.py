@@ -20,6 +20,8 @@ NODE_STATUSES = ("succeeded", "failed", "running", "waiting", "skipped", "not_re
 W, H = 150.0, 38.0
 PITCH_X, PITCH_Y = 172.0, 74.0
 MARGIN = 24.0
+LEFT = 40.0
+"""Room on the left for edges that go round the layers between (and their labels)."""
 LOOP_GAP = 26.0
 START, END = "__start__", "__end__"
 
@@ -120,14 +122,15 @@ def layout(nodes: Sequence[Node], edges: Sequence[Edge]) -> GraphLayout:
     for depth, row in rows.items():
         offset = (widest - len(row)) * PITCH_X / 2
         for i, n in enumerate(row):
-            found.pos[n] = (MARGIN + offset + i * PITCH_X + W / 2, MARGIN + depth * PITCH_Y + H / 2)
-    found.width = MARGIN * 2 + (widest - 1) * PITCH_X + W + LOOP_GAP * (len(back) + 1)
+            found.pos[n] = (LEFT + MARGIN + offset + i * PITCH_X + W / 2,
+                            MARGIN + depth * PITCH_Y + H / 2)
+    found.width = LEFT + MARGIN * 2 + (widest - 1) * PITCH_X + W + LOOP_GAP * (len(back) + 1)
     found.height = MARGIN * 2 + max(rows, default=0) * PITCH_Y + H
     return found
 
 
-def _label(x: float, y: float, text: str, cls: str) -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}" text-anchor="middle">'
+def _label(x: float, y: float, text: str, cls: str, anchor: str = "middle") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}" text-anchor="{anchor}">'
             f"{escape(text)}</text>")
 
 
@@ -157,13 +160,14 @@ def _edge(g: GraphLayout, i: int, e: Edge, loops: Mapping[int, int], right: floa
         bend = (min(sx, tx) - W / 2 - 14) if left else (max(sx, tx) + W / 2 + 14)
         d = (f"M{sx:.1f},{y1:.1f} C{bend:.1f},{y1 + PITCH_Y / 2:.1f} "
              f"{bend:.1f},{y2 - PITCH_Y / 2:.1f} {tx:.1f},{y2:.1f}")
-        mid_x = (sx + tx) / 2 * 0.25 + bend * 0.75
+        mid_x, anchor = bend, "middle"
     else:
         d = f"M{sx:.1f},{y1:.1f} C{sx:.1f},{mid:.1f} {tx:.1f},{mid:.1f} {tx:.1f},{y2:.1f}"
         mid_x = (sx + tx) / 2 + 6
+        anchor = "middle"
     parts.append(f'<path class="{cls}" d="{d}" marker-end="url(#arrow)" {attrs}/>')
     if label:
-        parts.append(_label(mid_x, mid + 4, label, "edge-label"))
+        parts.append(_label(mid_x, mid + 4, label, "edge-label", anchor))
     return "".join(parts)
 
 

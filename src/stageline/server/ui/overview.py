@@ -39,9 +39,9 @@ async def inbox(request: Request, session: Viewer) -> Response:
 def _buckets(rows: list[Outcome]) -> float:
     """A bucket width that gives a readable number of points over the rows' time span."""
     if not rows:
-        return 3600.0
+        return 60.0
     span = max(r.finished_at for r in rows) - min(r.finished_at for r in rows)
-    for width in (60.0, 600.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0):
+    for width in (1.0, 10.0, 60.0, 600.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0):
         if span / width <= 40:
             return width
     return 30 * 86400.0
