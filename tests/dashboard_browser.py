@@ -126,25 +126,29 @@ PAGES = {
 }
 
 
-def screenshots(server: Server, folder: Path) -> list[Path]:
+def screenshots(server: Server, folder: Path, chromium: Any = None) -> list[Path]:
     """Each page of ``PAGES`` as ``folder/NAME.png`` (1280 wide, whole page), signed in as
-    the admin token; checks on the way that no page errs or reaches another host."""
+    the admin token, in ``chromium`` (else one launched here); checks on the way that no page
+    errs or reaches another host."""
+    if chromium is None:
+        with browser() as launched:
+            return screenshots(server, folder, launched)
     folder.mkdir(parents=True, exist_ok=True)
     made: list[Path] = []
     watch = Watch()
-    with browser() as b:
-        page = new_page(b, watch)
-        anonymous = new_page(b, watch)
-        anonymous.goto(server.url + PAGES["sign-in"])
-        made.append(folder / "sign-in.png")
-        anonymous.screenshot(path=str(made[-1]))
-        sign_in(page, server, "admin")
-        for name, path in PAGES.items():
-            if name == "sign-in":
-                continue
-            page.goto(server.url + path)
-            page.wait_for_load_state("load")
-            made.append(folder / f"{name}.png")
-            page.screenshot(path=str(made[-1]), full_page=True)
+    b = chromium
+    page = new_page(b, watch)
+    anonymous = new_page(b, watch)
+    anonymous.goto(server.url + PAGES["sign-in"])
+    made.append(folder / "sign-in.png")
+    anonymous.screenshot(path=str(made[-1]))
+    sign_in(page, server, "admin")
+    for name, path in PAGES.items():
+        if name == "sign-in":
+            continue
+        page.goto(server.url + path)
+        page.wait_for_load_state("load")
+        made.append(folder / f"{name}.png")
+        page.screenshot(path=str(made[-1]), full_page=True)
     watch.check()
     return made

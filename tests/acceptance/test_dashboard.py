@@ -141,6 +141,7 @@ def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
     assert loop.get_attribute("data-iterations") == "1"
     bars = page.locator("svg.timeline g.bar[data-bar-node=draft]").count()
     assert bars == len([r for r in shown["records"] if r["node"] == "draft"]) == 2
+    assert page.locator("svg.timeline line[data-restart=resumed]").count() == 2  # two decisions
     assert page.locator("details.step").count() >= 8
 
 
@@ -249,7 +250,7 @@ def test_inbox_stats_and_templates_pages(server: Server, chromium: Any, watch: W
 
 
 def test_the_screenshot_helper_shows_every_main_page_without_errors(
-        serve_project: Any, tmp_path: Any) -> None:
+        serve_project: Any, tmp_path: Any, chromium: Any) -> None:
     """What ``scripts/screenshots.py`` does for docs/, on a project with a failed run too."""
     from dashboard_browser import PAGES, screenshots, seed_runs
 
@@ -260,6 +261,6 @@ def test_the_screenshot_helper_shows_every_main_page_without_errors(
         failed = client.get("/v1/runs/flaky-2").json()
     assert (retried["run"]["status"], retried["run"]["attempt"]) == ("succeeded", 2)
     assert failed["run"]["status"] == "failed"
-    made = screenshots(server, tmp_path / "shots")
+    made = screenshots(server, tmp_path / "shots", chromium)
     assert sorted(p.name for p in made) == sorted(f"{name}.png" for name in PAGES)
     assert all(p.stat().st_size > 10_000 for p in made)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from stageline.ledger import NodeRecord, NodeStatus, Run, RunStatus, Wait, WaitKind
+from stageline.ledger import Event, NodeRecord, NodeStatus, Run, RunStatus, Wait, WaitKind
 from stageline.server.ui._charts import bar_chart, fmt_seconds, timeline
 from stageline.server.ui._graph import Edge, Node, draw_graph, layout
 from stageline.server.ui._runview import node_statuses
@@ -83,8 +83,10 @@ def test_an_ended_run_marks_the_branch_not_taken_as_skipped() -> None:
 def test_the_timeline_draws_a_bar_per_attempt_and_marks_retries() -> None:
     records = [_record("draft", NodeStatus.FAILED, 10, task="a"),
                _record("draft", NodeStatus.SUCCEEDED, 12, task="a", try_no=2)]
-    svg = str(timeline(records, [], start=10, end=20))
+    resumed = Event(run_id="r1", kind="run.retried", ts=15, data={"attempt": 2})
+    svg = str(timeline(records, [resumed], start=10, end=20))
     assert svg.count('data-bar-node="draft"') == 2
+    assert 'data-restart="retried"' in svg and "attempt 2" in svg
     assert "draft (try 2)" in svg and 'data-bar-status="failed"' in svg
 
 

@@ -38,7 +38,7 @@ def _text(x: float, y: float, text: str, cls: str = "axis", anchor: str = "start
 def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
              start: float, end: float | None, width: int = 760) -> Markup:
     """A Gantt bar per node attempt (retries marked ``try N``, attempts ``a N``), and a
-    dashed line where the run started again (a resume after a person, a retry)."""
+    dashed line where the run went on again (resumed after a person, or retried)."""
     if not records:
         return Markup('<p class="muted">No node has run yet.</p>')
     end = end or max([time.time(), *(r.finished_at or r.started_at for r in records)])
@@ -55,12 +55,13 @@ def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
              f'class="gridline"/>',
              _text(label_w, top - 10, "0"), _text(label_w + plot, top - 10,
                                                    fmt_seconds(span), anchor="end")]
-    restarts = [e for e in events if e.kind == "run.started"][1:]
-    for e in restarts:
+    for e in events:
+        if e.kind not in ("run.resumed", "run.retried"):
+            continue
+        word = "retried" if e.kind == "run.retried" else "resumed"
         parts.append(f'<line x1="{x(e.ts):.1f}" x2="{x(e.ts):.1f}" y1="{top - 6}" '
-                     f'y2="{height - 6}" class="restart" data-restart="{e.seq}">'
-                     f"<title>run started again (attempt {e.data.get('attempt', '?')})"
-                     f"</title></line>")
+                     f'y2="{height - 6}" class="restart {word}" data-restart="{word}">'
+                     f"<title>run {word} (attempt {e.data.get('attempt', '?')})</title></line>")
     for i, r in enumerate(ordered):
         y = top + i * row_h
         open_ = r.status.value in ("running", "waiting")
