@@ -264,3 +264,35 @@ def test_the_screenshot_helper_shows_every_main_page_without_errors(
     made = screenshots(server, tmp_path / "shots", chromium)
     assert sorted(p.name for p in made) == sorted(f"{name}.png" for name in PAGES)
     assert all(p.stat().st_size > 10_000 for p in made)
+
+
+def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
+        server: Server, chromium: Any, watch: Watch) -> None:
+    import shutil
+
+    from server_fixtures import FIXTURES
+
+    shutil.copy(FIXTURES / "json_question.py", server.project / "templates")
+    start_run(server, "json_question", {"topic": "limits"}, "ui-json")
+    page = new_page(chromium, watch)
+    sign_in(page, server, "decide", start="/ui/runs/ui-json")
+    field = page.locator("[data-question=limits] textarea")
+    page.select_option("[data-question=tier] select", "pro")
+    field.fill("{rps: 5")
+    assert "not valid JSON" in page.locator("[data-question=limits] .json-error").inner_text()
+    page.click("button[data-action=answer]")  # the browser keeps an invalid form
+    assert page.locator(".notice").count() == 0
+    field.fill("[1, 2]")
+    assert "must be a JSON object" in page.locator(
+        "[data-question=limits] .json-error").inner_text()
+    field.fill('{"rps": "fast"}')  # an object, so the browser lets it go: the server says no
+    assert page.locator("[data-question=limits] .json-error").inner_text() == ""
+    page.click("button[data-action=answer]")
+    assert "does not fit its schema" in page.locator(".notice.error").inner_text()
+    assert _run(server, "ui-json")["run"]["status"] == "waiting"
+    page.fill("[data-question=limits] textarea", '{"rps": 5}')
+    page.select_option("[data-question=tier] select", "pro")
+    page.click("button[data-action=answer]")
+    page.wait_for_selector("#run-status [data-run-status=succeeded]")
+    [asked] = _run(server, "ui-json")["questions"]
+    assert asked["answers"] == {"limits": {"rps": 5}, "tier": "pro"}
