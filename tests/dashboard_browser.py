@@ -95,7 +95,8 @@ def start_run(server: Server, template: str, inputs: dict[str, Any], run_id: str
 
 
 def seed_runs(server: Server) -> dict[str, str]:
-    """The runs the screenshots show: waiting at a gate, at questions, finished, retried."""
+    """The runs the screenshots show: waiting at a gate, at questions, finished, retried and
+    failed (the server's project needs the ``flaky.py`` fixture template)."""
     start_run(server, "blog_post", {"topic": "durable pipelines for agents"}, "blog-done")
     with server.client("admin") as client:
         client.post("/v1/runs/blog-done/decide", json={"decision": "changes",
@@ -103,14 +104,13 @@ def seed_runs(server: Server) -> dict[str, str]:
         client.post("/v1/runs/blog-done/decide", json={"decision": "approve", "note": "ship"})
     start_run(server, "blog_post", {"topic": "checkpoints, explained"}, "blog-wait")
     start_run(server, "sdlc", {"task": "add rate limiting to the public API"}, "sdlc-ask")
-    flaky = "flaky" if (server.project / "templates" / "flaky.py").exists() else None
-    if flaky:
-        start_run(server, "flaky", {"topic": "retry me"}, "flaky-1")
-        (server.project / "ok.flag").write_text("ok")
-        with server.client("admin") as client:
-            client.post("/v1/runs/flaky-1/retry")
-        (server.project / "ok.flag").unlink()
-        start_run(server, "flaky", {"topic": "still failing"}, "flaky-2")
+    assert (server.project / "templates" / "flaky.py").exists(), "seed_runs needs flaky.py"
+    start_run(server, "flaky", {"topic": "retry me"}, "flaky-1")
+    (server.project / "ok.flag").write_text("ok")
+    with server.client("admin") as client:
+        client.post("/v1/runs/flaky-1/retry")
+    (server.project / "ok.flag").unlink()
+    start_run(server, "flaky", {"topic": "still failing"}, "flaky-2")
     return {"waiting": "blog-wait", "done": "blog-done", "question": "sdlc-ask"}
 
 
@@ -119,6 +119,7 @@ PAGES = {
     "run-waiting": "/ui/runs/blog-wait",
     "run-finished": "/ui/runs/blog-done",
     "run-question": "/ui/runs/sdlc-ask",
+    "run-failed": "/ui/runs/flaky-2",
     "inbox": "/ui/inbox",
     "stats": "/ui/stats?template=blog_post",
     "templates": "/ui/templates",

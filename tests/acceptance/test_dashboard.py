@@ -190,6 +190,7 @@ def test_the_server_checks_answers_again_and_stale_decisions_are_notices(
     other = new_page(chromium, watch)
     sign_in(other, server, "admin", start="/ui/runs/ui-twice")
     page.goto(server.url + "/ui/runs/ui-twice")
+    page.fill("textarea[name=note]", "not like this")  # a form being filled is not reloaded
     other.click("button[data-decision=approve]")
     other.wait_for_selector("#run-status [data-run-status=succeeded]")
     page.click("button[data-decision=reject]")  # too late: a notice, not an error
