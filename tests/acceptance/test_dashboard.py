@@ -297,3 +297,17 @@ def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
     page.wait_for_selector("#run-status [data-run-status=succeeded]")
     [asked] = _run(server, "ui-json")["questions"]
     assert asked["answers"] == {"limits": {"rps": 5}, "tier": "pro"}
+
+
+def test_text_from_a_run_is_shown_as_text_never_as_markup(
+        server: Server, chromium: Any, watch: Watch) -> None:
+    evil = '<img src=x onerror="document.title=1"><script>document.title=2</script>'
+    start_run(server, "blog_post", {"topic": evil}, "ui-evil")
+    page = new_page(chromium, watch)
+    sign_in(page, server, "read", start="/ui/runs/ui-evil")
+    assert page.locator("img[src=x]").count() == 0
+    assert evil in page.locator("pre").filter(has_text="onerror").first.inner_text()
+    page.goto(server.url + "/ui/runs?q=onerror")
+    assert page.locator("#runs-rows tr[data-run]").count() == 1
+    assert page.locator("img[src=x]").count() == 0
+    assert page.title() == "Runs · stageline"
