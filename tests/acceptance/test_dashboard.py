@@ -311,3 +311,43 @@ def test_text_from_a_run_is_shown_as_text_never_as_markup(
     assert page.locator("#runs-rows tr[data-run]").count() == 1
     assert page.locator("img[src=x]").count() == 0
     assert page.title() == "Runs · stageline"
+
+
+def test_retry_fork_and_cancel_from_the_page_as_the_scope_allows(
+        server: Server, chromium: Any, watch: Watch) -> None:
+    import shutil
+
+    from server_fixtures import FIXTURES
+
+    shutil.copy(FIXTURES / "flaky.py", server.project / "templates")
+    start_run(server, "flaky", {"topic": "retry from the page"}, "ui-flaky")
+    start_run(server, "blog_post", {"topic": "cancel me"}, "ui-cancel")
+    decider = new_page(chromium, watch)
+    sign_in(decider, server, "decide", start="/ui/runs/ui-flaky")
+    assert decider.locator("[data-node=second]").get_attribute("data-status") == "failed"
+    assert "ok.flag is missing" in decider.locator("[data-run-error]").inner_text()
+    assert decider.locator("[data-action=cancel], [data-action=fork]").count() == 0  # admin's
+    (server.project / "ok.flag").write_text("ok")
+    try:
+        decider.click("button[data-action=retry]")
+        decider.wait_for_selector("#run-status [data-run-status=succeeded]")
+    finally:
+        (server.project / "ok.flag").unlink()
+    assert decider.locator("svg.timeline line[data-restart=retried]").count() == 1
+    assert _run(server, "ui-flaky")["run"]["attempt"] == 2
+
+    admin = new_page(chromium, watch)
+    admin.on("dialog", lambda dialog: dialog.accept())
+    sign_in(admin, server, "admin", start="/ui/runs/ui-flaky")
+    admin.click("summary[data-action=fork]")
+    admin.fill("textarea[name=changes]", '{"topic": "forked"}')
+    admin.click("form[action$='/fork'] button")
+    admin.wait_for_selector("text=Forked from")
+    forked = admin.url.rsplit("/", 1)[-1]
+    assert forked != "ui-flaky"
+    shown = _run(server, forked)
+    assert shown["run"]["inputs"]["topic"] == "forked"
+    admin.goto(server.url + "/ui/runs/ui-cancel")
+    admin.click("button[data-action=cancel]")
+    admin.wait_for_selector("#run-status [data-run-status=cancelled]")
+    assert _run(server, "ui-cancel")["run"]["status"] == "cancelled"
