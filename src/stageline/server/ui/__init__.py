@@ -46,7 +46,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def _dashboard(host: FastAPI) -> FastAPI:
     ui = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     ui.state.host = host
-    ui.state.notifier = host.state.notifier
     ui.state.sessions = SessionStore()
     ui.add_exception_handler(SignInRequired, _sign_in)
     ui.add_exception_handler(StarletteHTTPException, _http_error)
