@@ -285,8 +285,21 @@ def _v7_tokens(dialect: Dialect) -> list[str]:
     return [str(CreateTable(tokens, if_not_exists=True).compile(dialect=dialect))]
 
 
+
+# -- migration: the runs list, newest first (the dashboard's first page) ------------------------
+
+_indexes_runs_created = [
+    Index("ix_stageline_runs_created", runs.c.created_at, runs.c.run_id),
+]
+
+
+def _v8_runs_created(dialect: Dialect) -> list[str]:
+    return [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
+            for ix in _indexes_runs_created]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
-    _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage, _v7_tokens,
+    _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage, _v7_tokens, _v8_runs_created,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
 
