@@ -62,12 +62,15 @@ def test_bodies_over_the_limit_get_413(server: Server) -> None:
     assert "limit" in answer.json()["detail"]
 
 
-def test_docs_are_served_without_a_cdn(server: Server) -> None:
-    page = httpx.get(f"{server.url}/docs")
+def test_docs_are_served_without_a_cdn_and_only_with_a_token(server: Server) -> None:
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert httpx.get(f"{server.url}{path}").status_code == 401, path
+    page = httpx.get(f"{server.url}/docs", headers=server.headers("read"))
     assert page.status_code == 200
     assert "cdn" not in page.text.lower()
     assert httpx.get(f"{server.url}/docs/assets/swagger-ui-bundle.js").status_code == 200
-    assert httpx.get(f"{server.url}/openapi.json").json()["info"]["title"] == "stageline"
+    schema = httpx.get(f"{server.url}/openapi.json", headers=server.headers("read")).json()
+    assert schema["info"]["title"] == "stageline"
 
 
 def test_serve_refuses_a_public_address_while_no_token_exists(tmp_path) -> None:

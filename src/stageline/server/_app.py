@@ -71,6 +71,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        openapi_url=None,  # served by install_docs, behind a token
     )
     app.state.settings = settings
     app.state.config = config

@@ -1,55 +1,76 @@
-"""``/docs`` and ``/redoc`` served offline: Swagger UI and ReDoc from a package, not a CDN."""
+"""The API's own description: ``/openapi.json``, ``/docs`` (Swagger UI) and ``/redoc``.
+
+Like every route but ``/ok`` they need a token (read scope). Swagger UI's and ReDoc's files
+come from the ``fastapi-offline`` package (never a CDN). A browser has no bearer header: a
+signed-in dashboard session reads the same pages at ``/ui/docs`` (see ``server.ui.apidocs``).
+"""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-__all__ = ["ASSETS_PATH", "install_docs"]
+from stageline.server._auth import require_scope
+
+__all__ = ["ASSETS_PATH", "install_docs", "swagger_page"]
 
 ASSETS_PATH = "/docs/assets"
+"""Swagger UI's and ReDoc's script and style files (static, no data: no token needed)."""
+
+_DOCS_CSP = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+    "script-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'"
+)
+"""Swagger UI starts from an inline script; it may load nothing from another host."""
 
 
-def _assets() -> Path | None:
+def _assets() -> Path:
     """The folder of Swagger UI's and ReDoc's files (the ``fastapi-offline`` package)."""
-    try:
-        folder = Path(str(resources.files("fastapi_offline") / "static"))
-    except ModuleNotFoundError:
-        return None
-    return folder if (folder / "swagger-ui-bundle.js").is_file() else None
+    return Path(str(resources.files("fastapi_offline") / "static"))
+
+
+def swagger_page(openapi_url: str, title: str) -> HTMLResponse:
+    """Swagger UI over ``openapi_url``, its files served from this package."""
+    page = get_swagger_ui_html(
+        openapi_url=openapi_url,
+        title=title,
+        swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+        swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+        swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
+    )
+    page.headers["Content-Security-Policy"] = _DOCS_CSP
+    return page
 
 
 def install_docs(app: FastAPI) -> None:
-    """``/docs`` (Swagger UI) and ``/redoc``, no token needed (the schema is no secret)."""
-    folder = _assets()
-    if folder is None:  # the assets are missing: FastAPI's own pages, from its CDN
-        app.docs_url, app.redoc_url = "/docs", "/redoc"
-        app.setup()
-        return
-    app.mount(ASSETS_PATH, StaticFiles(directory=folder), name="docs-assets")
+    """``/openapi.json``, ``/docs`` and ``/redoc``, each for a token with read scope."""
+    app.mount(ASSETS_PATH, StaticFiles(directory=_assets()), name="docs-assets")
     title = f"{app.title} API"
+    reader = [Depends(require_scope("read"))]
 
-    @app.get("/docs", include_in_schema=False)
+    @app.get("/openapi.json", include_in_schema=False, dependencies=reader)
+    async def openapi() -> JSONResponse:
+        schema: dict[str, Any] = app.openapi()
+        return JSONResponse(schema)
+
+    @app.get("/docs", include_in_schema=False, dependencies=reader)
     async def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
-            title=title,
-            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
-        )
+        return swagger_page("/openapi.json", title)
 
-    @app.get("/redoc", include_in_schema=False)
+    @app.get("/redoc", include_in_schema=False, dependencies=reader)
     async def redoc() -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url=app.openapi_url or "/openapi.json",
+        page = get_redoc_html(
+            openapi_url="/openapi.json",
             title=title,
             redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
             redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
             with_google_fonts=False,
         )
+        page.headers["Content-Security-Policy"] = _DOCS_CSP
+        return page
