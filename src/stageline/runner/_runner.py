@@ -340,8 +340,9 @@ class Runner(HumanMixin, RetentionMixin):
         holder = this_holder()  # one per advance: a second advance in this process is refused too
         await self.ledger.acquire_lease(run.run_id, holder, self.settings.lease_ttl)
         attempt = attempt or run.attempt
+        # A cancel flag stays: one accepted while a process that died advanced the run wins.
         fields: dict[str, Any] = {"attempt": attempt, "error": None, "failure_phase": None,
-                                  "failed_node": None, "cancel_requested": False}
+                                  "failed_node": None}
         if template.full_version != run.template_version:
             fields["template_version"] = template.full_version
         try:
