@@ -22,6 +22,7 @@ from stageline.errors import (
     InputError,
     InvalidTransition,
     StagelineError,
+    StorageError,
     TemplateChanged,
 )
 from stageline.events import EventBus, Sink
@@ -441,6 +442,8 @@ class Runner(HumanMixin, RetentionMixin):
             return exc, None
         except CheckpointCorrupt as exc:  # a storage fault, not the run's: it stays as it was
             raise exc.of(run_id, None) from exc
+        except StorageError:  # the database, not the run: it stays resumable
+            raise
         except Exception as exc:
             return exc, None if state is None else _public_state(state)
         return ("waiting" if waiting else None), None if state is None else _public_state(state)
