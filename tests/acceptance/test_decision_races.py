@@ -190,22 +190,29 @@ template.add_stage("write", write).add_gate("approval", changes_to="write", max_
 template.add_edge("write", "approval")
 """
 
-DECIDERS = {"c0": "changes", "c1": "changes", "c2": "changes",
-            "a0": "approve", "a1": "approve", "a2": "approve"}
+DECIDERS = {"c0": 0.0, "c1": 0.0, "a0": 1.0, "a1": 2.0, "a2": 3.5, "a3": 5.0}
+"""Who decides (c: changes, a: approve) and how long that process is slow to start (a loaded
+machine): a slow one still began before the run came back to the gate."""
+
+SLOW = "import sys, time; time.sleep(float(sys.argv[1])); from stageline.cli._main import " \
+       "run_cli; sys.exit(run_cli(sys.argv[2:]))"
 
 
 def _command(name: str, run_id: str) -> list[str]:
-    if DECIDERS[name] == "changes":
-        return ["changes", run_id, "--note", f"more from {name}", "--as", name]
-    return ["approve", run_id, "--as", name]
+    if name.startswith("c"):
+        args = ["changes", run_id, "--note", f"more from {name}", "--as", name]
+    else:
+        args = ["approve", run_id, "--as", name]
+    return [sys.executable, "-c", SLOW, str(DECIDERS[name]), *args]
 
 
 def test_a_decision_binds_to_the_visit_its_process_saw(
     tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
     """Six processes decide one gate visit at once, without --state-hash; when a `changes`
-    wins, the run is quickly back at the gate. No decision lands on that new visit (nobody
-    saw it), and every loser hears that the first decision stands (exit 5)."""
+    wins, the run is quickly back at the gate, while some deciders are still starting. No
+    decision lands on that new visit (nobody saw it), and every loser hears that the first
+    decision stands (exit 5)."""
     (tmp_path / "loop.py").write_text(LOOP)
 
     async def waiting() -> None:
@@ -222,9 +229,8 @@ def test_a_decision_binds_to_the_visit_its_process_saw(
         try:
             for name in DECIDERS:
                 started[name] = (time.time(), subprocess.Popen(
-                    [sys.executable, "-m", "stageline.cli", *_command(name, f"v{i}")],
-                    cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                    text=True))
+                    _command(name, f"v{i}"), cwd=tmp_path, env=env,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
             for name, (at, proc) in started.items():
                 _, err = proc.communicate(timeout=120)
                 assert proc.returncode in (0, 3, 4, 5), err

@@ -95,7 +95,7 @@ async def test_a_resume_that_raises_first_rolls_back_and_the_run_waits_again(
 
         async def broken_once(config: Any) -> Any:
             calls.append(1)
-            if len(calls) == 1:
+            if len(calls) == 2:  # the first read checks the checkpoint; the second resumes
                 raise sqlite3.OperationalError("disk I/O error")
             return await real(config)
 

@@ -330,6 +330,18 @@ async def test_cancelling_a_queued_run_marks_it_cancelled(runner: Runner) -> Non
     assert CALLS == {}
 
 
+async def test_a_cancel_accepted_before_its_process_died_wins_on_resume(
+    runner: Runner,
+) -> None:
+    run = await runner.create(chain("abc2", "a", "b"), {})
+    await runner.ledger.transition(run.run_id, RunStatus.RUNNING,
+                                   lease_holder="elsewhere:1:x", lease_expires_at=0.0)
+    await runner.ledger.request_cancel(run.run_id)  # then that process died
+    resumed = await runner.resume(run.run_id)
+    assert resumed.status is RunStatus.CANCELLED
+    assert CALLS == {}  # not one step more
+
+
 async def ask(state: S, ctx: StageContext) -> dict[str, Any]:
     CALLS["ask"] += 1
     answer = interrupt({"question": "go on?"})

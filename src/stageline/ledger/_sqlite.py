@@ -134,9 +134,10 @@ class _CheckpointConnection:
     the checkpoint write that marks the node done is.
     """
 
-    def __init__(self, conn: aiosqlite.Connection, ledger: SqlLedger) -> None:
+    def __init__(self, conn: aiosqlite.Connection, ledger: SqlLedger, path: Path) -> None:
         self._real = conn
         self._ledger = ledger
+        self._ledger_path = path
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -150,6 +151,9 @@ class _CheckpointConnection:
         try:
             flagged = await self._real._execute(  # type: ignore[no-untyped-call]
                 _run_batch_and_commit, self._real._conn, ops, check)
+        except sqlite3.OperationalError as exc:
+            undo()
+            raise storage_error(self._ledger_path, exc) from exc
         except BaseException:
             undo()
             raise
@@ -214,7 +218,7 @@ async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, A
 
     ledger, conn = await open_sqlite_ledger(url)
     try:
-        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger), serde=serde)  # type: ignore[arg-type]
+        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger, sqlite_path(url)), serde=serde)  # type: ignore[arg-type]
         saver.lock = ledger.lock  # one statement stream on the shared connection
         await saver.setup()
     except sqlite3.Error as exc:

@@ -23,6 +23,7 @@ from stageline.errors import (
     InputError,
     InvalidTransition,
     StagelineError,
+    StorageError,
     TemplateChanged,
 )
 from stageline.events import Deliverer, EventBus, Sink
@@ -398,8 +399,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         holder = this_holder()  # one per advance: a second advance in this process is refused too
         await self.ledger.acquire_lease(run.run_id, holder, self.settings.lease_ttl)
         attempt = attempt or run.attempt
+        # A cancel flag stays: one accepted while a process that died advanced the run wins.
         fields: dict[str, Any] = {"attempt": attempt, "error": None, "failure_phase": None,
-                                  "failed_node": None, "cancel_requested": False}
+                                  "failed_node": None}
         if template.full_version != run.template_version:
             fields["template_version"] = template.full_version
         try:
@@ -499,6 +501,8 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             return exc, None
         except CheckpointCorrupt as exc:  # a storage fault, not the run's: it stays as it was
             raise exc.of(run_id, None) from exc
+        except StorageError:  # the database, not the run: it stays resumable
+            raise
         except Exception as exc:
             return exc, None if state is None else _public_state(state)
         return ("waiting" if waiting else None), None if state is None else _public_state(state)
