@@ -22,10 +22,13 @@ from stageline.ledger._human import (
 from stageline.ledger._lineage import Lineage
 from stageline.ledger._memory import MemoryLedger
 from stageline.ledger._outcomes import Outcome
+from stageline.ledger._threads import ApiRun, ApiRunStatus, ThreadMeta
 from stageline.ledger._tokens import Scope, Token, hash_token, new_token
 from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
 
 __all__ = [
+    "ApiRun",
+    "ApiRunStatus",
     "Backend",
     "CopyReport",
     "Effect",
@@ -42,6 +45,7 @@ __all__ = [
     "Run",
     "RunStatus",
     "Scope",
+    "ThreadMeta",
     "Token",
     "UpgradeReport",
     "Wait",

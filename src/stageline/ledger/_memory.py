@@ -15,13 +15,14 @@ from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._lineage import Lineage, LineageMemory
 from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outcomes import OutcomesMemory
+from stageline.ledger._threads import ThreadsMemory
 from stageline.ledger._tokens import TokensMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory, LineageMemory, TokensMemory):
+class MemoryLedger(HumanMemory, OutcomesMemory, LineageMemory, TokensMemory, ThreadsMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -176,6 +177,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory, LineageMemory, TokensMemory):
             del self._nodes[key]
         self._forget_run(run_id)
         self._forget_lineage(run_id)
+        self._forget_threads(run_id)
 
 
 def open_memory(serde: SerializerProtocol) -> tuple[MemoryLedger, InMemorySaver]:

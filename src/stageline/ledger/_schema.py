@@ -29,6 +29,8 @@ __all__ = [
     "schema_version",
     "tokens",
     "waits",
+    "thread_meta",
+    "api_runs",
 ]
 
 metadata = MetaData()
@@ -244,6 +246,43 @@ def _v7_tokens(dialect: Dialect) -> list[str]:
 
 
 
-MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3, _v6_lineage, _v7_tokens)
+# -- migration: the LangGraph-compatible API's threads and runs --------------------------------
+
+thread_meta = Table(
+    "stageline_thread_meta",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("metadata", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A LangGraph thread's metadata (the thread id is the run id; the run may not exist yet)."""
+
+api_runs = Table(
+    "stageline_api_runs",
+    metadata,
+    Column("api_run_id", String(64), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("assistant_id", String(200), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("error", Text),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A LangGraph API run: one advance (start or resume) of the run ``run_id``."""
+
+
+_index_api_runs = Index("ix_stageline_api_runs_run", api_runs.c.run_id, api_runs.c.created_at)
+
+
+def _v9_thread_meta(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+           for t in (thread_meta, api_runs)]
+    return [*ddl, str(CreateIndex(_index_api_runs, if_not_exists=True).compile(dialect=dialect))]
+
+
+MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (_v1, _v2, _v3, _v6_lineage, _v7_tokens,
+                                                        _v9_thread_meta)
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
 

@@ -36,15 +36,18 @@ from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
+    api_runs,
     effects,
     events,
     lineage,
     node_records,
     runs,
     schema_version,
+    thread_meta,
     waits,
 )
 from stageline.ledger._sql_human import HumanSql
+from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
@@ -76,7 +79,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, LineageSql, TokensSql):
+class SqlLedger(HumanSql, OutcomesSql, LineageSql, TokensSql, ThreadsSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -520,7 +523,7 @@ _INSERT_VERSION = insert(schema_version)
 _INSERT_EVENTS = insert(events)
 _DELETE_RUN = tuple(
     delete(t).where(t.c.run_id == bindparam("run_id"))
-    for t in (events, node_records, waits, effects, lineage, runs)
+    for t in (events, node_records, waits, effects, lineage, thread_meta, api_runs, runs)
 )
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))

@@ -16,6 +16,7 @@ from stageline.server._docs import install_docs
 from stageline.server._errors import install_error_handlers
 from stageline.server._limits import BodyLimit
 from stageline.server.api import ROUTERS
+from stageline.server.langgraph import ROUTERS as LANGGRAPH_ROUTERS
 
 __all__ = ["create_app"]
 
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.state.config = config
     install_error_handlers(app)
     install_docs(app)
-    for router in ROUTERS:
+    for router in [*ROUTERS, *LANGGRAPH_ROUTERS]:
         app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     return app
