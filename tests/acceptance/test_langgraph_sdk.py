@@ -345,3 +345,20 @@ def test_the_synchronous_client(server: Server) -> None:
         assert client.runs.join(tid, run["run_id"])["post_path"]
         assert client.threads.get(tid)["status"] == "idle"
         assert [t["thread_id"] for t in client.threads.search(metadata={"via": "sync"})] == [tid]
+
+
+async def test_the_same_on_postgres(serve_project: Callable[..., Server],
+                                    postgres_url: str) -> None:
+    server = serve_project(database_url=postgres_url)
+    async with sdk(server) as client:
+        tid = (await client.threads.create(metadata={"db": "postgres"}))["thread_id"]
+        stopped = await client.runs.wait(tid, "blog_post", input={"topic": "elephants"})
+        assert stopped["__interrupt__"][0]["value"]["gate"] == "editor_approval"
+        assert (await client.threads.get(tid))["status"] == "interrupted"
+        parts = [p async for p in client.runs.stream(
+            tid, "blog_post", command={"resume": "approve"}, stream_mode="updates")]
+        assert [next(iter(p.data)) for p in parts[1:]] == ["editor_approval", "publish"]
+        assert (await client.threads.get(tid))["status"] == "idle"
+        assert [t["thread_id"] for t in await client.threads.search(
+            metadata={"db": "postgres"}, status="idle")] == [tid]
+        assert [r["status"] for r in await client.runs.list(tid)] == ["success", "interrupted"]
