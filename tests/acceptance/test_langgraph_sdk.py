@@ -288,6 +288,13 @@ async def test_errors_are_what_the_sdk_expects(server: Server) -> None:
         with pytest.raises(httpx.HTTPStatusError) as other_assistant:
             await client.runs.wait(tid, "sdlc", command={"resume": "approve"})
         assert status_of(other_assistant) == 409
+        with pytest.raises(httpx.HTTPStatusError) as both:
+            await client.runs.wait(tid, "blog_post", input={"topic": "y"},
+                                   command={"resume": "approve"})
+        assert status_of(both) == 422
+        with pytest.raises(httpx.HTTPStatusError) as no_checkpoint:
+            await client.threads.get_state(tid, checkpoint_id="no-such-checkpoint")
+        assert status_of(no_checkpoint) == 404
         with pytest.raises(httpx.HTTPStatusError) as bad_decision:
             await client.runs.wait(tid, "blog_post", command={"resume": "maybe"})
         assert status_of(bad_decision) == 422

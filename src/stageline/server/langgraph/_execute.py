@@ -139,6 +139,9 @@ async def plan(runner: Runner, advancer: Advancer, body: RunCreate, thread_id: s
         raise HTTPException(422, "command.update and command.goto are not supported; change "
                             "a thread's state with threads.update_state")
     resume = command.resume if command is not None else None
+    if resume is not None and body.input:
+        raise HTTPException(422, "give input (to start a thread) or command (to resume it), "
+                            "not both")
     if run is None:
         if resume is not None:
             raise HTTPException(409, f"thread {thread_id} has not started; there is nothing to "

@@ -31,17 +31,21 @@ def known_assistant(runner: Runner, assistant_id: str) -> str:
     return assistant_id
 
 
+def _short(name: str) -> str:
+    return repr(name) if len(name) <= 80 else repr(name[:77] + "...")
+
+
 async def find_thread(runner: Runner, thread_id: str) -> tuple[Run | None, ThreadMeta | None]:
     """The thread's run (None while it has none) and metadata row; 404 if it has neither."""
     if not is_run_id(thread_id):
-        raise HTTPException(404, f"thread {thread_id!r} not found")
+        raise HTTPException(404, f"thread {_short(thread_id)} not found")
     meta = await runner.ledger.thread_meta(thread_id)
     try:
         run: Run | None = await runner.ledger.get_run(thread_id)
     except RunNotFound:
         run = None
     if run is None and meta is None:
-        raise HTTPException(404, f"thread {thread_id!r} not found")
+        raise HTTPException(404, f"thread {_short(thread_id)} not found")
     return run, meta
 
 
@@ -66,9 +70,8 @@ async def snapshot(runner: Runner, run: Run | None, checkpoint_id: str | None = 
         if checkpoint_id:
             raise
         return None
-    if checkpoint_id and found.config.get("configurable", {}).get("checkpoint_id") != (
-            checkpoint_id):
-        raise HTTPException(404, f"thread {run.run_id} has no checkpoint {checkpoint_id!r}")
+    if checkpoint_id and found.created_at is None:  # LangGraph echoes an unknown id back
+        raise HTTPException(404, f"thread {run.run_id} has no checkpoint {_short(checkpoint_id)}")
     return found
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -38,14 +38,13 @@ async def _accept(request: Request, runner: Runner, advancer: Advancer, body: Ru
                   ) -> tuple[ApiRun, asyncio.Task[None], str | None]:
     """Check and start one API run; returns it, its task and the checkpoint it starts from."""
     tracker = ApiRuns.of(request)
-    if thread_id is None:
-        thread_id = new_run_id()
+    stateless = thread_id is None
+    thread_id = thread_id or new_run_id()
     async with tracker.lock(thread_id):
         try:
             run, _meta = await find_thread(runner, thread_id)
         except HTTPException:
-            if (body.if_not_exists != "create" and body.if_not_exists is not None) or (
-                    request.url.path.startswith("/threads/") and body.if_not_exists != "create"):
+            if not stateless and body.if_not_exists != "create":
                 raise
             with unprocessable():
                 check_run_id(thread_id, "thread_id")
@@ -151,7 +150,8 @@ async def list_runs(
     thread_id: str, request: Request, runner: RunnerDep, _actor: Reader,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     offset: Annotated[int, Query(ge=0)] = 0,
-    status: Annotated[str | None, Query()] = None,
+    status: Annotated[Literal["pending", "running", "error", "success", "timeout",
+                              "interrupted"] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
     await find_thread(runner, thread_id)
     tracker = ApiRuns.of(request)
