@@ -8,7 +8,9 @@ question set (offline, by fixed rules).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -369,3 +371,48 @@ async def test_the_same_on_postgres(serve_project: Callable[..., Server],
         assert [t["thread_id"] for t in await client.threads.search(
             metadata={"db": "postgres"}, status="idle")] == [tid]
         assert [r["status"] for r in await client.runs.list(tid)] == ["success", "interrupted"]
+
+
+def _wait_for(path: Path, text: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+async def test_a_busy_run_is_cancelled_and_one_cut_by_a_crash_is_joined_after_restart(
+    serve_project: Callable[..., Server], tmp_path: Path,
+) -> None:
+    trail = tmp_path / "trail.txt"
+    server = serve_project(templates=("async_nodes.py",), env={
+        "STAGELINE_TEST_NODE_SLEEP": "0.5", "STAGELINE_TEST_TRAIL": str(trail)})
+    async with sdk(server) as client, sdk(server, "admin") as admin:
+        busy = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(busy, "async_nodes", input={"seed": 2})
+        _wait_for(trail, f"start {busy} n2\n")
+        assert (await client.threads.get(busy))["status"] == "busy"
+        assert (await client.runs.get(busy, run["run_id"]))["status"] == "running"
+        with pytest.raises(httpx.HTTPStatusError) as second:
+            await client.runs.create(busy, "async_nodes")
+        assert status_of(second) == 409
+        await admin.runs.cancel(busy, run["run_id"], wait=True)
+        assert (await client.runs.get(busy, run["run_id"]))["status"] == "interrupted"
+        assert (await client.threads.get(busy))["status"] == "idle"
+        assert shown(server, busy)["run"]["status"] == "cancelled"
+        assert f"start {busy} n10\n" not in trail.read_text()
+
+        cut = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(cut, "async_nodes", input={"seed": 3})
+        _wait_for(trail, f"end {cut} n3\n")
+    server.kill()
+    server.start()
+    async with sdk(server) as client:
+        done = await client.runs.join(cut, run["run_id"])
+        assert isinstance(done["value"], int) and "__error__" not in done
+        assert (await client.runs.get(cut, run["run_id"]))["status"] == "success"
+        assert (await client.threads.get(cut))["status"] == "idle"
+    ends = [line.split()[2] for line in trail.read_text().splitlines()
+            if line.startswith(f"end {cut} ")]
+    assert sorted(ends) == sorted(f"n{i}" for i in range(1, 11))  # each node completed once

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from stageline.errors import RunNotFound
+from stageline.errors import InputError, RunNotFound
 from stageline.ledger import Run, RunStatus, ThreadMeta
 from stageline.names import check_run_id
 from stageline.runner import Runner, new_run_id
@@ -165,8 +165,10 @@ async def copy_thread(thread_id: str, request: Request, runner: RunnerDep,
         return thread_json(copy.run_id, None, copy, None)
     if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
         raise HTTPException(409, f"thread {thread_id} is busy; copy it when its run stops")
-    with unprocessable():
+    try:
         forked = await advancer.run(runner.fork(thread_id))
+    except InputError as exc:  # its latest checkpoint cannot be forked (a state edit made it)
+        raise HTTPException(409, f"cannot copy thread {thread_id}: {exc}") from exc
     new_id = forked.run.run_id
     if metadata:
         await runner.ledger.set_thread_metadata(new_id, metadata)
