@@ -366,7 +366,7 @@ async def test_the_same_on_postgres(serve_project: Callable[..., Server],
         assert (await client.threads.get(tid))["status"] == "interrupted"
         parts = [p async for p in client.runs.stream(
             tid, "blog_post", command={"resume": "approve"}, stream_mode="updates")]
-        assert [next(iter(p.data)) for p in parts[1:]] == ["editor_approval", "publish"]
+        assert [next(iter(p.data)) for p in parts[1:]] == ["editor_approval", "publish"], parts
         assert (await client.threads.get(tid))["status"] == "idle"
         assert [t["thread_id"] for t in await client.threads.search(
             metadata={"db": "postgres"}, status="idle")] == [tid]

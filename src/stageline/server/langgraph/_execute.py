@@ -50,7 +50,7 @@ class ApiRuns:
         if found is None:
             found = cls()
             request.app.state.langgraph_runs = found
-        return found  # type: ignore[no-any-return]
+        return found
 
     def lock(self, thread_id: str) -> asyncio.Lock:
         """Held while a run is accepted on the thread, so two cannot both be."""

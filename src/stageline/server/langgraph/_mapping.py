@@ -114,7 +114,7 @@ def interrupt_json(item: Any) -> dict[str, Any]:
 
 def public_values(values: Any) -> dict[str, Any]:
     data = dict(values) if isinstance(values, Mapping) else {}
-    return jsonable({k: v for k, v in data.items() if k not in RESERVED_KEYS})
+    return dict(jsonable({k: v for k, v in data.items() if k not in RESERVED_KEYS}))
 
 
 def thread_json(thread_id: str, run: Run | None, meta: ThreadMeta | None,

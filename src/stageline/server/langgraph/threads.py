@@ -92,27 +92,22 @@ async def search_threads(body: ThreadSearch, request: Request, runner: RunnerDep
                     runs[thread_id] = await ledger.get_run(thread_id)
     ids = set(body.ids) if body.ids else None
     tracker = ApiRuns.of(request)
-    chosen: list[tuple[str, Run | None, ThreadMeta | None]] = []
+    chosen: list[tuple[str, Run | None, ThreadMeta | None, dict[str, Any]]] = []
     for thread_id in {*runs, *(metas if body.status in (None, "idle") else ())}:
-        run, meta = runs.get(thread_id), metas.get(thread_id)
+        its_run, meta = runs.get(thread_id), metas.get(thread_id)
         if ids is not None and thread_id not in ids:
             continue
-        if body.status and thread_status(run, tracker.busy(thread_id)) != body.status:
+        if body.status and thread_status(its_run, tracker.busy(thread_id)) != body.status:
             continue
-        shown = thread_json(thread_id, run, meta, None)
-        if not matches(shown["metadata"], body.metadata or {}):
-            continue
-        chosen.append((thread_id, run, meta))
+        brief = thread_json(thread_id, its_run, meta, None)
+        if matches(brief["metadata"], body.metadata or {}):
+            chosen.append((thread_id, its_run, meta, brief))
     key = body.sort_by or "created_at"
-    described = [thread_json(t, r, m, None) for t, r, m in chosen]
-    order = sorted(range(len(chosen)), key=lambda i: (str(described[i][key]),
-                                                     described[i]["thread_id"]),
-                   reverse=(body.sort_order or "desc") == "desc")
+    chosen.sort(key=lambda c: (str(c[3][key]), c[0]), reverse=(body.sort_order or "desc") == "desc")
     found: list[dict[str, Any]] = []
     skipped = 0
-    for i in order:
-        thread_id, run, meta = chosen[i]
-        shown = await describe(request, runner, thread_id, (run, meta))
+    for thread_id, its_run, meta, _brief in chosen:
+        shown = await describe(request, runner, thread_id, (its_run, meta))
         if body.values and not matches(shown["values"], body.values):
             continue
         if skipped < body.offset:
