@@ -100,6 +100,9 @@ async def test_a_gate_waits_is_shown_resumed_by_command_and_joined(server: Serve
         assert steps == sorted(steps, reverse=True) and steps[-1] == -1
         assert any(h["next"] == ["editor_approval"] for h in history)
         assert len(await client.threads.get_history(tid, limit=2)) == 2
+        [third] = await client.threads.get_history(tid, metadata={"step": 3})
+        assert third["metadata"]["step"] == 3
+        assert await client.threads.get_history(tid, metadata={"a'b; --": 1}) == []
         at = next(h for h in history if h["next"] == ["draft"])
         past = await client.threads.get_state(tid, checkpoint_id=at["checkpoint"]["checkpoint_id"])
         assert past["next"] == ["draft"] and "draft" not in past["values"]

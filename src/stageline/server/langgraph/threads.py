@@ -20,6 +20,7 @@ from stageline.server.langgraph._execute import ApiRuns
 from stageline.server.langgraph._lookup import config_of, find_thread, snapshot, unprocessable
 from stageline.server.langgraph._mapping import (
     checkpoint_json,
+    jsonable,
     matches,
     runs_of_thread_status,
     state_json,
@@ -249,11 +250,14 @@ async def get_history(thread_id: str, body: HistoryBody, runner: RunnerDep,
     before = body.before if isinstance(body.before, str) or body.before is None else (
         body.before.checkpoint_id)
     graph = runner.graph(run.template)
-    found = []
-    async for snap in graph.aget_state_history(
-            config_of(thread_id), filter=body.metadata or None,
-            before=config_of(thread_id, before) if before else None, limit=body.limit):
+    found: list[dict[str, Any]] = []
+    async for snap in graph.aget_state_history(  # metadata is matched here: any key may come
+            config_of(thread_id), before=config_of(thread_id, before) if before else None):
+        if not matches(jsonable(dict(snap.metadata or {})), body.metadata or {}):
+            continue
         found.append(state_json(thread_id, snap))
+        if len(found) >= body.limit:
+            break
     return found
 
 
