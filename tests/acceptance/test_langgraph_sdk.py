@@ -147,6 +147,13 @@ async def test_stream_updates_then_values(server: Server) -> None:
         assert (await client.threads.get(tid))["status"] == "idle"
         assert [r["status"] for r in await client.runs.list(tid)] == ["success", "interrupted"]
 
+        other = (await client.threads.create())["thread_id"]
+        started = await client.runs.create(other, "blog_post", input={"topic": "wasps"})
+        joined = [p async for p in client.runs.join_stream(other, started["run_id"],
+                                                           stream_mode="updates")]
+        assert joined[0].event == "metadata" and joined[0].data["run_id"] == started["run_id"]
+        assert joined[-1].event == "updates" and "__interrupt__" in joined[-1].data
+
 
 async def test_a_question_set_is_answered_by_command(server: Server) -> None:
     async with sdk(server) as client:

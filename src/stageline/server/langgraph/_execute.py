@@ -43,6 +43,7 @@ class ApiRuns:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._threads: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._starts: dict[str, str | None] = {}
 
     @classmethod
     def of(cls, request: Request) -> ApiRuns:
@@ -64,8 +65,14 @@ class ApiRuns:
     def task(self, api_run_id: str) -> asyncio.Task[None] | None:
         return self._tasks.get(api_run_id)
 
-    def launch(self, runner: Runner, api_run: ApiRun, work: Work) -> asyncio.Task[None]:
-        """Carry out ``work`` for ``api_run`` in the background, recording how it ended."""
+    def start_of(self, api_run_id: str) -> str | None:
+        """The checkpoint an API run this server follows started from (None: the beginning)."""
+        return self._starts.get(api_run_id)
+
+    def launch(self, runner: Runner, api_run: ApiRun, work: Work,
+               start: str | None = None) -> asyncio.Task[None]:
+        """Carry out ``work`` for ``api_run`` (from checkpoint ``start``) in the background,
+        recording how it ended."""
         ledger = runner.ledger
         key = api_run.api_run_id
 
@@ -93,10 +100,12 @@ class ApiRuns:
         task = asyncio.create_task(follow(), name=f"api run {key}")
         self._tasks[key] = task
         self._threads[api_run.run_id] = key
+        self._starts[key] = start
 
         def forget(done: asyncio.Task[None]) -> None:
             if self._tasks.get(key) is done:
                 del self._tasks[key]
+                self._starts.pop(key, None)
             if self._threads.get(api_run.run_id) == key:
                 del self._threads[api_run.run_id]
 

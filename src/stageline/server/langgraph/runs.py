@@ -57,7 +57,7 @@ async def _accept(request: Request, runner: Runner, advancer: Advancer, body: Ru
         api_run = await runner.ledger.add_api_run(ApiRun(
             api_run_id=str(uuid.uuid4()), run_id=thread_id, assistant_id=body.assistant_id,
             metadata=body.metadata or {}))
-        task = tracker.launch(runner, api_run, work)
+        task = tracker.launch(runner, api_run, work, start)
     return api_run, task, start
 
 
@@ -177,6 +177,26 @@ async def join_run(thread_id: str, run_id: str, request: Request, runner: Runner
     api_run = await _api_run(runner, thread_id, run_id)
     await ApiRuns.of(request).join(runner, api_run)
     return await _outcome(runner, api_run)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", summary="Join an API run's stream: "
+            "its events from where it started while it goes on; its end state once it ended")
+async def join_stream(
+    thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Reader,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+) -> StreamingResponse:
+    api_run = await _api_run(runner, thread_id, run_id)
+    tracker = ApiRuns.of(request)
+    task = tracker.task(api_run.api_run_id)
+    run = await runner.ledger.get_run(thread_id)
+    if task is not None:
+        start = tracker.start_of(api_run.api_run_id)
+    else:  # ended (or followed by no one here): only where it is now
+        latest = await snapshot(runner, run)
+        start = latest.config["configurable"].get("checkpoint_id") if latest else None
+    modes = stream_mode or ["values", "updates"]
+    return StreamingResponse(stream_run(runner, api_run, run.template, modes, start, task),
+                             media_type="text/event-stream")
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", summary="Cancel the thread's run "
