@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
     from stageline.ledger._outcomes import Outcome
     from stageline.ledger._search import RunPage, RunQuery
+    from stageline.ledger._threads import ApiRun, ApiRunStatus, ThreadMeta
     from stageline.ledger._tokens import Scope, Token, hash_token, new_token
 
 # Imported on first use: these pull in LangGraph (or SQLAlchemy), which the command line's read
@@ -48,6 +49,9 @@ _LAZY = {
     "Outcome": "stageline.ledger._outcomes",
     "Lineage": "stageline.ledger._lineage",
     "RunPage": "stageline.ledger._search",
+    "ApiRun": "stageline.ledger._threads",
+    "ApiRunStatus": "stageline.ledger._threads",
+    "ThreadMeta": "stageline.ledger._threads",
     "RunQuery": "stageline.ledger._search",
     "Scope": "stageline.ledger._tokens",
     "Token": "stageline.ledger._tokens",
@@ -70,6 +74,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ApiRun",
+    "ApiRunStatus",
     "Backend",
     "Claim",
     "CopyReport",
@@ -91,6 +97,7 @@ __all__ = [
     "RunStatus",
     "Scope",
     "SinkStart",
+    "ThreadMeta",
     "Token",
     "UpgradeReport",
     "Wait",

@@ -17,6 +17,7 @@ from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outbox import OutboxMemory
 from stageline.ledger._outcomes import OutcomesMemory
 from stageline.ledger._search import RunSearchMemory
+from stageline.ledger._threads import ThreadsMemory
 from stageline.ledger._tokens import TokensMemory
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id
@@ -25,7 +26,7 @@ __all__ = ["MemoryLedger", "open_memory"]
 
 
 class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, TokensMemory,
-                   RunSearchMemory):
+                   RunSearchMemory, ThreadsMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -208,6 +209,7 @@ class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, Tok
         self._forget_run(run_id)
         self._forget_cursors(run_id)
         self._forget_lineage(run_id)
+        self._forget_threads(run_id)
 
 
 def open_memory(serde: SerializerProtocol) -> tuple[MemoryLedger, InMemorySaver]:

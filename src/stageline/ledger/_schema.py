@@ -19,6 +19,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable, Index
 
 __all__ = [
     "MIGRATIONS",
+    "api_runs",
     "effects",
     "events",
     "lineage",
@@ -29,6 +30,7 @@ __all__ = [
     "schema_version",
     "sink_cursors",
     "sinks",
+    "thread_meta",
     "tokens",
     "waits",
 ]
@@ -298,8 +300,46 @@ def _v8_runs_created(dialect: Dialect) -> list[str]:
             for ix in _indexes_runs_created]
 
 
+
+# -- migration: the LangGraph-compatible API's threads and runs --------------------------------
+
+thread_meta = Table(
+    "stageline_thread_meta",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("metadata", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A LangGraph thread's metadata (the thread id is the run id; the run may not exist yet)."""
+
+api_runs = Table(
+    "stageline_api_runs",
+    metadata,
+    Column("api_run_id", String(64), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("assistant_id", String(200), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("error", Text),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A LangGraph API run: one advance (start or resume) of the run ``run_id``."""
+
+
+_index_api_runs = Index("ix_stageline_api_runs_run", api_runs.c.run_id, api_runs.c.created_at)
+
+
+def _v9_thread_meta(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+           for t in (thread_meta, api_runs)]
+    return [*ddl, str(CreateIndex(_index_api_runs, if_not_exists=True).compile(dialect=dialect))]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage, _v7_tokens, _v8_runs_created,
+    _v9_thread_meta,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
 

@@ -38,6 +38,7 @@ from stageline.ledger._outcome_stats import OutcomeStatsSql
 from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
+    api_runs,
     effects,
     events,
     lineage,
@@ -45,10 +46,12 @@ from stageline.ledger._schema import (
     runs,
     schema_version,
     sink_cursors,
+    thread_meta,
     waits,
 )
 from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
+from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id
@@ -82,7 +85,7 @@ class Executor(Protocol):
 
 
 class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
-                RunSearchSql):
+                RunSearchSql, ThreadsSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -590,7 +593,8 @@ _INSERT_VERSION = insert(schema_version)
 _INSERT_EVENTS = insert(events)
 _DELETE_RUN = tuple(
     delete(t).where(t.c.run_id == bindparam("run_id"))
-    for t in (events, node_records, waits, effects, sink_cursors, lineage, runs)
+    for t in (events, node_records, waits, effects, sink_cursors, lineage, thread_meta, api_runs,
+              runs)
 )
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))

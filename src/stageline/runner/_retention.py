@@ -48,6 +48,12 @@ class RetentionMixin:
         ledger: LedgerStore
         settings: Settings
 
+    async def delete(self, run_id: str) -> None:
+        """Delete one run: its checkpoints, then its ledger rows (a delete cut short between the
+        two is finished by the next). The caller has made sure no process advances it."""
+        await self.backend.saver.adelete_thread(run_id)
+        await self.ledger.delete_run(run_id)
+
     async def prune(
         self,
         *,
@@ -71,8 +77,7 @@ class RetentionMixin:
                 old = await self.ledger.list_runs(status=str(status), limit=BATCH,
                                                   updated_before=report.cutoff)
                 for run in old:
-                    await self.backend.saver.adelete_thread(run.run_id)
-                    await self.ledger.delete_run(run.run_id)
+                    await self.delete(run.run_id)
                     report.run_ids.append(run.run_id)
                 if len(old) < BATCH:
                     break

@@ -171,6 +171,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             return self._templates[ref]
         return load_template(ref, self.settings.template_dirs)
 
+    def graph(self, template: str | Template) -> Any:
+        """The template's compiled LangGraph graph over this runner's checkpoints, for reading
+        a run's state and history with LangGraph's public API (advance runs with the runner)."""
+        return self._graph(self.load(template))
+
     def _graph(self, template: Template) -> Any:
         """The template's compiled graph, cached by its identity and digest (bounded: a
         long-lived worker or server must not keep one per run)."""

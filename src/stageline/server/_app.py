@@ -17,6 +17,7 @@ from stageline.server._errors import install_error_handlers
 from stageline.server._limits import BodyLimit
 from stageline.server._notify import RunNotifier
 from stageline.server.api import ROUTERS
+from stageline.server.langgraph import ROUTERS as LANGGRAPH_ROUTERS
 from stageline.server.ui import install_ui
 
 __all__ = ["create_app"]
@@ -78,7 +79,7 @@ def create_app(
     app.state.notifier = RunNotifier()
     install_error_handlers(app)
     install_docs(app)
-    for router in ROUTERS:
+    for router in [*ROUTERS, *LANGGRAPH_ROUTERS]:
         app.include_router(router)
     install_ui(app)  # the dashboard at /ui/ (its own session auth); / redirects there
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)

@@ -1,0 +1,224 @@
+"""What the LangGraph-compatible API keeps beside a run: thread metadata and its API runs.
+
+A LangGraph *thread* is a stageline run (the thread id is the run id); one made empty by
+``threads.create`` has a metadata row and no run until its first API run names a template. A
+LangGraph *run* is one advance of the thread (its start, each resume): an ``ApiRun`` row with
+its own id and status, so that ``runs.list/get/join`` can find it again. Both go with the run
+when it is deleted (``delete_run``, retention).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import bindparam, insert, select, update
+
+from stageline.errors import InvalidTransition
+from stageline.ledger._schema import api_runs, thread_meta
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from stageline.ledger._sql import Executor
+
+__all__ = ["ApiRun", "ApiRunStatus", "ThreadMeta", "ThreadsMemory", "ThreadsSql"]
+
+
+class ApiRunStatus(StrEnum):
+    PENDING = "pending"  # accepted; its advance has not begun
+    RUNNING = "running"  # the run is being advanced for it
+    SUCCESS = "success"  # the run reached its end (or a gate rejected it)
+    ERROR = "error"  # the advance failed, or a node did
+    INTERRUPTED = "interrupted"  # the run stopped at a gate or question, or was cancelled
+
+    @property
+    def done(self) -> bool:
+        return self not in (ApiRunStatus.PENDING, ApiRunStatus.RUNNING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadMeta:
+    """A thread's metadata; ``run_id`` is the thread id (the run may not exist yet)."""
+
+    run_id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    def to_row(self) -> dict[str, Any]:
+        row = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        row["metadata"] = json.dumps(self.metadata, default=str)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ThreadMeta:
+        data = {k: row[k] for k in cls.__dataclass_fields__}
+        data["metadata"] = json.loads(data["metadata"] or "{}")
+        return cls(**data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiRun:
+    """One LangGraph API run: an advance of thread (run) ``run_id``."""
+
+    api_run_id: str
+    run_id: str
+    assistant_id: str
+    status: ApiRunStatus = ApiRunStatus.PENDING
+    metadata: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    def to_row(self) -> dict[str, Any]:
+        row = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        row["metadata"] = json.dumps(self.metadata, default=str)
+        row["status"] = str(self.status)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ApiRun:
+        data = {k: row[k] for k in cls.__dataclass_fields__}
+        data["metadata"] = json.loads(data["metadata"] or "{}")
+        data["status"] = ApiRunStatus(data["status"])
+        return cls(**data)
+
+
+def _exists(run_id: str) -> InvalidTransition:
+    return InvalidTransition(f"thread {run_id} already exists")
+
+
+class ThreadsMemory:
+    """Thread metadata and API runs of the in-memory ledger."""
+
+    def _threads_d(self) -> dict[str, ThreadMeta]:
+        return self.__dict__.setdefault("_thread_meta", {})  # type: ignore[no-any-return]
+
+    def _api_runs_d(self) -> dict[str, ApiRun]:
+        return self.__dict__.setdefault("_api_runs", {})  # type: ignore[no-any-return]
+
+    async def put_thread(self, meta: ThreadMeta) -> ThreadMeta:
+        if meta.run_id in self._threads_d():
+            raise _exists(meta.run_id)
+        self._threads_d()[meta.run_id] = meta
+        return meta
+
+    async def thread_meta(self, run_id: str) -> ThreadMeta | None:
+        return self._threads_d().get(run_id)
+
+    async def thread_metas(self) -> list[ThreadMeta]:
+        return sorted(self._threads_d().values(), key=lambda t: (t.created_at, t.run_id))
+
+    async def set_thread_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> ThreadMeta:
+        found = self._threads_d().get(run_id) or ThreadMeta(run_id=run_id)
+        meta = replace(found, metadata=dict(metadata), updated_at=time.time())
+        self._threads_d()[run_id] = meta
+        return meta
+
+    async def add_api_run(self, run: ApiRun) -> ApiRun:
+        self._api_runs_d()[run.api_run_id] = run
+        return run
+
+    async def api_run(self, api_run_id: str) -> ApiRun | None:
+        return self._api_runs_d().get(api_run_id)
+
+    async def api_runs(self, run_id: str) -> list[ApiRun]:
+        found = [r for r in self._api_runs_d().values() if r.run_id == run_id]
+        return sorted(found, key=lambda r: (r.created_at, r.api_run_id), reverse=True)
+
+    async def set_api_run_status(self, api_run_id: str, status: ApiRunStatus | str,
+                                 error: str | None = None) -> None:
+        found = self._api_runs_d().get(api_run_id)
+        if found is not None:
+            self._api_runs_d()[api_run_id] = replace(
+                found, status=ApiRunStatus(status), error=error, updated_at=time.time())
+
+    def _forget_threads(self, run_id: str) -> None:
+        self._threads_d().pop(run_id, None)
+        for key in [k for k, r in self._api_runs_d().items() if r.run_id == run_id]:
+            del self._api_runs_d()[key]
+
+
+class ThreadsSql:
+    """Thread metadata and API runs of the SQL ledger (mixed into ``SqlLedger``)."""
+
+    if TYPE_CHECKING:
+        def _tx(self) -> AbstractAsyncContextManager[Executor]: ...
+        def _read(self) -> AbstractAsyncContextManager[Executor]: ...
+        def _sql(self, stmt: Any) -> str: ...
+
+    async def put_thread(self, meta: ThreadMeta) -> ThreadMeta:
+        """Record an empty thread; a thread id taken already is refused."""
+        async with self._tx() as x:
+            if await x.fetch(self._sql(_SELECT_THREAD), {"run_id": meta.run_id}):
+                raise _exists(meta.run_id)
+            await x.execute(self._sql(_INSERT_THREAD), meta.to_row())
+        return meta
+
+    async def thread_meta(self, run_id: str) -> ThreadMeta | None:
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_SELECT_THREAD), {"run_id": run_id})
+        return ThreadMeta.from_row(rows[0]) if rows else None
+
+    async def thread_metas(self) -> list[ThreadMeta]:
+        """Every thread with a metadata row, oldest first."""
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_SELECT_THREADS), {})
+        return [ThreadMeta.from_row(r) for r in rows]
+
+    async def set_thread_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> ThreadMeta:
+        """Set a thread's metadata (making its row if it has none)."""
+        async with self._tx() as x:
+            rows = await x.fetch(self._sql(_SELECT_THREAD), {"run_id": run_id})
+            found = ThreadMeta.from_row(rows[0]) if rows else ThreadMeta(run_id=run_id)
+            meta = replace(found, metadata=dict(metadata), updated_at=time.time())
+            if rows:
+                row = meta.to_row()
+                await x.execute(self._sql(_UPDATE_THREAD), {
+                    "run_id": run_id, "meta": row["metadata"], "now": meta.updated_at})
+            else:
+                await x.execute(self._sql(_INSERT_THREAD), meta.to_row())
+        return meta
+
+    async def add_api_run(self, run: ApiRun) -> ApiRun:
+        async with self._tx() as x:
+            await x.execute(self._sql(_INSERT_API_RUN), run.to_row())
+        return run
+
+    async def api_run(self, api_run_id: str) -> ApiRun | None:
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_SELECT_API_RUN), {"api_run_id": api_run_id})
+        return ApiRun.from_row(rows[0]) if rows else None
+
+    async def api_runs(self, run_id: str) -> list[ApiRun]:
+        """The API runs of thread ``run_id``, newest first."""
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_SELECT_API_RUNS), {"run_id": run_id})
+        return [ApiRun.from_row(r) for r in rows]
+
+    async def set_api_run_status(self, api_run_id: str, status: ApiRunStatus | str,
+                                 error: str | None = None) -> None:
+        async with self._tx() as x:
+            await x.execute(self._sql(_SET_API_RUN), {
+                "api_run_id": api_run_id, "status": str(ApiRunStatus(status)), "error": error,
+                "now": time.time()})
+
+
+_m, _a = thread_meta, api_runs
+_SELECT_THREAD = select(_m).where(_m.c.run_id == bindparam("run_id"))
+_SELECT_THREADS = select(_m).order_by(_m.c.created_at, _m.c.run_id)
+_INSERT_THREAD = insert(_m)
+_UPDATE_THREAD = (update(_m).where(_m.c.run_id == bindparam("run_id"))
+                  .values(metadata=bindparam("meta"), updated_at=bindparam("now")))
+_INSERT_API_RUN = insert(_a)
+_SELECT_API_RUN = select(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
+_SELECT_API_RUNS = (select(_a).where(_a.c.run_id == bindparam("run_id"))
+                    .order_by(_a.c.created_at.desc(), _a.c.api_run_id.desc()))
+_SET_API_RUN = (update(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
+                .values(status=bindparam("status"), error=bindparam("error"),
+                        updated_at=bindparam("now")))

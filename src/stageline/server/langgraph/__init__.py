@@ -1,0 +1,15 @@
+"""The LangGraph Platform API, so that ``langgraph_sdk`` clients drive stageline unchanged.
+
+An assistant is a template, a thread is a run, a LangGraph run is one advance of it (the start,
+each resume). ``ROUTERS`` is what the app includes.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from stageline.server.langgraph import assistants, runs, threads
+
+__all__ = ["ROUTERS"]
+
+ROUTERS: list[APIRouter] = [assistants.router, threads.router, runs.router]

@@ -1,0 +1,242 @@
+"""LangGraph API runs: what one asks the runner to do, and following it to its end.
+
+A run on an empty thread creates the stageline run (its inputs checked at once: 422) and has
+the server's advancer advance it; a run with ``command={"resume": ...}`` on an interrupted
+thread decides its gate or answers its question set through the runner's own ``approve``,
+``reject``, ``request_changes`` or ``answer``, with the token's name as actor, exactly as the
+CLI does; a run with neither on a failed thread retries it. Each is checked before it is
+accepted, so that a bad request is refused with its reason and leaves no API run behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from fastapi import HTTPException, Request
+
+from stageline.errors import StagelineError
+from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus, Wait, WaitKind
+from stageline.runner import Runner, RunSummary
+from stageline.server._advancer import Advancer
+from stageline.server.langgraph._lookup import known_assistant, unprocessable
+from stageline.server.langgraph._mapping import api_status_of, assistant_of, thread_status
+from stageline.server.langgraph._models import RunCreate
+from stageline.stages import validate_answers
+
+__all__ = ["ApiRuns", "plan"]
+
+_log = logging.getLogger("stageline.server")
+
+Work = Callable[[], Awaitable[RunSummary | None]]
+JOIN_POLL = 0.2
+"""Seconds between two looks at a run this server does not advance itself (join)."""
+
+
+class ApiRuns:
+    """The API runs this server follows, so that wait, join and stream can wait for them."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._threads: dict[str, str] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._starts: dict[str, str | None] = {}
+
+    @classmethod
+    def of(cls, request: Request) -> ApiRuns:
+        found = getattr(request.app.state, "langgraph_runs", None)
+        if found is None:
+            found = cls()
+            request.app.state.langgraph_runs = found
+        return found
+
+    def lock(self, thread_id: str) -> asyncio.Lock:
+        """Held while a run is accepted on the thread, so two cannot both be."""
+        return self._locks.setdefault(thread_id, asyncio.Lock())
+
+    def busy(self, thread_id: str) -> bool:
+        api_run_id = self._threads.get(thread_id)
+        task = self._tasks.get(api_run_id) if api_run_id else None
+        return task is not None and not task.done()
+
+    def task(self, api_run_id: str) -> asyncio.Task[None] | None:
+        return self._tasks.get(api_run_id)
+
+    def start_of(self, api_run_id: str) -> str | None:
+        """The checkpoint an API run this server follows started from (None: the beginning)."""
+        return self._starts.get(api_run_id)
+
+    def launch(self, runner: Runner, api_run: ApiRun, work: Work,
+               start: str | None = None) -> asyncio.Task[None]:
+        """Carry out ``work`` for ``api_run`` (from checkpoint ``start``) in the background,
+        recording how it ended."""
+        ledger = runner.ledger
+        key = api_run.api_run_id
+
+        async def follow() -> None:
+            status, error = ApiRunStatus.ERROR, None
+            try:
+                await ledger.set_api_run_status(key, ApiRunStatus.RUNNING)
+                summary = await work()
+                run = summary.run if summary is not None else await ledger.get_run(
+                    api_run.run_id)
+                status = api_status_of(run)
+                if status is ApiRunStatus.PENDING:  # drained at shutdown: it goes on later
+                    status = ApiRunStatus.RUNNING
+                error = run.error if status is ApiRunStatus.ERROR else None
+            except StagelineError as exc:
+                error = str(exc)
+            except Exception as exc:
+                _log.exception("API run %s of thread %s failed", key, api_run.run_id)
+                error = f"internal error ({type(exc).__name__}); the server log has the details"
+            try:
+                await ledger.set_api_run_status(key, status, error)
+            except StagelineError:
+                _log.warning("could not record how API run %s ended", key, exc_info=True)
+
+        task = asyncio.create_task(follow(), name=f"api run {key}")
+        self._tasks[key] = task
+        self._threads[api_run.run_id] = key
+        self._starts[key] = start
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._tasks.get(key) is done:
+                del self._tasks[key]
+                self._starts.pop(key, None)
+            if self._threads.get(api_run.run_id) == key:
+                del self._threads[api_run.run_id]
+
+        task.add_done_callback(forget)
+        return task
+
+    async def status(self, runner: Runner, api_run: ApiRun) -> ApiRunStatus:
+        """The API run's status; one nobody here follows any more (the server restarted, or
+        another process advances it) is read off its run."""
+        if api_run.status.done or api_run.api_run_id in self._tasks:
+            return api_run.status
+        newest = (await runner.ledger.api_runs(api_run.run_id) or [api_run])[0]
+        if newest.api_run_id != api_run.api_run_id:  # a later one took over the thread
+            return ApiRunStatus.SUCCESS
+        try:
+            run = await runner.ledger.get_run(api_run.run_id)
+        except StagelineError:
+            return ApiRunStatus.ERROR
+        found = api_status_of(run)
+        return ApiRunStatus.RUNNING if found is ApiRunStatus.PENDING else found
+
+    async def join(self, runner: Runner, api_run: ApiRun, timeout: float = 3600.0) -> None:
+        """Wait until the API run has ended (bounded by ``timeout`` seconds)."""
+        task = self._tasks.get(api_run.api_run_id)
+        if task is not None:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while not (await self.status(runner, api_run)).done and time.monotonic() < deadline:
+            await asyncio.sleep(JOIN_POLL)
+
+
+async def plan(runner: Runner, advancer: Advancer, body: RunCreate, thread_id: str,
+               run: Run | None, actor: str) -> Work:
+    """Check what ``body`` asks of the thread and return the work that does it; a run made
+    for an empty thread is created here (queued), so that its inputs are checked at once."""
+    assistant = known_assistant(runner, body.assistant_id)
+    command = body.command
+    if command is not None and (command.update is not None or command.goto is not None):
+        raise HTTPException(422, "command.update and command.goto are not supported; change "
+                            "a thread's state with threads.update_state")
+    resume = command.resume if command is not None else None
+    if resume is not None and body.input:
+        raise HTTPException(422, "give input (to start a thread) or command (to resume it), "
+                            "not both")
+    if run is None:
+        if resume is not None:
+            raise HTTPException(409, f"thread {thread_id} has not started; there is nothing to "
+                                "resume (start it with input)")
+        with unprocessable():
+            await runner.create(assistant, body.input or {}, run_id=thread_id)
+        return lambda: advancer.advance(thread_id)
+    if assistant_of(run) != assistant:
+        raise HTTPException(409, f"thread {thread_id} belongs to assistant "
+                            f"{assistant_of(run)!r}, not {assistant!r}")
+    said = f"thread {thread_id} is {thread_status(run)} (its run is {run.status})"
+    if resume is not None:
+        if run.status is not RunStatus.WAITING:
+            raise HTTPException(409, f"{said}; only an interrupted thread can be resumed")
+        return await _resume(runner, advancer, run, resume, actor)
+    if run.status is RunStatus.WAITING:
+        raise HTTPException(409, f"{said}: resume it with command={{'resume': ...}}")
+    if body.input:
+        raise HTTPException(409, f"{said}; a thread takes input only when it starts (copy it "
+                            "with threads.copy, or start a new thread)")
+    if run.status is RunStatus.FAILED:
+        return lambda: advancer.run(runner.retry(thread_id))
+    if run.status is RunStatus.QUEUED:
+        return lambda: advancer.advance(thread_id)
+    raise HTTPException(409, f"{said}; there is nothing to run")
+
+
+def _chosen(pending: list[Wait], resume: Any) -> tuple[Wait, Any]:
+    """The interrupt a resume is for: keyed by interrupt id, or the only one waiting."""
+    ids = {w.interrupt_id: w for w in pending}
+    if isinstance(resume, Mapping) and resume and all(k in ids for k in resume):
+        if len(resume) > 1:
+            raise HTTPException(422, "resume one interrupt at a time")
+        key = next(iter(resume))
+        return ids[key], resume[key]
+    if len(pending) > 1:
+        raise HTTPException(422, f"{len(pending)} interrupts wait ({', '.join(ids)}); key the "
+                            "resume by interrupt id: {\"<id>\": value}")
+    return pending[0], resume
+
+
+_GATE_FORMS = ("resume a gate with \"approve\", \"reject\" or {\"decision\": \"approve\" | "
+               "\"reject\" | \"changes\", \"note\": \"...\"}")
+
+
+def _gate_decision(value: Any) -> tuple[str, str | None]:
+    if isinstance(value, str):
+        decision, note = value, None
+    elif isinstance(value, Mapping) and isinstance(value.get("decision"), str):
+        decision, note = value["decision"], value.get("note")
+        if note is not None and not isinstance(note, str):
+            raise HTTPException(422, "resume.note must be a string")
+    else:
+        raise HTTPException(422, f"{_GATE_FORMS}; got {type(value).__name__}")
+    if decision not in ("approve", "reject", "changes"):
+        raise HTTPException(422, f"{_GATE_FORMS}; got decision {decision!r}")
+    if decision == "changes" and not (note or "").strip():
+        raise HTTPException(422, "a request for changes needs a note saying what to change")
+    return decision, note
+
+
+async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any,
+                  actor: str) -> Work:
+    run_id = run.run_id
+    pending = await runner.pending(run_id)
+    if not pending:
+        raise HTTPException(409, f"thread {run_id} waits on nothing any more")
+    wait, value = _chosen(pending, resume)
+    if wait.kind is WaitKind.GATE:
+        decision, note = _gate_decision(value)
+        if decision == "changes" and wait.payload.get("changes_to") is None:
+            raise HTTPException(409, f"gate {wait.name} takes no changes; approve or reject")
+        if decision == "changes" and wait.payload.get("changes_left") == 0:
+            raise HTTPException(409, f"gate {wait.name} has no rounds of changes left")
+        options: dict[str, Any] = {"gate": wait.name, "actor": actor, "attempt": wait.attempt}
+        if decision == "approve":
+            return lambda: advancer.run(runner.approve(run_id, note=note, **options))
+        if decision == "reject":
+            return lambda: advancer.run(runner.reject(run_id, note=note, **options))
+        return lambda: advancer.run(runner.request_changes(run_id, note=note or "", **options))
+    if not isinstance(value, Mapping):
+        raise HTTPException(422, "resume a question set with a mapping of question id -> "
+                            f"answer; got {type(value).__name__}")
+    questions = wait.payload.get("question_set", {}).get("questions", [])
+    with unprocessable():
+        validate_answers(questions, value)
+    answers = dict(value)
+    return lambda: advancer.run(runner.answer(run_id, answers, question_id=wait.wait_id,
+                                              actor=actor))

@@ -1,0 +1,108 @@
+"""The request bodies of the LangGraph-compatible API, as ``langgraph_sdk`` sends them.
+
+Fields stageline has no use for (``config``, ``context``, ``webhook``...) are accepted and
+ignored, so an unchanged client works; unknown fields are ignored too, as LangGraph's server
+does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AssistantSearch",
+    "CheckpointRef",
+    "CommandBody",
+    "HistoryBody",
+    "RunCreate",
+    "StateAtCheckpoint",
+    "ThreadCreate",
+    "ThreadPatch",
+    "ThreadSearch",
+    "UpdateState",
+]
+
+_LOOSE = ConfigDict(extra="ignore")
+_LIMIT = Field(10, ge=1, le=1000)
+
+
+class AssistantSearch(BaseModel):
+    model_config = _LOOSE
+    metadata: dict[str, Any] | None = None
+    graph_id: str | None = None
+    name: str | None = None
+    limit: int = _LIMIT
+    offset: int = Field(0, ge=0)
+
+
+class ThreadCreate(BaseModel):
+    model_config = _LOOSE
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+
+
+class ThreadPatch(BaseModel):
+    model_config = _LOOSE
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadSearch(BaseModel):
+    model_config = _LOOSE
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    ids: list[str] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = _LIMIT
+    offset: int = Field(0, ge=0)
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+
+
+class CheckpointRef(BaseModel):
+    model_config = _LOOSE
+    thread_id: str | None = None
+    checkpoint_ns: str | None = ""
+    checkpoint_id: str | None = None
+
+
+class StateAtCheckpoint(BaseModel):
+    model_config = _LOOSE
+    checkpoint: CheckpointRef
+    subgraphs: bool = False
+
+
+class HistoryBody(BaseModel):
+    model_config = _LOOSE
+    limit: int = _LIMIT
+    before: str | CheckpointRef | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: CheckpointRef | None = None
+
+
+class UpdateState(BaseModel):
+    model_config = _LOOSE
+    values: dict[str, Any] | None = None
+    as_node: str | None = None
+    checkpoint: CheckpointRef | None = None
+    checkpoint_id: str | None = None
+
+
+class CommandBody(BaseModel):
+    model_config = _LOOSE
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+
+class RunCreate(BaseModel):
+    model_config = _LOOSE
+    assistant_id: str = Field(min_length=1, max_length=200)
+    input: dict[str, Any] | None = None
+    command: CommandBody | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: str | list[str] = "values"
+    if_not_exists: Literal["create", "reject"] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None

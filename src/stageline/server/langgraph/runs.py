@@ -1,0 +1,227 @@
+"""``/threads/{id}/runs`` and ``/runs``: LangGraph runs, each one advance of the thread's run
+(its start, a resume by ``command``, a retry), in the background, waited for, or streamed."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from stageline.errors import StagelineError
+from stageline.ledger import ApiRun, ApiRunStatus, RunStatus
+from stageline.names import check_run_id
+from stageline.runner import Runner, new_run_id
+from stageline.server._advancer import Advancer
+from stageline.server._auth import require_scope
+from stageline.server._state import get_advancer, get_runner
+from stageline.server.langgraph._execute import ApiRuns, plan
+from stageline.server.langgraph._lookup import find_thread, snapshot, unprocessable
+from stageline.server.langgraph._mapping import api_run_json, interrupt_json, public_values
+from stageline.server.langgraph._models import RunCreate
+from stageline.server.langgraph._stream import stream_run
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["langgraph: runs"])
+Reader = Annotated[str, Depends(require_scope("read"))]
+Decider = Annotated[str, Depends(require_scope("decide"))]
+Admin = Annotated[str, Depends(require_scope("admin"))]
+RunnerDep = Annotated[Runner, Depends(get_runner)]
+AdvancerDep = Annotated[Advancer, Depends(get_advancer)]
+
+
+async def _accept(request: Request, runner: Runner, advancer: Advancer, body: RunCreate,
+                  thread_id: str | None, actor: str
+                  ) -> tuple[ApiRun, asyncio.Task[None], str | None]:
+    """Check and start one API run; returns it, its task and the checkpoint it starts from."""
+    tracker = ApiRuns.of(request)
+    stateless = thread_id is None
+    thread_id = thread_id or new_run_id()
+    async with tracker.lock(thread_id):
+        try:
+            run, _meta = await find_thread(runner, thread_id)
+        except HTTPException:
+            if not stateless and body.if_not_exists != "create":
+                raise
+            with unprocessable():
+                check_run_id(thread_id, "thread_id")
+            run = None
+        if tracker.busy(thread_id):
+            raise HTTPException(409, f"thread {thread_id} is busy with another run")
+        latest = await snapshot(runner, run)
+        start = latest.config["configurable"].get("checkpoint_id") if latest else None
+        work = await plan(runner, advancer, body, thread_id, run, actor)
+        api_run = await runner.ledger.add_api_run(ApiRun(
+            api_run_id=str(uuid.uuid4()), run_id=thread_id, assistant_id=body.assistant_id,
+            metadata=body.metadata or {}))
+        task = tracker.launch(runner, api_run, work, start)
+    return api_run, task, start
+
+
+def _location(api_run: ApiRun) -> dict[str, str]:
+    return {"Content-Location": f"/threads/{api_run.run_id}/runs/{api_run.api_run_id}"}
+
+
+async def _outcome(runner: Runner, api_run: ApiRun) -> dict[str, Any]:
+    """What ``runs.wait`` and ``runs.join`` answer: the thread's values (with what it waits on
+    under ``__interrupt__``), or ``__error__`` for a run that failed."""
+    ended = await runner.ledger.api_run(api_run.api_run_id) or api_run
+    run = await runner.ledger.get_run(api_run.run_id)
+    latest = await snapshot(runner, run)
+    values = public_values(latest.values) if latest is not None else {}
+    if ended.status is ApiRunStatus.ERROR or run.status is RunStatus.FAILED:
+        return {**values, "__error__": {"error": "RunError",
+                                        "message": ended.error or run.error or "the run failed"}}
+    if latest is not None and latest.interrupts:
+        values["__interrupt__"] = [interrupt_json(i) for i in latest.interrupts]
+    return values
+
+
+@router.post("/threads/{thread_id}/runs", summary="Start a run on the thread, in the background")
+async def create_run(thread_id: str, body: RunCreate, request: Request, runner: RunnerDep,
+                     advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+    api_run, _task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
+    return JSONResponse(api_run_json(api_run), headers=_location(api_run))
+
+
+@router.post("/runs", summary="Start a run on a new thread, in the background")
+async def create_stateless_run(body: RunCreate, request: Request, runner: RunnerDep,
+                               advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+    api_run, _task, _start = await _accept(request, runner, advancer, body, None, actor)
+    return JSONResponse(api_run_json(api_run), headers=_location(api_run))
+
+
+async def _wait(request: Request, runner: Runner, advancer: Advancer, body: RunCreate,
+                thread_id: str | None, actor: str) -> JSONResponse:
+    api_run, task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
+    await asyncio.shield(task)
+    return JSONResponse(await _outcome(runner, api_run), headers=_location(api_run))
+
+
+@router.post("/threads/{thread_id}/runs/wait", summary="Start a run on the thread and answer "
+             "when it ends or waits for a person")
+async def wait_run(thread_id: str, body: RunCreate, request: Request, runner: RunnerDep,
+                   advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+    return await _wait(request, runner, advancer, body, thread_id, actor)
+
+
+@router.post("/runs/wait", summary="Start a run on a new thread and answer when it ends or waits")
+async def wait_stateless_run(body: RunCreate, request: Request, runner: RunnerDep,
+                             advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+    return await _wait(request, runner, advancer, body, None, actor)
+
+
+async def _stream(request: Request, runner: Runner, advancer: Advancer, body: RunCreate,
+                  thread_id: str | None, actor: str) -> StreamingResponse:
+    api_run, task, start = await _accept(request, runner, advancer, body, thread_id, actor)
+    modes = [body.stream_mode] if isinstance(body.stream_mode, str) else list(body.stream_mode)
+    run = await runner.ledger.get_run(api_run.run_id)
+    return StreamingResponse(stream_run(runner, api_run, run.template, modes, start, task),
+                             media_type="text/event-stream", headers=_location(api_run))
+
+
+@router.post("/threads/{thread_id}/runs/stream", summary="Start a run on the thread and stream "
+             "its values and updates (server-sent events)")
+async def stream_thread_run(thread_id: str, body: RunCreate, request: Request,
+                            runner: RunnerDep, advancer: AdvancerDep,
+                            actor: Decider) -> StreamingResponse:
+    return await _stream(request, runner, advancer, body, thread_id, actor)
+
+
+@router.post("/runs/stream", summary="Start a run on a new thread and stream it")
+async def stream_stateless_run(body: RunCreate, request: Request, runner: RunnerDep,
+                               advancer: AdvancerDep, actor: Decider) -> StreamingResponse:
+    return await _stream(request, runner, advancer, body, None, actor)
+
+
+async def _api_run(runner: Runner, thread_id: str, run_id: str) -> ApiRun:
+    await find_thread(runner, thread_id)
+    found = await runner.ledger.api_run(run_id)
+    if found is None or found.run_id != thread_id:
+        raise HTTPException(404, f"run {run_id!r} of thread {thread_id} not found")
+    return found
+
+
+@router.get("/threads/{thread_id}/runs", summary="The thread's API runs, newest first")
+async def list_runs(
+    thread_id: str, request: Request, runner: RunnerDep, _actor: Reader,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status: Annotated[Literal["pending", "running", "error", "success", "timeout",
+                              "interrupted"] | None, Query()] = None,
+) -> list[dict[str, Any]]:
+    await find_thread(runner, thread_id)
+    tracker = ApiRuns.of(request)
+    shown = []
+    for api_run in await runner.ledger.api_runs(thread_id):
+        current = await tracker.status(runner, api_run)
+        if status is None or str(current) == status:
+            shown.append(api_run_json(api_run, current))
+    return shown[offset:offset + limit]
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}", summary="An API run")
+async def get_run(thread_id: str, run_id: str, request: Request, runner: RunnerDep,
+                  _actor: Reader) -> dict[str, Any]:
+    api_run = await _api_run(runner, thread_id, run_id)
+    return api_run_json(api_run, await ApiRuns.of(request).status(runner, api_run))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join", summary="Wait for an API run to end; "
+            "answers the thread's values")
+async def join_run(thread_id: str, run_id: str, request: Request, runner: RunnerDep,
+                   _actor: Reader) -> dict[str, Any]:
+    api_run = await _api_run(runner, thread_id, run_id)
+    await ApiRuns.of(request).join(runner, api_run)
+    return await _outcome(runner, api_run)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", summary="Join an API run's stream: "
+            "its events from where it started while it goes on; its end state once it ended")
+async def join_stream(
+    thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Reader,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+) -> StreamingResponse:
+    api_run = await _api_run(runner, thread_id, run_id)
+    tracker = ApiRuns.of(request)
+    task = tracker.task(api_run.api_run_id)
+    run = await runner.ledger.get_run(thread_id)
+    if task is not None:
+        start = tracker.start_of(api_run.api_run_id)
+    else:  # ended (or followed by no one here): only where it is now
+        latest = await snapshot(runner, run)
+        start = latest.config["configurable"].get("checkpoint_id") if latest else None
+    modes = stream_mode or ["values", "updates"]
+    return StreamingResponse(stream_run(runner, api_run, run.template, modes, start, task),
+                             media_type="text/event-stream")
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", summary="Cancel the thread's run "
+             "(at once, or between its next steps while it advances)")
+async def cancel_run(
+    thread_id: str, run_id: str, request: Request, runner: RunnerDep, actor: Admin,
+    wait: Annotated[bool, Query()] = False,
+    action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
+) -> dict[str, Any]:
+    api_run = await _api_run(runner, thread_id, run_id)
+    tracker = ApiRuns.of(request)
+    run = await runner.ledger.get_run(thread_id)
+    if run.status.terminal:
+        raise HTTPException(409, f"thread {thread_id}'s run is already {run.status}; there is "
+                            "nothing to cancel")
+    try:
+        await runner.cancel(thread_id)
+    except StagelineError as exc:
+        if exc.http_status != 409:
+            raise
+        raise HTTPException(409, str(exc)) from exc
+    if tracker.task(api_run.api_run_id) is None and not api_run.status.done:
+        await runner.ledger.set_api_run_status(api_run.api_run_id, ApiRunStatus.INTERRUPTED,
+                                               f"cancelled by {actor}")
+    if wait:
+        await tracker.join(runner, api_run)
+    current = await runner.ledger.api_run(api_run.api_run_id) or api_run
+    return api_run_json(current, await tracker.status(runner, current))
