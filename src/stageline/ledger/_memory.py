@@ -12,6 +12,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._chat import ChatMemory
 from stageline.ledger._lineage import Lineage, LineageMemory
 from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outbox import OutboxMemory
@@ -24,7 +25,7 @@ from stageline.names import check_run_id
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, TokensMemory,
+class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, TokensMemory,
                    RunSearchMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 

@@ -49,6 +49,7 @@ from stageline.ledger._schema import (
 )
 from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
+from stageline.ledger._chat import ChatSql
 from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id
@@ -81,7 +82,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
+class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
                 RunSearchSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 

@@ -17,6 +17,7 @@ from stageline.server._errors import install_error_handlers
 from stageline.server._limits import BodyLimit
 from stageline.server._notify import RunNotifier
 from stageline.server.api import ROUTERS
+from stageline.server.chat import chat_running, install_chat
 
 __all__ = ["create_app"]
 
@@ -61,6 +62,7 @@ def create_app(
             opened.bus.add(app.state.notifier)
             await advancer.start()
             stack.push_async_callback(advancer.aclose)
+            await stack.enter_async_context(chat_running(app, opened))  # Slack, decision links
             yield
 
     app = FastAPI(
@@ -78,5 +80,6 @@ def create_app(
     install_docs(app)
     for router in ROUTERS:
         app.include_router(router)
+    install_chat(app)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     return app
