@@ -108,7 +108,8 @@ class ChatSql:
     async def chat_thread_run(self, channel: str, thread_ts: str) -> str | None:
         """The run whose thread starts at message ``thread_ts`` in ``channel``."""
         async with self._read() as x:
-            rows = await x.fetch(self._sql(_THREAD), {"channel": channel, "ts": thread_ts})
+            rows = await x.fetch(self._sql(_THREAD), {"channel": channel, "ts": thread_ts,
+                                                     "key": "root"})
         return str(rows[0]["run_id"]) if rows else None
 
     async def chat_once(self, key: str) -> bool:
@@ -131,5 +132,5 @@ class ChatSql:
 _m = chat_messages
 _MESSAGE = select(_m).where(_m.c.run_id == bindparam("run_id"), _m.c.key == bindparam("key"))
 _THREAD = select(_m.c.run_id).where(_m.c.channel == bindparam("channel"),
-                                    _m.c.ts == bindparam("ts"), _m.c.key == "root")
+                                    _m.c.ts == bindparam("ts"), _m.c.key == bindparam("key"))
 _SECRET = select(chat_secrets.c.value).where(chat_secrets.c.name == bindparam("name"))
