@@ -23,7 +23,7 @@ class FakeSlack:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 method = self.path.rsplit("/", 1)[-1]
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)

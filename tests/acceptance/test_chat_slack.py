@@ -14,8 +14,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from fake_slack import FakeSlack
-from server_fixtures import Server, make_project
 from slack_sdk.signature import SignatureVerifier
+
+from server_fixtures import Server, make_project
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -338,7 +339,7 @@ def test_a_decision_link_confirms_on_get_and_decides_once_on_post(
     assert page.status_code == 200 and "Confirm" in page.text and "<form method=post>" in page.text
     assert waiting_at_gate(run_detail(chat_server, run_id))  # a GET decides nothing
 
-    body, _, mac = link.rpartition("/")[2].partition(".")
+    body, _, _mac = link.rpartition("/")[2].partition(".")
     tampered = link.replace(body, body[:-2] + ("A" if body[-2] != "A" else "B") + body[-1])
     assert httpx.get(tampered).status_code in (400, 403)
     assert httpx.post(tampered).status_code in (400, 403)

@@ -12,12 +12,12 @@ from stageline.ledger._human import Effect, Wait, WaitStatus
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 if TYPE_CHECKING:
+    from stageline.ledger._chat import ChatMessage
     from stageline.ledger._lineage import Lineage
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup
     from stageline.ledger._outcomes import Outcome
     from stageline.ledger._search import RunPage, RunQuery
-    from stageline.ledger._chat import ChatMessage
     from stageline.ledger._tokens import Scope, Token
 
 __all__ = ["LedgerStore", "Publisher", "holder_is_dead", "this_holder"]

@@ -42,22 +42,24 @@ class ChatMessage:
                    ts=str(row["ts"]), created_at=float(row["created_at"]))
 
 
+_ChatState = tuple[dict[tuple[str, str], ChatMessage], dict[str, float], dict[str, str]]
+"""Messages by (run, key), keys used once, secrets by name."""
+
+
 class ChatMemory:
     """Chat records of the in-memory ledger."""
 
-    def _chat(self) -> tuple[dict[tuple[str, str], ChatMessage], dict[str, float],
-                             dict[str, str]]:
+    def _chat(self) -> _ChatState:
         if not hasattr(self, "_chat_state"):
-            self._chat_state: tuple[dict[tuple[str, str], ChatMessage], dict[str, float],
-                                    dict[str, str]] = ({}, {}, {})
+            self._chat_state: _ChatState = ({}, {}, {})
         return self._chat_state
 
     async def chat_message(self, run_id: str, key: str) -> ChatMessage | None:
         return self._chat()[0].get((run_id, key))
 
     async def save_chat_message(self, run_id: str, key: str, channel: str, ts: str) -> None:
-        self._chat()[0][(run_id, key)] = ChatMessage(run_id=run_id, key=key, channel=channel,
-                                                     ts=ts, created_at=time.time())
+        made = ChatMessage(run_id=run_id, key=key, channel=channel, ts=ts, created_at=time.time())
+        self._chat()[0].setdefault((run_id, key), made)
 
     async def chat_thread_run(self, channel: str, thread_ts: str) -> str | None:
         return next((m.run_id for m in self._chat()[0].values()

@@ -25,8 +25,8 @@ from stageline.names import check_run_id
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, TokensMemory,
-                   RunSearchMemory):
+class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory,
+                   TokensMemory, RunSearchMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:

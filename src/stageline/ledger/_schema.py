@@ -319,7 +319,9 @@ chat_secrets = Table(
 )
 """Server secrets made on first use (the key decision links are signed with)."""
 
-_indexes_chat = [Index("ix_stageline_chat_messages_ts", chat_messages.c.channel, chat_messages.c.ts)]
+_indexes_chat = [
+    Index("ix_stageline_chat_messages_ts", chat_messages.c.channel, chat_messages.c.ts),
+]
 
 
 def _v10_chat(dialect: Dialect) -> list[str]:

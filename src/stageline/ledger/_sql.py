@@ -32,6 +32,7 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._chat import ChatSql
 from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outbox import OutboxSql
 from stageline.ledger._outcome_stats import OutcomeStatsSql
@@ -49,7 +50,6 @@ from stageline.ledger._schema import (
 )
 from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
-from stageline.ledger._chat import ChatSql
 from stageline.ledger._tokens import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id

@@ -32,7 +32,7 @@ def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
 
 
 def _when(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts or time.time()))
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() if ts is None else ts))
 
 
 def _section(text: str) -> dict[str, Any]:
@@ -118,7 +118,8 @@ def gate_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, Any]
     return head, blocks
 
 
-def questions_of(wait: Wait) -> list[dict[str, Any]]:
+def questions_of(wait: Wait) -> list[Mapping[str, Any]]:
+    """The questions of a question set's wait."""
     questions = wait.payload.get("question_set", {}).get("questions", [])
     return [q for q in questions if isinstance(q, Mapping)]
 

@@ -24,11 +24,11 @@ from stageline.runner import new_run_id
 from stageline.server._state import get_advancer
 from stageline.server.chat._render import (
     changes_modal,
+    esc,
     modal_answers,
     parse_value,
     question_modal,
     questions_of,
-    root_blocks,
 )
 from stageline.server.chat._runtime import ChatRuntime, get_chat
 from stageline.server.chat._settings import actor_of
@@ -126,7 +126,7 @@ async def _start(request: Request, chat: ChatRuntime, template: str, inputs: dic
     find_template(runner, template)
     run_id = new_run_id()
     if channel and chat.sink is not None:  # its thread: where the command was typed
-        text = f"🕓 Run `{run_id}` · *{template}* · starting (asked by <@{user['id']}>)"
+        text = f"🕓 Run `{run_id}` · *{template}* · starting (asked by <@{esc(user['id'])}>)"
         done = await chat.call("chat.postMessage", channel=channel, text=text)
         if done and done.get("ts"):
             await runner.ledger.save_chat_message(run_id, "root",
@@ -140,7 +140,6 @@ async def _start(request: Request, chat: ChatRuntime, template: str, inputs: dic
             await chat.call("chat.update", channel=root.channel, ts=root.ts,
                             text=f"⛔ Run `{run_id}` · *{template}* could not start: {exc}")
         raise
-    text, blocks = root_blocks(run)
     await get_advancer(request).queue(run.run_id)
     return run.run_id
 
