@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from urllib.parse import parse_qs
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -29,8 +30,8 @@ class FakeSlack:
                 raw = self.rfile.read(length)
                 try:
                     body = json.loads(raw) if raw else {}
-                except ValueError:
-                    body = {"raw": raw.decode()}
+                except ValueError:  # a form (users.info)
+                    body = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
                 status, answer = fake.answer(method, body)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
@@ -58,6 +59,8 @@ class FakeSlack:
                 self.fail_next -= 1
                 return 200, {"ok": False, "error": "internal_error"}
             self.calls.append((method, body))
+            if method == "users.info":
+                return 200, {"ok": True, "user": {"id": body.get("user"), "name": "bob"}}
             ts = f"{int(time.time())}.{next(self._ts):06d}"
             return 200, {"ok": True, "channel": body.get("channel", "C1"),
                          "ts": body.get("ts") or ts, "message_ts": ts}

@@ -276,7 +276,7 @@ def test_new_task_starts_sdlc_and_its_questions_are_answered_by_modal_and_thread
     detail = wait_run(chat_server, run_id, lambda d: d["run"]["status"] != "waiting"
                       or len([q for q in d["questions"] if q["actor"]]) >= 2)
     answered = [q for q in detail["questions"] if q["actor"]]
-    assert [q["actor"] for q in answered] == ["slack:U1 (alice)", "slack:U2"]
+    assert [q["actor"] for q in answered] == ["slack:U1 (alice)", "slack:U2 (bob)"]
     assert answered[1]["response"]["answers"] == {"scope_detail": "the settings page and the CSS"}
 
 

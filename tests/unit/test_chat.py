@@ -183,3 +183,27 @@ async def test_a_batch_retried_after_a_failure_posts_nothing_twice() -> None:
     assert [t for t in texts if "late" in t] == ["🚨 <@U9> late", "🚨 <@U9> late"]  # failed, then
     root = await ledger.chat_message("r1", "root")
     assert root is not None and all(p.get("thread_ts") == root.ts for p in posts[1:])
+
+
+def test_the_server_says_when_anyone_may_decide(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="stageline.server"):
+        ChatSettings(bot_token="x", signing_secret="y").announce()
+        ChatSettings(bot_token="x", signing_secret="y", deciders=("U1",)).announce()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "ANYONE" in said[0] and "ANYONE" not in said[1]
+    assert ChatSettings(deciders=("U1",)).may_decide("U1")
+    assert not ChatSettings(deciders=("U1",)).may_decide("U2")
+    assert ChatSettings().may_decide("U2")
+
+
+def test_a_slack_secret_that_is_not_set_is_a_config_error(tmp_path: Any) -> None:
+    from stageline.config import load_settings
+    from stageline.errors import ConfigError
+
+    (tmp_path / "stageline.toml").write_text('[slack]\nbot_token_env = "NOPE_TOKEN"\n')
+    settings = load_settings(tmp_path, env={})
+    with pytest.raises(ConfigError, match="NOPE_TOKEN"):
+        ChatSettings.of(settings, env={})
+    made = ChatSettings.of(settings, env={"NOPE_TOKEN": "xoxb-1"})
+    assert made.bot_token == "xoxb-1" and not made.slack  # no signing secret: no Slack app
+    assert "xoxb-1" not in repr(made)

@@ -16,9 +16,11 @@ __all__ = ["ChatRuntime", "ChatSettings", "chat_running", "install_chat"]
 
 
 def install_chat(app: FastAPI) -> None:
-    """The Slack request URLs (``/slack/...``) and the decision links (``/links/...``)."""
+    """The Slack request URLs (``/slack/...``) and the decision links (``/links/...``); a
+    ``[slack]`` secret whose variable is not set is a ``ConfigError`` here, before serving."""
     from stageline.server.chat._links import router as links
     from stageline.server.chat._slack import router as slack
 
+    app.state.chat_settings = ChatSettings.of(app.state.settings)
     app.include_router(slack)
     app.include_router(links)

@@ -25,7 +25,8 @@ _log = logging.getLogger("stageline.server")
 
 ANSWER_WITHIN = 2.0
 """Seconds a Slack request waits for its decision before answering (Slack allows 3)."""
-SINK_ID = "slack"
+SINK_ID = "chat:slack"
+"""The Slack deliverer's cursors in the outbox (apart from any ``[[sinks]]`` table's)."""
 
 
 class ChatRuntime:
@@ -100,7 +101,8 @@ def get_chat(request: Request) -> ChatRuntime:
 @contextlib.asynccontextmanager
 async def chat_running(app: FastAPI, runner: Runner) -> AsyncIterator[ChatRuntime]:
     """Start the chat part of the app over ``runner`` (in its lifespan); stop it on exit."""
-    runtime = ChatRuntime(ChatSettings.of(runner.settings), runner)
+    chat = getattr(app.state, "chat_settings", None) or ChatSettings.of(runner.settings)
+    runtime = ChatRuntime(chat, runner)
     app.state.chat = runtime
     await runtime.start()
     try:

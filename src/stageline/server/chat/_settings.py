@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stageline.config import Settings
@@ -23,8 +23,8 @@ SLACK_API = "https://slack.com/api/"
 class ChatSettings:
     """``[slack]`` and ``public_url``, with the secrets themselves (never logged)."""
 
-    bot_token: str | None = None
-    signing_secret: str | None = None
+    bot_token: str | None = field(default=None, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
     channel: str | None = None
     deciders: tuple[str, ...] = ()
     api_url: str = SLACK_API

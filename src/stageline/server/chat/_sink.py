@@ -37,6 +37,8 @@ MILESTONES = EventFilter.of(min_level="info", kinds=("run.*", "node.failed", "ga
 _FOR_GOOD = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text",
              "invalid_arguments", "too_many_attachments"}
 """Slack errors that sending the same message again cannot cure."""
+_FORM_METHODS = {"users.info"}
+"""Methods Slack takes no JSON body for."""
 _WAIT_CHANGED = ("decided", "answered", "expired", "rolled_back", "refused", "expiry_failed")
 
 
@@ -65,11 +67,13 @@ class SlackSink:
     # -- calls ------------------------------------------------------------------------------
 
     async def call(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        """One Web API call; a failure becomes a ``DeliveryError`` (no token, no URL in it)."""
+        """One Web API call (JSON for writes, a form for reads such as ``users.info``); a
+        failure becomes a ``DeliveryError`` (no token, no URL in it)."""
         from slack_sdk.errors import SlackApiError
 
+        body = {"data": kwargs} if method in _FORM_METHODS else {"json": kwargs}
         try:
-            response = await self.client.api_call(method, json=kwargs)
+            response = await self.client.api_call(method, **body)
         except SlackApiError as exc:
             error = str(exc.response.get("error") or "error") if exc.response else "error"
             retry_after = None

@@ -305,8 +305,16 @@ async def _reply(request: Request, chat: ChatRuntime, event: dict[str, Any]) -> 
         return
     wait = single[0]
     qid = str(questions_of(wait)[0]["id"])
-    user = {"id": uid, "name": event.get("username") or event.get("user_name")}
+    user = {"id": uid, "name": await _name(chat, uid)}
     work = get_advancer(request).run(chat.runner.answer(
         run_id, {qid: str(event.get("text") or "")}, question_id=wait.wait_id,
         actor=actor_of(user)))
     await chat.carry(work, lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"))
+
+
+async def _name(chat: ChatRuntime, uid: str) -> str | None:
+    """A Slack user's name (``users.info``), for the record of what they answered."""
+    found = await chat.call("users.info", user=uid)
+    user = (found or {}).get("user") or {}
+    name = user.get("name") or (user.get("profile") or {}).get("display_name")
+    return str(name) if name else None
