@@ -6,10 +6,10 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from urllib.parse import parse_qs
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 
 class FakeSlack:
