@@ -207,3 +207,18 @@ def test_a_slack_secret_that_is_not_set_is_a_config_error(tmp_path: Any) -> None
     made = ChatSettings.of(settings, env={"NOPE_TOKEN": "xoxb-1"})
     assert made.bot_token == "xoxb-1" and not made.slack  # no signing secret: no Slack app
     assert "xoxb-1" not in repr(made)
+
+
+def test_a_json_answer_that_does_not_parse_is_shown_on_its_question_in_the_modal() -> None:
+    from stageline.errors import AnswerInvalid
+    from stageline.server.chat._render import questions_of
+    from stageline.server.chat._slack import _blame
+    from stageline.stages import validate_answers
+
+    wait = _questions()
+    with pytest.raises(AnswerInvalid) as bad:
+        validate_answers(questions_of(wait), {"scope": "x", "conf": "{not json"})
+    assert list(_blame(str(bad.value), wait)) == ["q:conf"]
+    with pytest.raises(AnswerInvalid) as wrong:
+        validate_answers(questions_of(wait), {"scope": "x", "conf": "[1]"})  # not an object
+    assert list(_blame(str(wrong.value), wait)) == ["q:conf"]
