@@ -35,7 +35,7 @@ def slack() -> Iterator[FakeSlack]:
 @pytest.fixture(scope="module")
 def chat_server(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterator[Server]:
     server = make_project(tmp_path_factory.mktemp("chat") / "project",
-                          env={"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET})
+                          templates=("deadline_gate.py",), env={"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET})
     (server.project / "stageline.toml").write_text(f'''
 public_url = "http://127.0.0.1:{server.port}"
 
@@ -231,6 +231,39 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
         w["decision"] == "changes" for w in d["decisions"]))
     assert [w["actor"] for w in detail["decisions"] if w["decision"] == "changes"] == [
         "slack:U2 (alice)"]
+
+
+def test_deadline_steps_go_to_the_thread_and_a_button_from_before_a_retry_is_stale(
+        chat_server: Server, slack: FakeSlack) -> None:
+    with chat_server.client("decide") as client:
+        answer = client.post("/v1/runs", json={"template": "deadline_gate",
+                                               "inputs": {"topic": "retry"},
+                                               "deadlines": {"signoff": "3s"}})
+    assert answer.status_code == 201, answer.text
+    run_id = answer.json()["run"]["run_id"]
+    gate, old = button(slack, run_id, "approve")
+    time.sleep(3.5)
+    chat_server.cli("sweep")  # remind, escalate, then fail: the deadline passed
+    escalated = slack.wait_for(lambda: next((b for b in slack.of("chat.postMessage")
+                                             if "escalated" in b.get("text", "")
+                                             and "signoff" in b["text"]), None))
+    assert escalated["text"].startswith("🚨 <@U1> <@U2> ")  # the deciders are mentioned
+    assert any("reminder" in b.get("text", "") for b in slack.of("chat.postMessage")
+               if b.get("thread_ts") == escalated["thread_ts"])
+    assert escalated["thread_ts"] == gate["thread_ts"]  # in the run's thread
+    wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "failed")
+
+    with chat_server.client("decide") as client:
+        assert client.post(f"/v1/runs/{run_id}/retry").status_code == 200
+    _, new = button(slack, run_id, "approve", skip=(old,))
+    assert json.loads(new)["a"] == 2
+    assert click(chat_server, "approve", old, user="U2").status_code == 200  # attempt 1's
+    assert "attempt 2" in ephemeral(slack, "U2", "stale: this approve")["text"]
+    assert waiting_at_gate(run_detail(chat_server, run_id))
+    assert click(chat_server, "approve", new, user="U2").status_code == 200
+    done = wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "succeeded")
+    assert [(w["actor"], w["attempt"]) for w in done["decisions"] if w["decision"]] == [
+        ("slack:U2 (alice)", 2)]
 
 
 # -- questions and /new-task -------------------------------------------------------------------
