@@ -35,7 +35,8 @@ def slack() -> Iterator[FakeSlack]:
 @pytest.fixture(scope="module")
 def chat_server(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterator[Server]:
     server = make_project(tmp_path_factory.mktemp("chat") / "project",
-                          templates=("deadline_gate.py",), env={"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET})
+                          templates=("deadline_gate.py",),
+                          env={"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET})
     (server.project / "stageline.toml").write_text(f'''
 public_url = "http://127.0.0.1:{server.port}"
 
