@@ -32,20 +32,15 @@ def slack() -> Iterator[FakeSlack]:
     fake.close()
 
 
-@pytest.fixture(scope="module")
-def chat_server(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterator[Server]:
-    server = make_project(tmp_path_factory.mktemp("chat") / "project",
-                          templates=("deadline_gate.py",),
-                          env={"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET})
-    (server.project / "stageline.toml").write_text(f'''
-public_url = "http://127.0.0.1:{server.port}"
+CONFIG = """
+public_url = "http://127.0.0.1:{port}"
 
 [slack]
 bot_token_env = "TEST_SLACK_TOKEN"
 signing_secret_env = "TEST_SLACK_SECRET"
-channel = "{CHANNEL}"
+channel = "{channel}"
 deciders = ["U1", "U2"]
-api_url = "{slack.url}"
+api_url = "{api}"
 intake_command = "/new-task"
 intake_template = "sdlc"
 intake_input = "task"
@@ -53,11 +48,24 @@ intake_input = "task"
 [[sinks]]
 type = "webhook"
 format = "json"
-url = "{slack.url}hook"
+url = "{api}hook"
 kinds = ["gate.waiting"]
 retries = 2
-''')
-    server.start()
+"""
+ENV = {"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET}
+
+
+def configure(server: Server, slack: FakeSlack) -> Server:
+    (server.project / "stageline.toml").write_text(
+        CONFIG.format(port=server.port, channel=CHANNEL, api=slack.url))
+    return server.start()
+
+
+@pytest.fixture(scope="module")
+def chat_server(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterator[Server]:
+    server = make_project(tmp_path_factory.mktemp("chat") / "project",
+                          templates=("deadline_gate.py",), env=ENV)
+    configure(server, slack)
     yield server
     server.kill()
 
@@ -422,3 +430,22 @@ def test_an_expired_link_is_refused(chat_server: Server, slack: FakeSlack) -> No
     assert httpx.post(f"{chat_server.url}/links/{expired}").status_code == 410
     assert waiting_at_gate(run_detail(chat_server, run_id))
     assert Path(chat_server.project).exists()
+
+
+# -- Postgres ----------------------------------------------------------------------------------
+
+
+def test_the_gate_flow_on_postgres(serve_project: Any, postgres_url: str) -> None:
+    slack = FakeSlack()
+    try:
+        server = configure(serve_project(database_url=postgres_url, env=ENV, start=False), slack)
+        run_id = started(command(server, "/stageline", "run blog_post topic=postgres"))
+        _, value = button(slack, run_id, "approve")
+        assert click(server, "reject", value, user="U2", name="bo").status_code == 200
+        done = wait_run(server, run_id, lambda d: d["run"]["status"] == "rejected")
+        assert [w["actor"] for w in done["decisions"] if w["decision"]] == ["slack:U2 (bo)"]
+        slack.wait_for(lambda: any("Rejected" in json.dumps(b) for b in slack.of("chat.update")))
+        assert click(server, "reject", value, user="U2").status_code == 200
+        ephemeral(slack, "U2", "Already decided")
+    finally:
+        slack.close()
