@@ -88,7 +88,7 @@ def post_form(server: Server, path: str, form: dict[str, str], **sign: Any) -> h
 def command(server: Server, command: str, text: str, user: str = "U1") -> httpx.Response:
     return post_form(server, "/slack/commands", {
         "command": command, "text": text, "user_id": user, "user_name": "alice",
-        "channel_id": "C0CMD", "trigger_id": "t1"})
+        "channel_id": "C0CMD", "trigger_id": f"t{time.time_ns()}"})
 
 
 def click(server: Server, action: str, value: str, user: str = "U1", name: str = "alice",
@@ -219,6 +219,13 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
                      headers={"Content-Type": "application/x-www-form-urlencoded",
                               **signed(body, stamp=int(time.time()) - 600)})
     unsigned = httpx.post(chat_server.url + "/slack/commands", content=b"command=/stageline")
+    # A replayed command starts nothing twice.
+    replay = urlencode({"command": "/stageline", "text": "run blog_post topic=replay",
+                        "user_id": "U1", "channel_id": "C0CMD", "trigger_id": "t-replay"}).encode()
+    answers = [httpx.post(chat_server.url + "/slack/commands", content=replay, headers={
+        "Content-Type": "application/x-www-form-urlencoded", **signed(replay)}).json()["text"]
+        for _ in range(2)]
+    assert answers[0].startswith("Started run") and "handled already" in answers[1]
     assert (forged.status_code, old.status_code, unsigned.status_code) == (401, 401, 401)
     time.sleep(1.0)
     detail = run_detail(chat_server, run_id)

@@ -80,6 +80,10 @@ async def commands(request: Request, chat: Chat) -> JSONResponse:
         return JSONResponse(_said("You are not one of the people allowed to start runs here "
                                   "([slack] deciders)."))
     settings = chat.chat
+    trigger = form.get("trigger_id")
+    if trigger and not await chat.runner.ledger.chat_once(f"slack-command:{trigger}"):
+        return JSONResponse(_said("This command was handled already (a replay); nothing was "
+                                  "started."))
     try:
         if settings.intake_command and command == settings.intake_command and not text.startswith(
                 "run "):
@@ -307,7 +311,7 @@ async def _reply(request: Request, chat: ChatRuntime, event: dict[str, Any]) -> 
     qid = str(questions_of(wait)[0]["id"])
     user = {"id": uid, "name": await _name(chat, uid)}
     work = get_advancer(request).run(chat.runner.answer(
-        run_id, {qid: str(event.get("text") or "")}, question_id=wait.wait_id,
+        run_id, {qid: _unescape(str(event.get("text") or ""))}, question_id=wait.wait_id,
         actor=actor_of(user)))
     await chat.carry(work, lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"))
 
@@ -318,3 +322,8 @@ async def _name(chat: ChatRuntime, uid: str) -> str | None:
     user = (found or {}).get("user") or {}
     name = user.get("name") or (user.get("profile") or {}).get("display_name")
     return str(name) if name else None
+
+
+def _unescape(text: str) -> str:
+    """A message's text as typed: Slack escapes ``&``, ``<`` and ``>``."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
