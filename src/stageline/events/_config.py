@@ -127,6 +127,7 @@ def sink_types() -> list[str]:
 def build_sinks(
     entries: Iterable[Mapping[str, Any]], *, env: Mapping[str, str] | None = None,
     which: str = "all", missing: list[tuple[str, str]] | None = None,
+    extras: Mapping[str, Any] | None = None,
 ) -> list[SinkSpec]:
     """One ``SinkSpec`` per enabled ``[[sinks]]`` table, in order: ``which`` is ``all``,
     ``inline`` (built by every process) or ``outbox`` (delivered from the ledger). With
@@ -150,7 +151,7 @@ def build_sinks(
         event_filter = _filter(label, table, min_level)
         delivery = _policy(label, table, policy)
         try:
-            sink = factory(options=options, policy=delivery)
+            sink = factory(options=options, policy=delivery, **(extras or {}))
         except (ValueError, ImportError) as exc:
             raise ConfigError(f"{label}: {exc}") from None
         except SecretMissing as exc:
@@ -228,7 +229,7 @@ def _webhook(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: A
         raise options.error("secret signs the json format only; Discord and Slack ignore it")
     username = options.get("username", str, "stageline")
     return WebhookSink(url=url or "", format=fmt, secret=secret, username=username,
-                       timeout=policy.timeout)
+                       timeout=policy.timeout, links=future_kwargs.get("links"))
 
 
 def _otel(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: Any) -> AsyncSink:

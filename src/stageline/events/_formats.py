@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from stageline.events._filters import level_number
@@ -62,7 +62,11 @@ def _discord_escape(text: str) -> str:
     return _DISCORD_SPECIAL.sub(r"\\\1", text)
 
 
-def _discord_line(event: Event) -> str:
+Links = Mapping[int, Mapping[str, str]]
+"""Signed decision links by event ``seq`` (``gate.waiting`` events, when ``public_url`` is set)."""
+
+
+def _discord_line(event: Event, links: Links | None = None) -> str:
     line = f"{_icon(event)} **{event.kind}** `{event.run_id}`"
     if event.node:
         line += f" · {_discord_escape(event.node)}"
@@ -71,16 +75,20 @@ def _discord_line(event: Event) -> str:
         line += " · " + _discord_escape(" · ".join(details))
     if event.message:
         line += f" — {_discord_escape(_clip(event.message))}"
+    made = (links or {}).get(event.seq)
+    if made:  # <url>: no preview; a preview's GET would only show the confirmation page
+        line += "\n" + " · ".join(f"{decision}: <{url}>" for decision, url in made.items())
     return line
 
 
 def discord_payloads(
-    events: Sequence[Event], *, username: str = "stageline"
+    events: Sequence[Event], *, username: str = "stageline", links: Links | None = None
 ) -> list[dict[str, Any]]:
-    """Messages for a Discord webhook: one line per event, split at Discord's length limit."""
+    """Messages for a Discord webhook: one line per event (and a gate's decision links), split
+    at Discord's length limit."""
     return [
         {"content": content, "username": username, "allowed_mentions": {"parse": []}}
-        for content in _chunks((_discord_line(e) for e in events), DISCORD_LIMIT)
+        for content in _chunks((_discord_line(e, links) for e in events), DISCORD_LIMIT)
     ]
 
 
@@ -115,9 +123,17 @@ def slack_payloads(events: Sequence[Event]) -> list[dict[str, Any]]:
     return out
 
 
-def json_payload(events: Sequence[Event]) -> dict[str, Any]:
-    """stageline's generic JSON: ``{"source", "version", "events": [Event.to_dict()...]}``."""
-    return {"source": "stageline", "version": 1, "events": [e.to_dict() for e in events]}
+def json_payload(events: Sequence[Event], *, links: Links | None = None) -> dict[str, Any]:
+    """stageline's generic JSON: ``{"source", "version", "events": [Event.to_dict()...]}``; a
+    ``gate.waiting`` event has ``links`` (decision -> signed URL) when there are links."""
+    out = []
+    for event in events:
+        item = event.to_dict()
+        made = (links or {}).get(event.seq)
+        if made:
+            item["links"] = dict(made)
+        out.append(item)
+    return {"source": "stageline", "version": 1, "events": out}
 
 
 def _chunks(lines: Iterator[str], limit: int) -> Iterator[str]:

@@ -101,7 +101,7 @@ class Deliverer:
     @classmethod
     def configured(
         cls, entries: Iterable[Mapping[str, Any]], ledger: LedgerStore, *,
-        env: Mapping[str, str] | None = None, **options: Any,
+        env: Mapping[str, str] | None = None, links: Any = None, **options: Any,
     ) -> Deliverer:
         """A deliverer for the outbox sinks of ``[[sinks]]`` entries (``Settings.sinks``). A
         sink whose secret is not set is left out, logged and listed in ``unavailable``: its
@@ -109,7 +109,8 @@ class Deliverer:
         from stageline.events._config import build_sinks
 
         missing: list[tuple[str, str]] = []
-        specs = build_sinks(entries, env=env, which="outbox", missing=missing)
+        specs = build_sinks(entries, env=env, which="outbox", missing=missing,
+                            extras={"links": links} if links is not None else None)
         for sink_id, why in missing:
             _log.warning("sink %s does not deliver from this process: %s; its events wait in "
                          "the ledger", sink_id, why)

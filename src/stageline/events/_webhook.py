@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stageline.events._delivery import DeliveryError
@@ -23,6 +23,8 @@ from stageline.ledger.records import Event
 
 if TYPE_CHECKING:  # httpx is imported on first delivery: a run without webhooks never pays
     import httpx
+
+    from stageline.events._links import DecisionLinks
 
 __all__ = [
     "DELIVERY_HEADER",
@@ -77,6 +79,7 @@ class WebhookSink:
         name: str | None = None,
         username: str = "stageline",
         client: httpx.AsyncClient | None = None,
+        links: DecisionLinks | None = None,
         **future_kwargs: Any,
     ) -> None:
         if format not in FORMATS:
@@ -90,6 +93,9 @@ class WebhookSink:
         self._username = username
         self._client = client
         self._own_client = client is None
+        self._links = links if format != "slack" else None
+        """Signed decision links for ``gate.waiting`` events (Discord and JSON; when the
+        configuration has a ``public_url``)."""
         self.name = name or f"{format}:{mask_url(url)}"
         path = url.split("://", 1)[1].partition("/")[2]
         self.secrets: tuple[str, ...] = tuple(
@@ -101,12 +107,13 @@ class WebhookSink:
     def __repr__(self) -> str:
         return f"WebhookSink({self.name!r})"
 
-    def payloads(self, events: Sequence[Event]) -> list[dict[str, Any]]:
+    def payloads(self, events: Sequence[Event],
+                 links: Mapping[int, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
         if self.format == "discord":
-            return discord_payloads(events, username=self._username)
+            return discord_payloads(events, username=self._username, links=links)
         if self.format == "slack":
             return slack_payloads(events)
-        return [json_payload(events)]
+        return [json_payload(events, links=links)]
 
     def request(self, payload: dict[str, Any], delivery: str) -> tuple[bytes, dict[str, str]]:
         """The body and headers of one POST; signed when the sink has a secret."""
@@ -127,7 +134,11 @@ class WebhookSink:
                 timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 2.0)),
                 follow_redirects=False,
             )
-        payloads = self.payloads(events)
+        links = None
+        if self._links is not None:
+            links = {e.seq: made for e in events if e.kind == "gate.waiting"
+                     and (made := await self._links.for_event(e))}
+        payloads = self.payloads(events, links)
         batch = _delivery_id(events)
         for number, payload in enumerate(payloads):
             body, headers = self.request(payload, batch if len(payloads) == 1 else

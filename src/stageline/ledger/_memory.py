@@ -12,6 +12,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._chat import ChatMemory
 from stageline.ledger._lineage import Lineage, LineageMemory
 from stageline.ledger._memory_human import HumanMemory
 from stageline.ledger._outbox import OutboxMemory
@@ -25,8 +26,8 @@ from stageline.names import check_run_id
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory, TokensMemory,
-                   RunSearchMemory, ThreadsMemory):
+class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory,
+                   TokensMemory, RunSearchMemory, ThreadsMemory):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:

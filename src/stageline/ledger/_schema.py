@@ -20,6 +20,9 @@ from sqlalchemy.schema import CreateIndex, CreateTable, Index
 __all__ = [
     "MIGRATIONS",
     "api_runs",
+    "chat_messages",
+    "chat_once",
+    "chat_secrets",
     "effects",
     "events",
     "lineage",
@@ -337,9 +340,54 @@ def _v9_thread_meta(dialect: Dialect) -> list[str]:
     return [*ddl, str(CreateIndex(_index_api_runs, if_not_exists=True).compile(dialect=dialect))]
 
 
+
+# -- migration: two-way chat (Slack threads and messages, one-time keys, the link secret) ------
+
+chat_messages = Table(
+    "stageline_chat_messages",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("channel", String(100), nullable=False),
+    Column("ts", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""Each chat message posted for a run, by what it shows (``root``: the run's thread; ``wait:ID``
+a gate or question set; ``event:SEQ`` a milestone): the thread's and each message's ts."""
+
+chat_once = Table(
+    "stageline_chat_once",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("created_at", Float, nullable=False),
+)
+"""Keys used once: Slack event ids already handled, decision links already used."""
+
+chat_secrets = Table(
+    "stageline_chat_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+"""Server secrets made on first use (the key decision links are signed with)."""
+
+_indexes_chat = [
+    Index("ix_stageline_chat_messages_ts", chat_messages.c.channel, chat_messages.c.ts),
+]
+
+
+def _v10_chat(dialect: Dialect) -> list[str]:
+    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+           for t in (chat_messages, chat_once, chat_secrets)]
+    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
+            for ix in _indexes_chat]
+    return ddl
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage, _v7_tokens, _v8_runs_created,
-    _v9_thread_meta,
+    _v9_thread_meta, _v10_chat,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
 

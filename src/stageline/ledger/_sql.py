@@ -32,6 +32,7 @@ from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
+from stageline.ledger._chat import ChatSql
 from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outbox import OutboxSql
 from stageline.ledger._outcome_stats import OutcomeStatsSql
@@ -84,7 +85,7 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
+class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
                 RunSearchSql, ThreadsSql):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 

@@ -27,6 +27,7 @@ from stageline.errors import (
     TemplateChanged,
 )
 from stageline.events import Deliverer, EventBus, Sink
+from stageline.events._links import DecisionLinks
 from stageline.ledger import (
     Backend,
     Event,
@@ -126,7 +127,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         deliverer = None
         try:
             if deliver:
-                deliverer = Deliverer.configured(settings.sinks, backend.ledger)
+                links = (DecisionLinks(settings.public_url, backend.ledger)
+                         if settings.public_url else None)  # gate links in webhook payloads
+                deliverer = Deliverer.configured(settings.sinks, backend.ledger, links=links)
                 if deliverer.sink_ids:
                     bus.add(deliverer)  # committed events wake it up
                     await deliverer.start()

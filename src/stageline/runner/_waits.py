@@ -169,7 +169,7 @@ def _asked_event(wait: Wait) -> Event:
     if wait.kind is WaitKind.GATE:
         return Event(run_id=wait.run_id, kind="gate.waiting", node=wait.node,
                      message=f"waiting for a decision at gate {wait.name!r}{deadline}",
-                     data={"gate": wait.name, "attempt": wait.attempt,
+                     data={"gate": wait.name, "wait_id": wait.wait_id, "attempt": wait.attempt,
                            "state_hash": wait.state_hash, "deadline_at": wait.deadline_at})
     count = len(wait.payload.get("question_set", {}).get("questions", []))
     return Event(run_id=wait.run_id, kind="question.asked", node=wait.node,

@@ -17,6 +17,7 @@ from stageline.server._errors import install_error_handlers
 from stageline.server._limits import BodyLimit
 from stageline.server._notify import RunNotifier
 from stageline.server.api import ROUTERS
+from stageline.server.chat import chat_running, install_chat
 from stageline.server.langgraph import ROUTERS as LANGGRAPH_ROUTERS
 from stageline.server.ui import install_ui
 
@@ -63,6 +64,7 @@ def create_app(
             opened.bus.add(app.state.notifier)
             await advancer.start()
             stack.push_async_callback(advancer.aclose)
+            await stack.enter_async_context(chat_running(app, opened))  # Slack, decision links
             yield
 
     app = FastAPI(
@@ -82,5 +84,6 @@ def create_app(
     for router in [*ROUTERS, *LANGGRAPH_ROUTERS]:
         app.include_router(router)
     install_ui(app)  # the dashboard at /ui/ (its own session auth); / redirects there
+    install_chat(app)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     return app

@@ -1,0 +1,162 @@
+"""The Slack deliverer: an outbox sink that keeps one thread per run in step with the ledger.
+
+It is delivered from the ledger like any ``[[sinks]]`` sink (a cursor per run, retries with
+backoff kept in the ledger), so when Slack is down the run keeps waiting and the messages are
+posted when it is back. Every message posted is recorded (run, what it shows, channel, ts)
+before the next one is sent: a batch retried after a failure posts nothing twice. Gate and
+question messages are drawn from the wait's current row in the ledger, never from the event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from stageline.events import EventFilter
+from stageline.events._delivery import DeliveryError, DeliveryPolicy
+from stageline.events._links import find_wait
+from stageline.ledger import LedgerStore, Wait
+from stageline.ledger.records import Event
+from stageline.server.chat._render import (
+    escalation_text,
+    milestone_text,
+    root_blocks,
+    wait_blocks,
+)
+from stageline.server.chat._settings import ChatSettings
+
+__all__ = ["MILESTONES", "SLACK_POLICY", "SlackSink"]
+
+_log = logging.getLogger("stageline.server")
+
+SLACK_POLICY = DeliveryPolicy(batch=20, retries=0, backoff=0.5, max_backoff=15.0, timeout=20.0)
+MILESTONES = EventFilter.of(min_level="info", kinds=("run.*", "node.failed", "gate.*",
+                                                     "question.*"))
+"""What goes into a run's thread besides its gates and questions (a sink-style filter)."""
+_FOR_GOOD = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text",
+             "invalid_arguments", "too_many_attachments"}
+"""Slack errors that sending the same message again cannot cure."""
+_FORM_METHODS = {"users.info"}
+"""Methods Slack takes no JSON body for."""
+_WAIT_CHANGED = ("decided", "answered", "expired", "rolled_back", "refused", "expiry_failed")
+
+
+class SlackSink:
+    """Posts and updates a run's Slack thread from its events (an ``AsyncSink``)."""
+
+    name = "slack"
+
+    def __init__(self, chat: ChatSettings, ledger: LedgerStore, *, client: Any = None,
+                 milestones: EventFilter = MILESTONES) -> None:
+        self.chat = chat
+        self.ledger = ledger
+        self.client = client or chat.client()
+        self.milestones = milestones
+        self.secrets = tuple(s for s in (chat.bot_token, chat.signing_secret) if s)
+
+    async def deliver(self, events: Sequence[Event], **future_kwargs: Any) -> None:
+        for event in events:
+            await self._one(event)
+
+    async def aclose(self, **future_kwargs: Any) -> None:
+        session = getattr(self.client, "session", None)
+        if session is not None:
+            await session.close()
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        """One Web API call (JSON for writes, a form for reads such as ``users.info``); a
+        failure becomes a ``DeliveryError`` (no token, no URL in it)."""
+        from slack_sdk.errors import SlackApiError
+
+        body = {"data": kwargs} if method in _FORM_METHODS else {"json": kwargs}
+        try:
+            response = await self.client.api_call(method, **body)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "error") if exc.response else "error"
+            retry_after = None
+            if error == "ratelimited" and exc.response is not None:
+                retry_after = float(exc.response.headers.get("Retry-After", 1) or 1)
+            raise DeliveryError(f"slack {method}: {error}", retryable=error not in _FOR_GOOD,
+                                retry_after=retry_after) from None
+        except Exception as exc:  # the network, a proxy, a page that is not JSON
+            raise DeliveryError(f"slack {method}: {type(exc).__name__}") from None
+        return dict(response.data) if hasattr(response, "data") else dict(response)
+
+    async def post(self, run_id: str, key: str, text: str, blocks: list[dict[str, Any]] | None,
+                   *, thread: bool = True) -> None:
+        """Post once: a message already recorded for ``key`` is not posted again."""
+        if await self.ledger.chat_message(run_id, key) is not None:
+            return
+        root = await self.root(run_id) if thread else None
+        channel = root.channel if root is not None else self.channel
+        args: dict[str, Any] = {"channel": channel, "text": text}
+        if blocks:
+            args["blocks"] = blocks
+        if root is not None:
+            args["thread_ts"] = root.ts
+        done = await self.call("chat.postMessage", **args)
+        await self.ledger.save_chat_message(run_id, key, str(done.get("channel") or channel),
+                                            str(done["ts"]))
+
+    @property
+    def channel(self) -> str:
+        if not self.chat.channel:
+            raise DeliveryError("[slack] channel is not set", retryable=False)
+        return self.chat.channel
+
+    async def root(self, run_id: str) -> Any:
+        """The run's root message, posted first if it was not."""
+        found = await self.ledger.chat_message(run_id, "root")
+        if found is None:
+            text, blocks = root_blocks(await self.ledger.get_run(run_id))
+            await self.post(run_id, "root", text, blocks, thread=False)
+            found = await self.ledger.chat_message(run_id, "root")
+        return found
+
+    async def update(self, run_id: str, key: str, text: str, blocks: list[dict[str, Any]]) -> None:
+        found = await self.ledger.chat_message(run_id, key)
+        if found is None:
+            return
+        await self.call("chat.update", channel=found.channel, ts=found.ts, text=text,
+                        blocks=blocks)
+
+    # -- what each event does --------------------------------------------------------------
+
+    async def _one(self, event: Event) -> None:
+        run_id, kind = event.run_id, event.kind
+        await self.root(run_id)
+        if kind.startswith("run."):
+            text, blocks = root_blocks(await self.ledger.get_run(run_id))
+            await self.update(run_id, "root", text, blocks)
+        if kind in ("gate.waiting", "question.asked"):
+            wait = await find_wait(self.ledger, event)
+            if wait is not None:
+                await self._wait(wait, post=True)
+            return
+        if kind.endswith(".escalated"):
+            await self.post(run_id, f"event:{event.seq}",
+                            escalation_text(event.message or kind, self.chat.deciders), None)
+            return
+        if kind.endswith(".reminded"):
+            await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
+            return
+        if kind.startswith(("gate.", "question.")) and kind.rpartition(".")[2] in _WAIT_CHANGED:
+            wait_id = event.data.get("wait_id")
+            for wait in await self.ledger.waits(run_id):
+                if wait.wait_id == wait_id:
+                    await self._wait(wait, post=False)
+        if self.milestones.accepts(event) and not kind.startswith(("gate.", "question.")):
+            await self.post(run_id, f"event:{event.seq}",
+                            milestone_text(kind, event.node, event.message), None)
+
+    async def _wait(self, wait: Wait, *, post: bool) -> None:
+        key = f"wait:{wait.wait_id}:{wait.round}"
+        root = await self.root(wait.run_id)
+        text, blocks = wait_blocks(wait, root.channel if root else "")
+        if post:
+            await self.post(wait.run_id, key, text, blocks)
+        else:
+            await self.update(wait.run_id, key, text, blocks)

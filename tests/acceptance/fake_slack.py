@@ -1,0 +1,84 @@
+"""A fake Slack Web API on loopback for the chat tests: records every call and answers like
+Slack (``ok: true`` and a ``ts``), or fails the next calls when told to."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.fail_next = 0
+        """How many of the next calls answer ``ok: false`` (``internal_error``)."""
+        self.down = False
+        """Every call answers HTTP 503 while True."""
+        self._ts = itertools.count(1)
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                method = self.path.rsplit("/", 1)[-1]
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw) if raw else {}
+                except ValueError:  # a form (users.info)
+                    body = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+                status, answer = fake.answer(method, body)
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/api/"
+
+    def answer(self, method: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            if self.down:
+                return 503, {"ok": False, "error": "service_unavailable"}
+            if self.fail_next > 0:
+                self.fail_next -= 1
+                return 200, {"ok": False, "error": "internal_error"}
+            self.calls.append((method, body))
+            if method == "users.info":
+                return 200, {"ok": True, "user": {"id": body.get("user"), "name": "bob"}}
+            ts = f"{int(time.time())}.{next(self._ts):06d}"
+            return 200, {"ok": True, "channel": body.get("channel", "C1"),
+                         "ts": body.get("ts") or ts, "message_ts": ts}
+
+    def of(self, method: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [b for m, b in self.calls if m == method]
+
+    def wait_for(self, check: Any, timeout: float = 60.0, what: str = "") -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            time.sleep(0.1)
+        raise AssertionError(f"fake Slack: no {what or check} within {timeout}s; calls: "
+                             f"{[m for m, _ in self.calls]}")
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
