@@ -14,7 +14,7 @@ from pathlib import Path
 HEAVY = ("langgraph", "langchain", "langchain_core", "procrastinate", "httpx", "fastapi",
          "uvicorn", "slack_sdk")
 """Never imported by ``--help`` or a read command."""
-AT_START = (*HEAVY, "sqlalchemy", "yaml")
+AT_START = (*HEAVY, "sqlalchemy", "yaml", "pydantic", "pydantic_settings")
 """Never imported by ``import stageline.cli`` (so never by ``--help`` either)."""
 
 # Runs the console entry point like `stageline ARGS`, then prints which heavy top-level
