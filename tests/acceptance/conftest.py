@@ -3,12 +3,12 @@ helpers that queue runs for worker processes and read what became of them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import _procs
 import psycopg
 import pytest
 
@@ -23,28 +23,14 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def stageline_env(home: Path, **extra: str) -> dict[str, str]:
-    """A child's environment: this one's less ``STAGELINE_*``, offline, UTF-8, wide columns.
-
-    ``PYTHONPATH`` entries in ``extra`` are put before the inherited ones (which find this
-    checkout's ``src``), never instead of them.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(home), STAGELINE_MODEL="offline", PYTHONIOENCODING="utf-8",
-               COLUMNS="200")
-    path = extra.pop("PYTHONPATH", None)
-    env.update(extra)
-    if path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
-    return env
+    """A child's environment (``_procs.cli_env``: the one implementation)."""
+    return _procs.cli_env(home, **extra)
 
 
 def run_stageline(cwd: Path, env: dict[str, str], *args: str, timeout: float = 120,
                   stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``stageline ARGS`` in ``cwd``; a traceback on stderr fails the test."""
-    done = subprocess.run(
-        [*CLI, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
-        encoding="utf-8", timeout=timeout, check=False,
-    )
+    """``stageline ARGS`` in ``cwd`` (``_procs.cli``); a traceback on stderr fails the test."""
+    done = _procs.cli(list(args), cwd, env, timeout=timeout, stdin=stdin)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from stageline.cli import _app
 from stageline.cli._codes import EXIT_INTERNAL
 from stageline.cli._inputs import parse_assignment, parse_inputs
 from stageline.cli._main import run_cli
@@ -27,7 +26,7 @@ def _boom(*args: object, **kwargs: object) -> None:
 def test_an_unexpected_exception_is_one_line_and_exit_70(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(_app, "list_templates", _boom)
+    monkeypatch.setattr("stageline.templates.list_templates", _boom)  # imported on use
     assert run_cli(["templates"]) == EXIT_INTERNAL
     err = capsys.readouterr().err
     assert err.splitlines() == [
@@ -38,7 +37,7 @@ def test_an_unexpected_exception_is_one_line_and_exit_70(
 def test_stageline_debug_shows_the_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(_app, "list_templates", _boom)
+    monkeypatch.setattr("stageline.templates.list_templates", _boom)  # imported on use
     monkeypatch.setenv("STAGELINE_DEBUG", "1")
     assert run_cli(["templates"]) == EXIT_INTERNAL
     err = capsys.readouterr().err

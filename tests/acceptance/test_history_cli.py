@@ -79,10 +79,8 @@ def test_fork_a_finished_blog_post_at_the_draft_step_with_a_new_topic(
 def test_a_detached_fork_is_advanced_by_the_local_worker(tmp_path: Path, finished: str) -> None:
     out = _cli(tmp_path, "fork", finished, "--at", "7", "--run-id", "fork2", "--detach").stdout
     assert "forked run blog1 at step 7 as run fork2" in out and "queued run fork2" in out
-    deadline = time.monotonic() + 60
     while _json(tmp_path, "show", "fork2", "--json")["run"]["status"] != "succeeded":
-        assert time.monotonic() < deadline, "the local worker did not advance the fork"
-        time.sleep(0.3)
+        time.sleep(0.3)  # until the local worker advanced the fork, or pytest-timeout
     assert [r["node"] for r in _json(tmp_path, "show", "fork2", "--json")["records"]] == [
         "publish"]
 

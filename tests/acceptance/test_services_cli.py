@@ -125,10 +125,8 @@ def test_a_run_started_from_python_is_approved_from_the_cli_and_its_stage_finds_
 def test_the_local_worker_and_show_use_the_factory_only_to_advance(project: Path) -> None:
     queued = _cli(project, "run", "greeting", "-i", "name=grace", "--run-id", "svc2", "--detach")
     assert queued.returncode == 0, queued.stderr
-    deadline = time.monotonic() + 60
     while _state(project, "svc2")["run"]["status"] != "waiting":
-        assert time.monotonic() < deadline, "the local worker did not advance the run"
-        time.sleep(0.3)
+        time.sleep(0.3)  # until the local worker advanced the run, or pytest-timeout
     assert _state(project, "svc2")["state"]["prepared"].startswith("hello worker from ")
     (project / "services.log").unlink(missing_ok=True)
     _state(project, "svc2")
@@ -148,9 +146,8 @@ def test_a_postgres_worker_makes_the_services_for_the_runs_it_advances(
         worker = subprocess.Popen([sys.executable, "-m", "stageline.cli", "worker"], cwd=project,
                                   env=_env(project), stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
         while _state(project, "svc3")["run"]["status"] != "waiting":
-            assert time.monotonic() < deadline, (project / "worker.log").read_text()
+            assert worker.poll() is None, (project / "worker.log").read_text()
             time.sleep(0.3)
         prepared = _state(project, "svc3")["state"]["prepared"]
         assert prepared == f"hello worker from {worker.pid}"

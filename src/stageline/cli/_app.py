@@ -12,6 +12,7 @@ import typer
 
 from stageline.cli._args import RunArg
 from stageline.cli._codes import EPILOG
+from stageline.cli._config import load_settings
 from stageline.cli._db import db_app, use_memory
 from stageline.cli._detach import detach as _detach
 from stageline.cli._foreground import advance_in_foreground
@@ -34,7 +35,6 @@ from stageline.cli._serve import serve
 from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
-from stageline.config import load_settings
 from stageline.ledger import EventCategory, RunStatus, WaitKind, open_ledger
 from stageline.names import check_run_id
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from stageline.config import load_settings
+from stageline.cli._config import load_settings
 from stageline.errors import UsageError
 from stageline.ledger import mask_url
 

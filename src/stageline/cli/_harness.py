@@ -11,8 +11,8 @@ import typer
 from rich.text import Text
 
 from stageline.cli._args import RunArg
+from stageline.cli._config import load_settings
 from stageline.cli._render import console, when
-from stageline.config import load_settings
 from stageline.errors import UsageError
 from stageline.ledger import EventCategory, open_ledger
 

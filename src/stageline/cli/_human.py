@@ -14,11 +14,11 @@ import typer
 
 from stageline.cli._args import OptionalRunArg, RunArg
 from stageline.cli._clock import began
+from stageline.cli._config import load_settings
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
 from stageline.cli._render_waits import pending_table, waiting_lines
-from stageline.config import load_settings
 from stageline.errors import AnswerInvalid, UsageError
 from stageline.ledger import RunStatus, Wait, WaitKind, open_ledger
 from stageline.runner import pending_waits, waiting_on

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from stageline.errors import InputError
-from stageline.plaindata import check_plain_inputs, load_plain_yaml, shown
 
 __all__ = [
     "parse_answers",
@@ -18,6 +17,14 @@ __all__ = [
     "parse_inputs",
     "read_input_file",
 ]
+
+
+def shown(raw: str) -> str:
+    """``raw`` as an error message quotes it (``stageline.plaindata``, imported when needed:
+    it loads YAML, which the command line does not need to start)."""
+    from stageline.plaindata import shown as quoted
+
+    return quoted(raw)
 
 
 def parse_assignment(raw: str, flag: str = "-i") -> tuple[str, Any]:
@@ -42,6 +49,8 @@ def parse_assignment(raw: str, flag: str = "-i") -> tuple[str, Any]:
 def read_input_file(name: str, flag: str = "--input-file") -> dict[str, Any]:
     """A JSON or YAML mapping from a file (``-`` reads standard input)."""
     import yaml
+
+    from stageline.plaindata import check_plain_inputs, load_plain_yaml
 
     label = f"{flag} {name}"
     try:

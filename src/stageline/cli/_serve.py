@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stageline.config import Settings, load_settings
+from stageline.cli._config import load_settings
 from stageline.errors import ConflictError
+
+if TYPE_CHECKING:
+    from stageline.config import Settings
 
 __all__ = ["serve"]
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json
-from stageline.config import load_settings
 from stageline.ledger import open_ledger
 
 __all__ = ["stats"]

@@ -10,8 +10,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
+from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json, when
-from stageline.config import load_settings
 from stageline.errors import UsageError
 from stageline.ledger import LedgerStore, Scope, Token, hash_token, new_token
 

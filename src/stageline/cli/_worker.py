@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
+from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json
-from stageline.config import load_settings
 from stageline.errors import UsageError
 from stageline.ledger import RunStatus
 from stageline.runner import PRUNED_BY_DEFAULT, PruneReport

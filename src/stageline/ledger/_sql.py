@@ -53,7 +53,7 @@ from stageline.ledger._schema import (
 from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
 from stageline.ledger._threads import ThreadsSql
-from stageline.ledger._tokens import TokensSql
+from stageline.ledger._tokens_sql import TokensSql
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 from stageline.names import check_run_id
 
