@@ -19,11 +19,11 @@ from typing import Any, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
 
-from loopback_hook import Endpoint  # noqa: E402
+from loopback_hook import Endpoint
 
-from stageline.config import load_settings, with_overrides  # noqa: E402
-from stageline.runner import Runner  # noqa: E402
-from stageline.templates import Template  # noqa: E402
+from stageline.config import load_settings, with_overrides
+from stageline.runner import Runner
+from stageline.templates import Template
 
 
 class S(TypedDict, total=False):
