@@ -57,10 +57,11 @@ def recall(home: Path, version: str) -> tuple[dict[str, Any], list[str]] | None:
         data = json.loads(_path(home, version).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    named = data.get("defaults") if isinstance(data, dict) else None
-    order = data.get("order") if isinstance(data, dict) else None
-    if data.get("version") != version or not isinstance(named, dict) or not isinstance(
-            order, list) or not all(isinstance(key, str) for key in order):
+    if not isinstance(data, dict) or data.get("version") != version:
+        return None
+    named, order = data.get("defaults"), data.get("order")
+    if not isinstance(named, dict) or not isinstance(order, list) or not all(
+            isinstance(key, str) for key in order):
         return None
     if not all(isinstance(kind, str) and kind in _EMPTY for kind in named.values()):
         return None
