@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -98,3 +99,57 @@ async def test_types_off_its_short_list_are_left_to_langgraph(
     assert done.status is RunStatus.SUCCEEDED
     assert quick is not None and quick.state == runner_state
     assert quick.state["when"]["tags"] == {"a"}
+
+
+@dataclass
+class Note:
+    text: str
+
+
+async def test_a_type_the_template_registers_is_read_through_langgraph(
+    shared_backend_url: str, settings_for: Callable[[str], Settings],
+) -> None:
+    async def write(state: Typed, ctx: StageContext) -> dict[str, Any]:
+        return {"when": Note("hello")}
+
+    template = Template("noted", state=Typed, checkpoint_types=[Note]).add_stage("write", write)
+    template.add_sequence("write")
+    async with Runner.open(settings_for(shared_backend_url)) as runner:
+        await runner.start(template, {}, run_id="n1")
+        assert await quick_status(runner.ledger, "n1", runner.settings.home) is None
+        assert (await runner.status("n1")).state["when"] == Note("hello")
+
+
+async def test_a_run_no_process_here_compiled_is_read_through_langgraph(
+    shared_backend_url: str, settings_for: Callable[[str], Settings], tmp_path: Path,
+) -> None:
+    settings = settings_for(shared_backend_url)
+    async with Runner.open(settings) as runner:
+        await runner.start("blog_post", {"topic": "x"}, run_id="b1")
+        assert await quick_status(runner.ledger, "b1", settings.home) is not None
+        assert await quick_status(runner.ledger, "b1", tmp_path / "elsewhere") is None
+
+
+async def test_writes_langgraph_would_still_fold_in_are_read_through_langgraph(
+    shared_backend_url: str, settings_for: Callable[[str], Settings],
+) -> None:
+    """A fan-out whose one branch failed: the other's writes wait in the checkpoint, and only
+    LangGraph's reducers can say what the state then shows."""
+    def node(name: str, fail: bool = False) -> Any:
+        async def body(state: Typed, ctx: StageContext) -> dict[str, Any]:
+            if fail:
+                raise RuntimeError("broken")
+            return {"trail": [name]}
+
+        body.__name__ = body.__qualname__ = name
+        return body
+
+    template = Template("fan", state=Typed)
+    for name in ("a", "b", "c", "d"):
+        template.add_stage(name, node(name, fail=name == "b"))
+    template.add_fanout("a", ["b", "c"], join="d")
+    async with Runner.open(settings_for(shared_backend_url)) as runner:
+        failed = await runner.start(template, {}, run_id="f1")
+        assert failed.status is RunStatus.FAILED
+        assert await quick_status(runner.ledger, "f1", runner.settings.home) is None
+        assert (await runner.status("f1")).state["trail"][0] == "a"
