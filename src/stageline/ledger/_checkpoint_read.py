@@ -24,7 +24,12 @@ import ormsgpack
 
 from stageline.ledger._base import LedgerStore
 
-__all__ = ["SavedCheckpoint", "SavedInterrupt", "Unsure", "latest_checkpoint"]
+__all__ = ["SavedCheckpoint", "SavedInterrupt", "Unsure", "is_state_channel", "latest_checkpoint"]
+
+
+def is_state_channel(channel: str) -> bool:
+    """A state key, not one of LangGraph's own channels (``branch:to:x``, ``__start__``)."""
+    return ":" not in channel and not channel.startswith("__")
 
 
 class Unsure(Exception):
@@ -168,6 +173,12 @@ async def latest_checkpoint(ledger: LedgerStore, run_id: str) -> SavedCheckpoint
                 "run": run_id, "versions": json.dumps(checkpoint.get("channel_versions") or {})})
             values.update({b["channel"]: decode(b["type"], b["blob"]) for b in blobs
                            if b["type"] != "empty"})
+        versions = checkpoint.get("channel_versions")
+        if not isinstance(versions, Mapping):
+            raise Unsure("a checkpoint without channel versions")
+        if missing := [k for k in versions if k not in values and is_state_channel(k)]:
+            # a delta channel: LangGraph replays its writes
+            raise Unsure(f"channel {missing[0]!r} has a version but no value")
         writes = [(w["task_id"], w["channel"], decode(w["type"], w["value"]))
                   for w in await x.fetch(sql["writes"], {"run": run_id,
                                                          "cp": row["checkpoint_id"]})]

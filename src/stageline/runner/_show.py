@@ -15,18 +15,18 @@ from typing import Any
 
 from stageline.errors import CheckpointCorrupt
 from stageline.ledger import LedgerStore, RunStatus
-from stageline.ledger._checkpoint_read import SavedInterrupt, Unsure, latest_checkpoint
+from stageline.ledger._checkpoint_read import (
+    SavedInterrupt,
+    Unsure,
+    is_state_channel,
+    latest_checkpoint,
+)
 from stageline.runner._state_defaults import recall
 from stageline.runner._summary import RunSummary
 from stageline.runner._trust_writes import check_writes
 from stageline.statekeys import RESERVED_KEYS
 
 __all__ = ["quick_status"]
-
-
-def _is_state_channel(channel: str) -> bool:
-    """A state key, not one of LangGraph's own channels (``branch:to:x``, ``__start__``)."""
-    return ":" not in channel and not channel.startswith("__")
 
 
 def _is_interrupt(value: Any) -> bool:
@@ -49,7 +49,7 @@ async def quick_status(ledger: LedgerStore, run_id: str, home: Path) -> RunSumma
         return None
     state: dict[str, Any] = {}
     if saved is not None:
-        if any(_is_state_channel(channel) for _, channel, _ in saved.writes):
+        if any(is_state_channel(channel) for _, channel, _ in saved.writes):
             return None  # LangGraph folds finished tasks' writes in (through the reducers)
         values = {**defaults, **saved.channel_values}
         state = {k: values[k] for k in order if k in values and k not in RESERVED_KEYS}
