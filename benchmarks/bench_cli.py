@@ -30,6 +30,7 @@ COMMANDS: list[tuple[str, list[str], float | None]] = [
     ("stageline pending", [*CLI, "pending"], None),
     ("stageline stats", [*CLI, "stats"], None),
     ("stageline show RUN", [*CLI, "show", "run0"], None),
+    ("stageline show RUN --json", [*CLI, "show", "run0", "--json"], None),
 ]
 
 

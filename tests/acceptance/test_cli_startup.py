@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 HEAVY = ("langgraph", "langchain", "langchain_core", "procrastinate", "httpx", "fastapi",
@@ -16,6 +17,8 @@ HEAVY = ("langgraph", "langchain", "langchain_core", "procrastinate", "httpx", "
 """Never imported by ``--help`` or a read command."""
 AT_START = (*HEAVY, "sqlalchemy", "yaml", "pydantic", "pydantic_settings")
 """Never imported by ``import stageline.cli`` (so never by ``--help`` either)."""
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 # Runs the console entry point like `stageline ARGS`, then prints which heavy top-level
 # packages the process imported, as JSON on stderr's last line.
@@ -62,6 +65,8 @@ READ_COMMANDS = [
     ("pending", "blog1"),
     ("stats", "--json"),
     ("stats",),
+    ("show", "blog1", "--json"),
+    ("show", "blog1"),
 ]
 
 
@@ -76,6 +81,30 @@ def test_help_and_read_commands_import_no_langgraph_procrastinate_or_httpx(
             assert [r["run_id"] for r in json.loads(out)] == [blog_waiting]
         if args == ("pending", "blog1"):
             assert "editor_approval" in out
+        if args == ("show", "blog1", "--json"):  # the state came from the checkpoint
+            shown = json.loads(out)
+            assert shown["state"]["topic"] == "durable pipelines"
+            assert [r["critic"] for r in shown["state"]["reviews"]] == ["critic_a", "critic_b"]
+            assert shown["checkpoint_error"] is None
+
+
+def test_show_reads_runs_on_postgres_without_langgraph(
+    tmp_path: Path, cli_env: dict[str, str], cli: Cli, postgres_url: str
+) -> None:
+    """A waiting run and a finished one, each with its checkpoint, read from Postgres."""
+    env = {**cli_env, "STAGELINE_DATABASE_URL": postgres_url}
+    assert cli("run", "blog_post", "-i", "topic=on postgres", "--run-id", "pg1",
+               db=postgres_url).returncode == 3
+    assert cli("run", "blog_post", "-i", "topic=done", "--run-id", "pg2",
+               db=postgres_url).returncode == 3
+    assert cli("approve", "pg2", db=postgres_url).returncode == 0
+    for run_id in ("pg1", "pg2"):
+        for args in (("show", run_id, "--json"), ("show", run_id)):
+            code, heavy, out = _probe(tmp_path, env, *args)
+            assert (args, code, heavy) == (args, 0, []), out
+        code, _, out = _probe(tmp_path, env, "show", run_id, "--json")
+        assert json.loads(out)["state"]["reviews"], out
+    assert "waiting at gate editor_approval" in _probe(tmp_path, env, "show", "pg1")[2]
 
 
 def test_a_write_command_in_the_same_project_does_import_langgraph(

@@ -293,10 +293,16 @@ def show(run_id: RunArg, as_json: JsonFlag = False) -> None:
 
 
 async def _show(run_id: str, as_json: bool) -> None:
-    from stageline.runner import Runner
+    from stageline.runner._show import quick_status
 
-    async with Runner.open(deliver=False) as runner:
-        summary = await runner.status(run_id)
+    settings = load_settings()
+    async with open_ledger(settings.database_url) as ledger:
+        summary = await quick_status(ledger, run_id, settings.home)
+    if summary is None:  # only LangGraph can read this checkpoint (or say what is wrong)
+        from stageline.runner import Runner
+
+        async with Runner.open(deliver=False) as runner:
+            summary = await runner.status(run_id)
     if as_json:
         print_json(summary.to_dict())
         return

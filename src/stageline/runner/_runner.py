@@ -49,6 +49,7 @@ from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._retention import RetentionMixin
 from stageline.runner._services import ServicesMixin
+from stageline.runner._state_defaults import remember_graph
 from stageline.runner._support import (
     RECURSION_LIMIT,
     RunSummary,
@@ -188,6 +189,8 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             self._graphs.move_to_end(key)
             return hit[1]
         graph = template.build().compile(checkpointer=self._saver(template))
+        remember_graph(self.settings.home, template.full_version, graph,
+                       _schema_keys(template.state))
         self._graphs[key] = (template, graph)  # another object of that name: the newest wins
         self._graphs.move_to_end(key)
         while len(self._graphs) > GRAPH_CACHE_SIZE:

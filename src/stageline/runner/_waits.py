@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from stageline.errors import InputError
 from stageline.ledger import Event, LedgerStore, Run, Wait, WaitKind, WaitStatus
 from stageline.runner._support import _config, _describe_failure
+from stageline.runner._trust_writes import human_payload
 from stageline.stages import BUDGET_INPUT, parse_duration
 from stageline.templates import Template
 
@@ -47,13 +48,6 @@ class Settled:
     """The reject that ended the run, when a gate without a reject route took one."""
     parked: bool = False
     """The run waits at a park gate (out of rounds): its status is ``parked``."""
-
-
-def human_payload(value: Any) -> Mapping[str, Any] | None:
-    """The interrupt payload of a gate or question node, or None for any other interrupt."""
-    if isinstance(value, Mapping) and value.get("kind") in ("gate", "question"):
-        return value
-    return None
 
 
 def what(wait: Wait) -> str:

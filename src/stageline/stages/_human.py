@@ -23,6 +23,7 @@ from stageline.stages._context import StageContext
 from stageline.stages._node import LOOPS_KEY
 from stageline.stages._questions import normalize_questions, question_id, validate_answers
 from stageline.stages._stage import Stage
+from stageline.statekeys import GATES_KEY, RESERVED_KEYS
 
 __all__ = [
     "DECISIONS",
@@ -37,9 +38,6 @@ __all__ = [
     "state_hash",
 ]
 
-GATES_KEY = "stageline_gates"
-"""Reserved state key: the last decision each gate took (routes read it)."""
-RESERVED_KEYS = (LOOPS_KEY, GATES_KEY)
 DECISIONS = ("approve", "reject", "changes")
 DEFAULT_DEADLINE = 24 * 3600.0
 FINAL_STEPS = {"gate": ("reject", "park", "fail"), "question": ("default", "park", "fail")}

@@ -16,11 +16,10 @@ from stageline.errors import LoopBoundExceeded
 from stageline.stages._budget import enforce_budget
 from stageline.stages._context import RunContext, StageContext
 from stageline.stages._stage import Stage
+from stageline.statekeys import LOOPS_KEY
 
 __all__ = ["LOOPS_KEY", "failure_phase", "make_node", "merge_loop_counts"]
 
-LOOPS_KEY = "stageline_loops"
-"""Reserved state key: how many times each declared loop's head has run."""
 
 
 def merge_loop_counts(
