@@ -209,6 +209,7 @@ def _command(name: str, run_id: str) -> list[str]:
     return [sys.executable, "-c", SLOW, str(DECIDERS[name]), *args]
 
 
+@pytest.mark.timeout(1200)  # 300 processes: a hang guard, nothing here is timed
 def test_a_decision_binds_to_the_visit_its_process_saw(
     tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
