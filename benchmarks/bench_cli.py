@@ -53,11 +53,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         cwd = Path(folder)
         env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-        env.update(STAGELINE_HOME=str(cwd / ".stageline"), STAGELINE_MODEL="offline",
-                   COLUMNS="100")
+        env.update(STAGELINE_HOME=str(cwd / ".stageline"), STAGELINE_MODEL="offline", COLUMNS="100")
         for i in range(3):
-            subprocess.run([*CLI, "run", "blog_post", "-i", "topic=t", "--run-id", f"run{i}"],
-                           cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                [*CLI, "run", "blog_post", "-i", "topic=t", "--run-id", f"run{i}"],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
         times: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in COMMANDS}
         for _ in range(args.rounds):
             for name, argv, _ in COMMANDS:
@@ -69,8 +73,10 @@ def main() -> None:
         cpu = statistics.median(t[1] for t in times[name])
         verdict = "" if aim is None else f"{aim:>6.2f} {'ok' if wall < aim else 'OVER'}"
         print(f"{name:<28} {wall:>7.3f} {wall - base:>11.3f} {cpu:>6.3f} {verdict}")
-    print(f"(medians of {args.rounds} rounds; {os.cpu_count()} CPUs; "
-          f"load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"(medians of {args.rounds} rounds; {os.cpu_count()} CPUs; "
+        f"load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def raw_graph() -> StateGraph[Any, Any, Any, Any]:
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(State)
     previous = START
     for i in range(NODES):
+
         async def step(state: State) -> State:
             return {"n": state.get("n", 0) + 1}
 
@@ -47,6 +48,7 @@ def raw_graph() -> StateGraph[Any, Any, Any, Any]:
 def stageline_template() -> Template:
     template = Template("bench", state=State)
     for i in range(NODES):
+
         async def step(state: State, ctx: Any) -> State:
             return {"n": state.get("n", 0) + 1}
 
@@ -62,8 +64,10 @@ async def main(runs: int, rounds: int) -> dict[str, float]:
     raw = raw_graph().compile(checkpointer=saver)
     settings = load_settings(
         cwd=folder,
-        env={"STAGELINE_HOME": str(folder / ".stageline"),
-             "STAGELINE_DATABASE_URL": f"sqlite:///{folder / 'stageline.db'}"},
+        env={
+            "STAGELINE_HOME": str(folder / ".stageline"),
+            "STAGELINE_DATABASE_URL": f"sqlite:///{folder / 'stageline.db'}",
+        },
     )
     template = stageline_template()
     raw_ms: list[float] = []
@@ -107,6 +111,8 @@ if __name__ == "__main__":
     )
     print(f"  raw LangGraph : {result['raw_ms_per_node']:.3f} ms/node")
     print(f"  stageline     : {result['stageline_ms_per_node']:.3f} ms/node")
-    print(f"  ratio         : {result['ratio']:.2f}x median of per-round ratios "
-          "(stageline adds "
-          f"{(result['ratio'] - 1) * 100:+.0f}% per node; aim <= +25%)")
+    print(
+        f"  ratio         : {result['ratio']:.2f}x median of per-round ratios "
+        "(stageline adds "
+        f"{(result['ratio'] - 1) * 100:+.0f}% per node; aim <= +25%)"
+    )

@@ -60,8 +60,9 @@ async def main(rounds: int, grace: float) -> None:
     cases = {
         "no sink": (),
         "webhook that answers": ({"type": "webhook", "format": "json", "url": answering.url},),
-        "webhook that hangs": ({"type": "webhook", "format": "json", "url": hanging.url,
-                                "timeout": 30},),
+        "webhook that hangs": (
+            {"type": "webhook", "format": "json", "url": hanging.url, "timeout": 30},
+        ),
     }
     try:
         print(f"{'case':24} {'run (ms)':>10} {'close (ms)':>11}")

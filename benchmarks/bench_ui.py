@@ -24,8 +24,12 @@ from stageline.ledger import Run, RunStatus, hash_token, new_token
 from stageline.runner import Runner
 from stageline.server import create_app
 
-STATUSES = [RunStatus.SUCCEEDED] * 6 + [RunStatus.FAILED, RunStatus.WAITING,
-                                         RunStatus.CANCELLED, RunStatus.REJECTED]
+STATUSES = [RunStatus.SUCCEEDED] * 6 + [
+    RunStatus.FAILED,
+    RunStatus.WAITING,
+    RunStatus.CANCELLED,
+    RunStatus.REJECTED,
+]
 
 
 async def _fill(runner: Runner, count: int) -> float:
@@ -35,12 +39,19 @@ async def _fill(runner: Runner, count: int) -> float:
         created = now - 30 * 86400 * (count - i) / count
         status = STATUSES[i % len(STATUSES)]
         ended = status not in (RunStatus.WAITING,)
-        await runner.ledger.create_run(Run(
-            run_id=f"bench{i:06d}", template="blog_post" if i % 3 else "sdlc",
-            template_version="2+bench", status=status, inputs={"topic": f"topic {i}"},
-            created_at=created, updated_at=created + 5,
-            finished_at=created + 5 if ended else None,
-            error="boom" if status is RunStatus.FAILED else None))
+        await runner.ledger.create_run(
+            Run(
+                run_id=f"bench{i:06d}",
+                template="blog_post" if i % 3 else "sdlc",
+                template_version="2+bench",
+                status=status,
+                inputs={"topic": f"topic {i}"},
+                created_at=created,
+                updated_at=created + 5,
+                finished_at=created + 5 if ended else None,
+                error="boom" if status is RunStatus.FAILED else None,
+            )
+        )
     return time.perf_counter() - began
 
 
@@ -68,18 +79,21 @@ async def main(runs: int, repeat: int) -> dict[str, float]:
         filled = await _fill(runner, runs)
         print(f"inserted {runs} runs in {filled:.1f}s")
         app = create_app(settings, runner=runner)
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://bench",
-            headers={"Accept": "text/html"},
-        ) as client:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app),
+                base_url="http://bench",
+                headers={"Accept": "text/html"},
+            ) as client,
+        ):
             signed = await client.post("/ui/login", data={"token": secret, "next": "/ui/"})
             assert signed.status_code == 303, signed.text
             client.cookies.update(signed.cookies)
             first = await client.get("/ui/runs")
             marker = 'rel="next" href="'
             text = first.text
-            later = text[text.index(marker) + len(marker):].split('"', 1)[0].replace("&amp;",
-                                                                                      "&")
+            later = text[text.index(marker) + len(marker) :].split('"', 1)[0].replace("&amp;", "&")
             pages = {
                 "runs list, first page": "/ui/runs",
                 "runs list, next page (cursor)": later,

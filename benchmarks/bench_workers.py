@@ -104,8 +104,7 @@ async def raw_child(url: str, prefix: str, count: int, concurrency: int) -> dict
         return step
 
     kwargs = {"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0}
-    async with AsyncConnectionPool(url, min_size=1, max_size=4, kwargs=kwargs,
-                                   open=False) as pool:
+    async with AsyncConnectionPool(url, min_size=1, max_size=4, kwargs=kwargs, open=False) as pool:
         await pool.open(wait=True)
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         began = time.time()
@@ -121,8 +120,9 @@ async def raw_child(url: str, prefix: str, count: int, concurrency: int) -> dict
 
         async def one(i: int) -> None:
             async with gate:
-                out = await compiled.ainvoke({"n": 0}, {"configurable": {
-                    "thread_id": f"{prefix}-{i}"}}, durability="sync")
+                out = await compiled.ainvoke(
+                    {"n": 0}, {"configurable": {"thread_id": f"{prefix}-{i}"}}, durability="sync"
+                )
                 assert out["n"] == NODES, out
 
         await asyncio.gather(*(one(i) for i in range(count)))
@@ -144,16 +144,31 @@ def measure_raw(url: str, runs: int, k: int, concurrency: int, folder: Path) -> 
         started = time.time()
         for i, share in enumerate(shares):
             with (folder / f"raw{k}-{i}.log").open("w") as err:
-                procs.append(subprocess.Popen(
-                    [sys.executable, __file__, "--raw-child", url, f"p{i}", str(share),
-                     str(concurrency)],
-                    stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--raw-child",
+                            url,
+                            f"p{i}",
+                            str(share),
+                            str(concurrency),
+                        ],
+                        stdout=subprocess.PIPE,
+                        stderr=err,
+                        text=True,
+                        start_new_session=True,
+                    )
+                )
         reports = []
         for i, proc in enumerate(procs):
             out, _ = proc.communicate(timeout=max(120, runs * 2))
             if proc.returncode != 0:
-                raise RuntimeError(f"raw process {i} exited {proc.returncode}:\n"
-                                   + _tail(folder / f"raw{k}-{i}.log"))
+                raise RuntimeError(
+                    f"raw process {i} exited {proc.returncode}:\n"
+                    + _tail(folder / f"raw{k}-{i}.log")
+                )
             reports.append(json.loads(out.strip().splitlines()[-1]))
     finally:
         _kill(procs)
@@ -182,7 +197,11 @@ async def queue_runs(url: str, folder: Path, runs: int, k: int) -> list[str]:
 
 
 async def wait_succeeded(
-    url: str, ids: list[str], procs: list[subprocess.Popen[bytes]], folder: Path, k: int,
+    url: str,
+    ids: list[str],
+    procs: list[subprocess.Popen[bytes]],
+    folder: Path,
+    k: int,
     timeout: float,
 ) -> dict[str, float]:
     """Poll the ledger until every run succeeded; then when the first node began and the
@@ -195,25 +214,33 @@ async def wait_succeeded(
         deadline = time.monotonic() + timeout
         wanted = set(ids)
         while True:
-            found = {r.run_id: r for r in await backend.ledger.list_runs(limit=len(ids) + 10)
-                     if r.run_id in wanted}
-            bad = {r.run_id: f"{r.status} {r.error or ''}".strip() for r in found.values()
-                   if str(r.status) in ("failed", "cancelled")}
+            found = {
+                r.run_id: r
+                for r in await backend.ledger.list_runs(limit=len(ids) + 10)
+                if r.run_id in wanted
+            }
+            bad = {
+                r.run_id: f"{r.status} {r.error or ''}".strip()
+                for r in found.values()
+                if str(r.status) in ("failed", "cancelled")
+            }
             if bad:
                 raise RuntimeError(f"runs did not succeed: {bad}")
-            if len(found) == len(ids) and all(str(r.status) == "succeeded"
-                                              for r in found.values()):
+            if len(found) == len(ids) and all(str(r.status) == "succeeded" for r in found.values()):
                 break
             for i, proc in enumerate(procs):
                 if proc.poll() is not None:
-                    raise RuntimeError(f"worker {i} exited {proc.returncode}:\n"
-                                       + _tail(folder / f"worker{k}-{i}.log"))
+                    raise RuntimeError(
+                        f"worker {i} exited {proc.returncode}:\n"
+                        + _tail(folder / f"worker{k}-{i}.log")
+                    )
             if time.monotonic() > deadline:
                 done = sum(str(r.status) == "succeeded" for r in found.values())
                 raise RuntimeError(f"timed out: {done}/{len(ids)} runs succeeded")
             await asyncio.sleep(POLL)
-        first = min([min(rec.started_at for rec in await backend.ledger.node_records(r))
-                     for r in ids])
+        first = min(
+            [min(rec.started_at for rec in await backend.ledger.node_records(r)) for r in ids]
+        )
         last = max(r.finished_at or 0.0 for r in found.values())
         return {"began": first, "ended": last}
     finally:
@@ -230,11 +257,23 @@ def measure_stageline(
         started = time.time()
         for i in range(k):
             with (folder / f"worker{k}-{i}.log").open("wb") as log:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "stageline.cli", "worker", "--concurrency",
-                     str(concurrency)],
-                    cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "stageline.cli",
+                            "worker",
+                            "--concurrency",
+                            str(concurrency),
+                        ],
+                        cwd=folder,
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
         span = asyncio.run(wait_succeeded(url, ids, procs, folder, k, max(120, runs * 2)))
         for proc in procs:  # drain: they are idle, so they leave at once
             proc.send_signal(signal.SIGTERM)
@@ -247,8 +286,11 @@ def measure_stageline(
 
 def _stageline_env(url: str, folder: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(folder / ".stageline"), STAGELINE_DATABASE_URL=url,
-               STAGELINE_RETENTION="off")
+    env.update(
+        STAGELINE_HOME=str(folder / ".stageline"),
+        STAGELINE_DATABASE_URL=url,
+        STAGELINE_RETENTION="off",
+    )
     return env
 
 
@@ -331,17 +373,21 @@ def main(runs: int, workers: list[int], concurrency: int, rounds: int) -> list[d
                         into.append(measure(url, runs, k, concurrency, folder))
             # Ratios are medians of per-round ratios (as in bench_runner.py): the two sides of a
             # round run back to back, so a busy moment on the machine skews one ratio only.
-            rows.append({
-                "workers": k,
-                "stageline": statistics.median(runs / m["wall"] for m in ours),
-                "raw": statistics.median(runs / m["wall"] for m in raw),
-                "ratio": statistics.median(r["wall"] / o["wall"]
-                                           for o, r in zip(ours, raw, strict=True)),
-                "stageline_busy": statistics.median(runs / m["busy"] for m in ours),
-                "raw_busy": statistics.median(runs / m["busy"] for m in raw),
-                "ratio_busy": statistics.median(r["busy"] / o["busy"]
-                                                for o, r in zip(ours, raw, strict=True)),
-            })
+            rows.append(
+                {
+                    "workers": k,
+                    "stageline": statistics.median(runs / m["wall"] for m in ours),
+                    "raw": statistics.median(runs / m["wall"] for m in raw),
+                    "ratio": statistics.median(
+                        r["wall"] / o["wall"] for o, r in zip(ours, raw, strict=True)
+                    ),
+                    "stageline_busy": statistics.median(runs / m["busy"] for m in ours),
+                    "raw_busy": statistics.median(runs / m["busy"] for m in raw),
+                    "ratio_busy": statistics.median(
+                        r["busy"] / o["busy"] for o, r in zip(ours, raw, strict=True)
+                    ),
+                }
+            )
     except BaseException:
         print(f"the processes' logs are in {folder}", file=sys.stderr)
         raise
@@ -360,12 +406,15 @@ if __name__ == "__main__":
         sys.exit(0)
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=60, help="runs per measurement (N)")
-    parser.add_argument("--workers", default="1,2,4",
-                        help="numbers of processes to measure, comma-separated (K)")
-    parser.add_argument("--concurrency", type=int, default=2,
-                        help="runs each process advances at once (C)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="measurements per side and K; the figures are medians")
+    parser.add_argument(
+        "--workers", default="1,2,4", help="numbers of processes to measure, comma-separated (K)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=2, help="runs each process advances at once (C)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="measurements per side and K; the figures are medians"
+    )
     args = parser.parse_args()
     # Ctrl-C and SIGTERM unwind through the finally blocks that kill the processes and drop the
     # databases. A handler of our own also keeps asyncio.run from turning Ctrl-C into a
@@ -374,15 +423,23 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     ks = [int(k) for k in args.workers.split(",") if k.strip()]
     result = main(args.runs, ks, args.concurrency, args.rounds)
-    print(f"{NODES}-node no-op graph, Postgres, durability=sync, {args.runs} runs, "
-          f"{args.concurrency} at a time per process, {args.rounds} round(s); "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"{NODES}-node no-op graph, Postgres, durability=sync, {args.runs} runs, "
+        f"{args.concurrency} at a time per process, {args.rounds} round(s); "
+        f"{os.cpu_count()} CPUs"
+    )
     print("runs/s from the first process's start (busy: first node to last run's end)")
-    print(f"  {'workers':>7}  {'stageline':>10}  {'raw':>10}  {'ratio':>6}    "
-          f"{'busy: stageline':>15}  {'raw':>8}  {'ratio':>6}")
+    print(
+        f"  {'workers':>7}  {'stageline':>10}  {'raw':>10}  {'ratio':>6}    "
+        f"{'busy: stageline':>15}  {'raw':>8}  {'ratio':>6}"
+    )
     for row in result:
-        print(f"  {row['workers']:>7}  {row['stageline']:>10.1f}  {row['raw']:>10.1f}  "
-              f"{row['ratio']:>5.2f}x    {row['stageline_busy']:>15.1f}  "
-              f"{row['raw_busy']:>8.1f}  {row['ratio_busy']:>5.2f}x")
-    print("ratio: stageline runs/s / raw runs/s, median of per-round ratios "
-          "(1.00x: as fast as raw LangGraph)")
+        print(
+            f"  {row['workers']:>7}  {row['stageline']:>10.1f}  {row['raw']:>10.1f}  "
+            f"{row['ratio']:>5.2f}x    {row['stageline_busy']:>15.1f}  "
+            f"{row['raw_busy']:>8.1f}  {row['ratio_busy']:>5.2f}x"
+        )
+    print(
+        "ratio: stageline runs/s / raw runs/s, median of per-round ratios "
+        "(1.00x: as fast as raw LangGraph)"
+    )

@@ -19,9 +19,11 @@ class FakeAgents:
         folder.mkdir(parents=True, exist_ok=True)
         for name in ("claude", "codex"):
             exe = folder / name
-            exe.write_text(f"#!{sys.executable}\nimport runpy\n"
-                           f"runpy.run_path({str(FIXTURES / 'fake_agent.py')!r}, "
-                           f"init_globals={{'AGENT': {str(exe)!r}}}, run_name='__main__')\n")
+            exe.write_text(
+                f"#!{sys.executable}\nimport runpy\n"
+                f"runpy.run_path({str(FIXTURES / 'fake_agent.py')!r}, "
+                f"init_globals={{'AGENT': {str(exe)!r}}}, run_name='__main__')\n"
+            )
             exe.chmod(0o755)
             self.scenario(name, streams=[])
 

@@ -54,8 +54,10 @@ class Watch:
 
     def attach(self, page: Any) -> Any:
         page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
-        page.on("console", lambda msg: msg.type == "error" and self.errors.append(
-            f"console: {msg.text}"))
+        page.on(
+            "console",
+            lambda msg: msg.type == "error" and self.errors.append(f"console: {msg.text}"),
+        )
 
         def request(req: Any) -> None:
             host = urlsplit(req.url).hostname or ""
@@ -88,8 +90,10 @@ def sign_in(page: Any, server: Server, scope: str = "decide", *, start: str = "/
 def start_run(server: Server, template: str, inputs: dict[str, Any], run_id: str) -> dict[str, Any]:
     """A run started through the API, answered when it ends or waits."""
     with server.client("admin") as client:
-        answer = client.post("/v1/runs", json={"template": template, "inputs": inputs,
-                                               "run_id": run_id, "wait": True})
+        answer = client.post(
+            "/v1/runs",
+            json={"template": template, "inputs": inputs, "run_id": run_id, "wait": True},
+        )
     assert answer.status_code == 201, answer.text
     return dict(answer.json())
 
@@ -99,8 +103,10 @@ def seed_runs(server: Server) -> dict[str, str]:
     failed (the server's project needs the ``flaky.py`` fixture template)."""
     start_run(server, "blog_post", {"topic": "durable pipelines for agents"}, "blog-done")
     with server.client("admin") as client:
-        client.post("/v1/runs/blog-done/decide", json={"decision": "changes",
-                                                       "note": "shorter intro, please"})
+        client.post(
+            "/v1/runs/blog-done/decide",
+            json={"decision": "changes", "note": "shorter intro, please"},
+        )
         client.post("/v1/runs/blog-done/decide", json={"decision": "approve", "note": "ship"})
     start_run(server, "blog_post", {"topic": "checkpoints, explained"}, "blog-wait")
     start_run(server, "sdlc", {"task": "add rate limiting to the public API"}, "sdlc-ask")

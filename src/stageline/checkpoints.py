@@ -19,7 +19,8 @@ WRITTEN_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray"})
 put there by someone else."""
 
 _refused: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
-    "stageline_refused_types", default=None)
+    "stageline_refused_types", default=None
+)
 _listening: list[bool] = []
 
 
@@ -42,8 +43,7 @@ class StrictSerializer(JsonPlusSerializer):
             return super().loads_typed(data)
         kind, blob = data
         if kind not in WRITTEN_TYPES:
-            raise CheckpointCorrupt(f"a value is stored as {kind!r}, which stageline never "
-                                    "writes")
+            raise CheckpointCorrupt(f"a value is stored as {kind!r}, which stageline never writes")
         if not _listening:  # LangGraph reports each type its allowlist blocks
             register_serde_event_listener(_on_serde_event)
             _listening.append(True)
@@ -54,13 +54,15 @@ class StrictSerializer(JsonPlusSerializer):
         except CheckpointCorrupt:
             raise
         except Exception as exc:
-            raise CheckpointCorrupt(f"a {kind} value of {len(blob or b'')} bytes does not "
-                                    f"decode ({type(exc).__name__})") from exc
+            raise CheckpointCorrupt(
+                f"a {kind} value of {len(blob or b'')} bytes does not decode ({type(exc).__name__})"
+            ) from exc
         finally:
             _refused.reset(token)
         if refused:
-            raise CheckpointCorrupt(f"a value names type {refused[0]}, which is not on the "
-                                    "checkpoint allowlist")
+            raise CheckpointCorrupt(
+                f"a value names type {refused[0]}, which is not on the checkpoint allowlist"
+            )
         return value
 
     def lenient(self) -> JsonPlusSerializer:
@@ -68,6 +70,7 @@ class StrictSerializer(JsonPlusSerializer):
         clone = copy.copy(self)
         clone.strict = False
         return clone
+
 
 STAGELINE_TYPES: tuple[tuple[str, str], ...] = ()
 """stageline's own types that travel in checkpoints (interrupt payloads are plain dicts)."""

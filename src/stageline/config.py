@@ -87,8 +87,15 @@ class ConfigFile(BaseModel):
     slack: SlackConfig = Field(default_factory=SlackConfig)
 
 
-_ENV_KEYS = ("home", "database_url", "model", "lease_ttl", "services", "public_url",
-             "sink_exit_timeout")
+_ENV_KEYS = (
+    "home",
+    "database_url",
+    "model",
+    "lease_ttl",
+    "services",
+    "public_url",
+    "sink_exit_timeout",
+)
 """Keys a ``STAGELINE_<KEY>`` variable overrides."""
 
 
@@ -161,8 +168,11 @@ def _message(error: Any, model: type[BaseModel]) -> str:
         known: list[str] = list(model.model_fields)
         for part in loc[:-1]:
             sub = model.model_fields.get(str(part)) if isinstance(part, str) else None
-            if sub is not None and isinstance(sub.annotation, type) and issubclass(
-                    sub.annotation, BaseModel):
+            if (
+                sub is not None
+                and isinstance(sub.annotation, type)
+                and issubclass(sub.annotation, BaseModel)
+            ):
                 known = list(sub.annotation.model_fields)
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else f"; known keys: {', '.join(known)}"
@@ -187,8 +197,7 @@ def _validate_file(path: Path, text: str, data: dict[str, Any]) -> ConfigFile:
         line = _line_of(text, loc)
         where = f"{path}:{line}" if line else str(path)
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(
-            f"{where}: {_key(loc)}: {_message(first, ConfigFile)}{more}") from None
+        raise ConfigError(f"{where}: {_key(loc)}: {_message(first, ConfigFile)}{more}") from None
 
 
 def _apply_env(base: ConfigFile, env: dict[str, str]) -> ConfigFile:
@@ -218,8 +227,9 @@ def _read(path: Path) -> ConfigFile:
     table = data.pop("stageline", None)
     if table is not None:
         if not isinstance(table, dict):
-            raise ConfigError(f"{path}:{_line_of(text, ('stageline',))}: stageline must be a "
-                              "table ([stageline])")
+            raise ConfigError(
+                f"{path}:{_line_of(text, ('stageline',))}: stageline must be a table ([stageline])"
+            )
         data = {**data, **table}
     return _validate_file(path, text, data)
 

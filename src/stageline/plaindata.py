@@ -35,8 +35,17 @@ MAX_DEPTH = 200
 SHOWN = 80
 """Characters of a value an error message shows at most."""
 
-_NOT_JSON = (set, frozenset, bytes, bytearray, memoryview, complex, datetime.date,
-             datetime.time, datetime.timedelta)
+_NOT_JSON = (
+    set,
+    frozenset,
+    bytes,
+    bytearray,
+    memoryview,
+    complex,
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+)
 
 
 def shown(value: Any, limit: int = SHOWN) -> str:
@@ -155,8 +164,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
         found = _too_big(node, self.max_nodes)
         if found is not None:
             bad, why = found
-            raise yaml.constructor.ConstructorError(
-                None, None, f"refused: {why}", bad.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"refused: {why}", bad.start_mark)
         return super().construct_document(node)
 
 
@@ -181,8 +189,13 @@ def _refuse(what: str) -> Any:
     return construct
 
 
-for _tag, _what in (("timestamp", "a date or time"), ("binary", "!!binary data"),
-                    ("set", "a !!set"), ("omap", "an !!omap"), ("pairs", "!!pairs")):
+for _tag, _what in (
+    ("timestamp", "a date or time"),
+    ("binary", "!!binary data"),
+    ("set", "a !!set"),
+    ("omap", "an !!omap"),
+    ("pairs", "!!pairs"),
+):
     _PlainLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse(_what))
 
 

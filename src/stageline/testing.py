@@ -56,7 +56,8 @@ async def memory_runner(
                 home = stack.enter_context(tempfile.TemporaryDirectory(prefix="stageline-"))
             folder = Path(home)
             settings = load_settings(
-                cwd=folder, env={"STAGELINE_HOME": str(folder), "STAGELINE_DATABASE_URL": "memory://"}
+                cwd=folder,
+                env={"STAGELINE_HOME": str(folder), "STAGELINE_DATABASE_URL": "memory://"},
             )
         settings = with_overrides(settings, database_url="memory://", **overrides)
         async with Runner.open(

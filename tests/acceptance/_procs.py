@@ -30,8 +30,13 @@ def cli_env(home: Path, url: str | None = None, **extra: str) -> dict[str, str]:
     goes before the inherited one (which finds this checkout's ``src``), never instead of it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
     path = extra.pop("PYTHONPATH", None)
-    env.update(STAGELINE_HOME=str(home), STAGELINE_MODEL="offline", PYTHONIOENCODING="utf-8",
-               COLUMNS="200", **extra)
+    env.update(
+        STAGELINE_HOME=str(home),
+        STAGELINE_MODEL="offline",
+        PYTHONIOENCODING="utf-8",
+        COLUMNS="200",
+        **extra,
+    )
     if path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
     if url is not None:
@@ -39,26 +44,42 @@ def cli_env(home: Path, url: str | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
-def cli(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``stageline ARGS`` to its end."""
-    return subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=cwd, env=env,
-                          input=stdin, capture_output=True, text=True, encoding="utf-8",
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "stageline.cli", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+    )
 
 
-def together(commands: list[list[str]], cwd: Path, env: dict[str, str], timeout: float = 120
-             ) -> list[subprocess.CompletedProcess[str]]:
+def together(
+    commands: list[list[str]], cwd: Path, env: dict[str, str], timeout: float = 120
+) -> list[subprocess.CompletedProcess[str]]:
     """Start one process per command, wait until all are ready, release them at once."""
     sync = cwd / f".sync-{time.monotonic_ns()}"
     sync.mkdir()
     script = sync / "barrier.py"
     script.write_text(BARRIER)
     go = sync / "go"
-    procs = [subprocess.Popen([sys.executable, str(script), str(sync / f"ready.{i}"), str(go),
-                               *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-             for i, args in enumerate(commands)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(sync / f"ready.{i}"), str(go), *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, args in enumerate(commands)
+    ]
     try:
         while not all((sync / f"ready.{i}").exists() for i in range(len(procs))):  # or timeout
             for proc in procs:

@@ -27,8 +27,9 @@ def stageline_env(home: Path, **extra: str) -> dict[str, str]:
     return _procs.cli_env(home, **extra)
 
 
-def run_stageline(cwd: Path, env: dict[str, str], *args: str, timeout: float = 120,
-                  stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_stageline(
+    cwd: Path, env: dict[str, str], *args: str, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """``stageline ARGS`` in ``cwd`` (``_procs.cli``); a traceback on stderr fails the test."""
     done = _procs.cli(list(args), cwd, env, timeout=timeout, stdin=stdin)
     assert "Traceback" not in done.stderr, done.stderr
@@ -49,8 +50,13 @@ def cli_process(tmp_path: Path, cli_env: dict[str, str]) -> Cli:
     bounds the command, ``stdin=`` feeds it, and other keywords are environment variables.
     """
 
-    def run(*args: str, db: str | None = None, timeout: float = 180, stdin: str | None = None,
-            **extra: str) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str,
+        db: str | None = None,
+        timeout: float = 180,
+        stdin: str | None = None,
+        **extra: str,
+    ) -> subprocess.CompletedProcess[str]:
         env = {**cli_env, **extra}
         if db:
             env["STAGELINE_DATABASE_URL"] = db
@@ -89,15 +95,20 @@ def worker_env(tmp_path: Path) -> Callable[..., dict[str, str]]:
     retention off so no run is pruned mid-test."""
 
     def make(url: str, **extra: str) -> dict[str, str]:
-        return stageline_env(tmp_path / ".stageline", STAGELINE_DATABASE_URL=url,
-                             STAGELINE_TEST_TRAIL=str(tmp_path / "trail.txt"),
-                             STAGELINE_RETENTION="off", **extra)
+        return stageline_env(
+            tmp_path / ".stageline",
+            STAGELINE_DATABASE_URL=url,
+            STAGELINE_TEST_TRAIL=str(tmp_path / "trail.txt"),
+            STAGELINE_RETENTION="off",
+            **extra,
+        )
 
     return make
 
 
-async def _queue_runs(env: dict[str, str], ids: list[str],
-                      template: Path = FIXTURES / "worker_nodes.py") -> list[str]:
+async def _queue_runs(
+    env: dict[str, str], ids: list[str], template: Path = FIXTURES / "worker_nodes.py"
+) -> list[str]:
     from stageline.config import load_settings
     from stageline.runner import Runner
     from stageline.worker import defer_run, ensure_queue_schema, queue_app
@@ -130,8 +141,10 @@ def _run_statuses(url: str) -> dict[str, str]:
 
 def _unfinished(url: str) -> list[tuple[object, ...]]:
     with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute("SELECT run_id, status, failure_phase, error, lease_holder "
-                            "FROM stageline_runs WHERE status <> 'succeeded'").fetchall()
+        return conn.execute(
+            "SELECT run_id, status, failure_phase, error, lease_holder "
+            "FROM stageline_runs WHERE status <> 'succeeded'"
+        ).fetchall()
 
 
 @pytest.fixture

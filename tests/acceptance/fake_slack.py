@@ -62,8 +62,12 @@ class FakeSlack:
             if method == "users.info":
                 return 200, {"ok": True, "user": {"id": body.get("user"), "name": "bob"}}
             ts = f"{int(time.time())}.{next(self._ts):06d}"
-            return 200, {"ok": True, "channel": body.get("channel", "C1"),
-                         "ts": body.get("ts") or ts, "message_ts": ts}
+            return 200, {
+                "ok": True,
+                "channel": body.get("channel", "C1"),
+                "ts": body.get("ts") or ts,
+                "message_ts": ts,
+            }
 
     def of(self, method: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -76,8 +80,9 @@ class FakeSlack:
             if found:
                 return found
             time.sleep(0.1)
-        raise AssertionError(f"fake Slack: no {what or check} within {timeout}s; calls: "
-                             f"{[m for m, _ in self.calls]}")
+        raise AssertionError(
+            f"fake Slack: no {what or check} within {timeout}s; calls: {[m for m, _ in self.calls]}"
+        )
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -44,13 +44,25 @@ def agents(tmp_path: Path) -> FakeAgents:
 @pytest.fixture
 def cli(repo: Path, tmp_path: Path, agents: FakeAgents) -> Cli:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
-               PYTHONIOENCODING="utf-8", COLUMNS="200", PATH=agents.path)
+    env.update(
+        STAGELINE_HOME=str(tmp_path / "home"),
+        STAGELINE_MODEL="offline",
+        PYTHONIOENCODING="utf-8",
+        COLUMNS="200",
+        PATH=agents.path,
+    )
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=repo, env=env,
-                              capture_output=True, text=True, encoding="utf-8", timeout=120,
-                              check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "stageline.cli", *args],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=120,
+            check=False,
+        )
         assert "Traceback" not in done.stderr, done.stderr
         return done
 
@@ -72,10 +84,20 @@ def metrics(cli: Cli, run_id: str, node: str) -> dict[str, float]:
 def test_claude_stream_is_recorded_classified_and_costed(
     cli: Cli, repo: Path, agents: FakeAgents
 ) -> None:
-    agents.scenario("claude", streams=["claude_session.jsonl"],
-                    writes={"wiki/overview.md": PAGE})
-    done = cli("run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:claude",
-               "-i", "max_turns:=12", "--apply", "--run-id", "c1")
+    agents.scenario("claude", streams=["claude_session.jsonl"], writes={"wiki/overview.md": PAGE})
+    done = cli(
+        "run",
+        "wiki_build",
+        "-i",
+        "wiki=wiki",
+        "-i",
+        "harness=command:claude",
+        "-i",
+        "max_turns:=12",
+        "--apply",
+        "--run-id",
+        "c1",
+    )
     assert done.returncode == 0, (done.stdout, done.stderr)
     # live, one line each: the tool and what it acts on
     assert "build Bash git ls-files | head -50" in done.stdout
@@ -86,14 +108,19 @@ def test_claude_stream_is_recorded_classified_and_costed(
     log = events(cli, "c1")
     helper = [e for e in log if e["kind"] == "harness.helper_agent"]
     assert len(helper) == 5 and {e["category"] for e in helper} == {"tool"}
-    assert [e["message"] for e in log if e["kind"] == "harness.warning"] == \
-        ["malformed line, not JSON (Expecting value)"]
+    assert [e["message"] for e in log if e["kind"] == "harness.warning"] == [
+        "malformed line, not JSON (Expecting value)"
+    ]
     assert not [e for e in log if e["kind"] in ("harness.text_delta", "harness.error")]
-    assert metrics(cli, "c1", "build") == pytest.approx({
-        "input_tokens": 12 + 5320 + 43640, "cached_input_tokens": 43640,
-        "output_tokens": 1290, "cost": 0.0932})
-    [node] = [n for n in json.loads(cli("stats", "--json").stdout)["nodes"]
-              if n["node"] == "build"]
+    assert metrics(cli, "c1", "build") == pytest.approx(
+        {
+            "input_tokens": 12 + 5320 + 43640,
+            "cached_input_tokens": 43640,
+            "output_tokens": 1290,
+            "cost": 0.0932,
+        }
+    )
+    [node] = [n for n in json.loads(cli("stats", "--json").stdout)["nodes"] if n["node"] == "build"]
     assert node["cost"] == pytest.approx(0.0932) and node["input_tokens"] == 48972
     transcript = cli("transcript", "c1", "build").stdout
     assert "Write /repo/wiki/overview.md" in transcript and "Bash git ls-files" in transcript
@@ -103,10 +130,23 @@ def test_claude_stream_is_recorded_classified_and_costed(
 def test_failed_claude_operation_keeps_its_cost_and_retry_resumes_its_session(
     cli: Cli, agents: FakeAgents
 ) -> None:
-    agents.scenario("claude", streams=["claude_error.jsonl", "claude_session.jsonl"],
-                    exit=[1, 0], writes={"wiki/overview.md": PAGE})
-    failed = cli("run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:claude",
-                 "--apply", "--run-id", "c2")
+    agents.scenario(
+        "claude",
+        streams=["claude_error.jsonl", "claude_session.jsonl"],
+        exit=[1, 0],
+        writes={"wiki/overview.md": PAGE},
+    )
+    failed = cli(
+        "run",
+        "wiki_build",
+        "-i",
+        "wiki=wiki",
+        "-i",
+        "harness=command:claude",
+        "--apply",
+        "--run-id",
+        "c2",
+    )
     assert failed.returncode == 1
     run = shown(cli, "c2")["run"]
     assert run["status"] == "failed" and run["failure_phase"] == "provider_execution"
@@ -123,10 +163,26 @@ def test_failed_claude_operation_keeps_its_cost_and_retry_resumes_its_session(
 
 
 def test_retry_fresh_starts_a_new_session(cli: Cli, agents: FakeAgents) -> None:
-    agents.scenario("claude", streams=["claude_error.jsonl", "claude_session.jsonl"],
-                    exit=[1, 0], writes={"wiki/overview.md": PAGE})
-    assert cli("run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:claude",
-               "--apply", "--run-id", "c3").returncode == 1
+    agents.scenario(
+        "claude",
+        streams=["claude_error.jsonl", "claude_session.jsonl"],
+        exit=[1, 0],
+        writes={"wiki/overview.md": PAGE},
+    )
+    assert (
+        cli(
+            "run",
+            "wiki_build",
+            "-i",
+            "wiki=wiki",
+            "-i",
+            "harness=command:claude",
+            "--apply",
+            "--run-id",
+            "c3",
+        ).returncode
+        == 1
+    )
     assert cli("retry", "c3", "--fresh").returncode == 0
     assert "--resume" not in agents.calls("claude")[1]["argv"]
 
@@ -145,10 +201,26 @@ def test_a_cost_budget_stops_the_agent_mid_stream_and_waits_at_the_budget_gate(
 ) -> None:
     # The stream would go on for long and the agent would then hang for minutes: the budget
     # is past at its first message (estimated from its usage), so stageline stops it there.
-    agents.scenario("claude", streams=["claude_session.jsonl"], delay=0.2, hang=[True],
-                    writes={"wiki/overview.md": PAGE})
-    waiting = cli("run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:claude",
-                  "--budget-cost", "0.01", "--apply", "--run-id", "b1")
+    agents.scenario(
+        "claude",
+        streams=["claude_session.jsonl"],
+        delay=0.2,
+        hang=[True],
+        writes={"wiki/overview.md": PAGE},
+    )
+    waiting = cli(
+        "run",
+        "wiki_build",
+        "-i",
+        "wiki=wiki",
+        "-i",
+        "harness=command:claude",
+        "--budget-cost",
+        "0.01",
+        "--apply",
+        "--run-id",
+        "b1",
+    )
     assert waiting.returncode == 3, (waiting.stdout, waiting.stderr)
     assert "agent stopped: the run used" in waiting.stdout
     [call] = agents.calls("claude")
@@ -173,14 +245,19 @@ def test_a_cost_budget_stops_the_agent_mid_stream_and_waits_at_the_budget_gate(
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and ".git" not in p.relative_to(root).parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
 
 
 def _git_view(root: Path) -> tuple[str, str, str]:
     def out(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+        ).stdout
+
     return out("status", "--porcelain=v1"), out("diff", "--cached"), out("diff")
 
 
@@ -192,10 +269,22 @@ def test_checkout_with_uncommitted_work_is_untouched_by_a_write_outside_the_wiki
     (repo / "src" / "app.py").write_text("print('staged')\n")
     subprocess.run(["git", "-C", str(repo), "add", "src/app.py"], check=True)
     before, view = _tree(repo), _git_view(repo)
-    agents.scenario("claude", streams=["claude_session.jsonl"],
-                    writes={"wiki/overview.md": PAGE, "README.md": "# Hijacked\n"})
-    done = cli("run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:claude",
-               "--apply", "--run-id", "w1")
+    agents.scenario(
+        "claude",
+        streams=["claude_session.jsonl"],
+        writes={"wiki/overview.md": PAGE, "README.md": "# Hijacked\n"},
+    )
+    done = cli(
+        "run",
+        "wiki_build",
+        "-i",
+        "wiki=wiki",
+        "-i",
+        "harness=command:claude",
+        "--apply",
+        "--run-id",
+        "w1",
+    )
     assert done.returncode == 1
     run = shown(cli, "w1")["run"]
     assert run["failure_phase"] == "validation"
@@ -207,15 +296,19 @@ def test_apply_gate_brings_the_result_into_the_checkout(
     cli: Cli, repo: Path, agents: FakeAgents
 ) -> None:
     (repo / "README.md").write_text("# App\n\nMy unsaved edit.\n")
-    agents.scenario("claude", streams=["claude_session.jsonl"],
-                    writes={"wiki/overview.md": PAGE})
-    waiting = cli("run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:claude",
-                  "--run-id", "g1")
+    agents.scenario("claude", streams=["claude_session.jsonl"], writes={"wiki/overview.md": PAGE})
+    waiting = cli(
+        "run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:claude", "--run-id", "g1"
+    )
     assert waiting.returncode == 3 and "apply" in waiting.stdout
     assert not (repo / "wiki").exists()
     state = shown(cli, "g1")["state"]
-    log = subprocess.run(["git", "-C", str(repo), "log", "--format=%s", "stageline/g1"],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    log = subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%s", "stageline/g1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert log[0].startswith("build: Wrote the overview page.") and state["commit"]
     assert "wiki/overview.md" in state["changes"]
     assert cli("approve", "g1").returncode == 0
@@ -226,11 +319,24 @@ def test_apply_gate_brings_the_result_into_the_checkout(
 def test_codex_reconnect_in_a_completed_turn_succeeds_and_a_failed_turn_fails(
     cli: Cli, repo: Path, agents: FakeAgents
 ) -> None:
-    agents.scenario("codex", streams=["codex_session.jsonl", "codex_failed_turn.jsonl",
-                                      "codex_session.jsonl"],
-                    writes={"wiki/overview.md": PAGE})
-    ok = cli("run", "wiki_build", "-i", "wiki=wiki", "-i", "harness=command:codex",
-             "-i", "model=gpt-5-codex", "--apply", "--run-id", "x1")
+    agents.scenario(
+        "codex",
+        streams=["codex_session.jsonl", "codex_failed_turn.jsonl", "codex_session.jsonl"],
+        writes={"wiki/overview.md": PAGE},
+    )
+    ok = cli(
+        "run",
+        "wiki_build",
+        "-i",
+        "wiki=wiki",
+        "-i",
+        "harness=command:codex",
+        "-i",
+        "model=gpt-5-codex",
+        "--apply",
+        "--run-id",
+        "x1",
+    )
     assert ok.returncode == 0, (ok.stdout, ok.stderr)
     log = events(cli, "x1")
     changes = [e for e in log if e["data"].get("name") == "file_change"]
@@ -242,11 +348,22 @@ def test_codex_reconnect_in_a_completed_turn_succeeds_and_a_failed_turn_fails(
     spent = metrics(cli, "x1", "build")
     assert spent["input_tokens"] == 24763 and spent["cached_input_tokens"] == 24448
     assert spent["cost"] > 0
-    agents.scenario("codex", streams=["codex_session.jsonl", "codex_failed_turn.jsonl",
-                                      "codex_session.jsonl"],
-                    writes={"wiki2/overview.md": PAGE})
-    failed = cli("run", "wiki_build", "-i", "wiki=wiki2", "-i", "harness=command:codex",
-                 "--apply", "--run-id", "x2")
+    agents.scenario(
+        "codex",
+        streams=["codex_session.jsonl", "codex_failed_turn.jsonl", "codex_session.jsonl"],
+        writes={"wiki2/overview.md": PAGE},
+    )
+    failed = cli(
+        "run",
+        "wiki_build",
+        "-i",
+        "wiki=wiki2",
+        "-i",
+        "harness=command:codex",
+        "--apply",
+        "--run-id",
+        "x2",
+    )
     assert failed.returncode == 1
     run = shown(cli, "x2")["run"]
     assert run["failure_phase"] == "provider_execution"
@@ -256,19 +373,24 @@ def test_codex_reconnect_in_a_completed_turn_succeeds_and_a_failed_turn_fails(
     assert argv[-3:] == ["resume", THREAD, "-"]
 
 
-@pytest.mark.parametrize(("args", "why"), [
-    (["wiki_build"], "missing required input 'wiki'"),
-    (["wiki_ingest", "-i", "wiki=wiki"], "missing required input 'source'"),
-    (["wiki_ingest", "-i", "wiki=wiki", "-i", "source=nope.md"],
-     "input 'source': nope.md does not exist"),
-    (["wiki_garden", "-i", "wiki=nowiki"], "input 'wiki': nowiki does not exist"),
-    (["wiki_build", "-i", "wiki=README.md"], "input 'wiki': README.md is a file"),
-    (["wiki_build", "-i", "wiki=/tmp/stageline-not-a-repo/wiki"], "is not inside a git"),
-    (["wiki_build", "-i", "wiki=wiki", "-i", "harness=command:gpt"], "unknown command agent"),
-    (["sdlc", "-i", "task=x", "-i", "repo=missing"], "input 'repo': missing does not exist"),
-    (["sdlc", "-i", "task=x", "-i", "repo=README.md"], "not a folder"),
-    (["sdlc", "-i", "repo=."], "missing required input 'task'"),
-])
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["wiki_build"], "missing required input 'wiki'"),
+        (["wiki_ingest", "-i", "wiki=wiki"], "missing required input 'source'"),
+        (
+            ["wiki_ingest", "-i", "wiki=wiki", "-i", "source=nope.md"],
+            "input 'source': nope.md does not exist",
+        ),
+        (["wiki_garden", "-i", "wiki=nowiki"], "input 'wiki': nowiki does not exist"),
+        (["wiki_build", "-i", "wiki=README.md"], "input 'wiki': README.md is a file"),
+        (["wiki_build", "-i", "wiki=/tmp/stageline-not-a-repo/wiki"], "is not inside a git"),
+        (["wiki_build", "-i", "wiki=wiki", "-i", "harness=command:gpt"], "unknown command agent"),
+        (["sdlc", "-i", "task=x", "-i", "repo=missing"], "input 'repo': missing does not exist"),
+        (["sdlc", "-i", "task=x", "-i", "repo=README.md"], "not a folder"),
+        (["sdlc", "-i", "repo=."], "missing required input 'task'"),
+    ],
+)
 def test_input_errors_exit_2_naming_the_input_and_create_nothing(
     cli: Cli, args: list[str], why: str
 ) -> None:
@@ -285,13 +407,36 @@ def test_sdlc_builds_with_claude_from_the_approved_plan(
     shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "sdlc_sample", sample)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "sample"]):
         subprocess.run([*GIT, "-C", str(sample), *args], check=True)
-    agents.scenario("claude", streams=["claude_session.jsonl"],
-                    writes={"CHANGELOG.md": "# Changelog\n\n- subtract\n"})
-    asked = cli("run", "sdlc", "-i", "task=Add a subtract function", "-i", f"repo={sample}",
-                "-i", "review_threshold:=0", "-i", "harness=command:claude", "--run-id", "d1")
+    agents.scenario(
+        "claude",
+        streams=["claude_session.jsonl"],
+        writes={"CHANGELOG.md": "# Changelog\n\n- subtract\n"},
+    )
+    asked = cli(
+        "run",
+        "sdlc",
+        "-i",
+        "task=Add a subtract function",
+        "-i",
+        f"repo={sample}",
+        "-i",
+        "review_threshold:=0",
+        "-i",
+        "harness=command:claude",
+        "--run-id",
+        "d1",
+    )
     assert asked.returncode == 3
-    planned = cli("answer", "d1", "-a", "scope=calc.py gains subtract with tests",
-                  "-a", "priority=normal", "-a", "done_when=CI passes")
+    planned = cli(
+        "answer",
+        "d1",
+        "-a",
+        "scope=calc.py gains subtract with tests",
+        "-a",
+        "priority=normal",
+        "-a",
+        "done_when=CI passes",
+    )
     assert planned.returncode == 3 and "plan_approval" in planned.stdout
     assert agents.calls("claude") == []  # nothing is built before a person approves the plan
     done = cli("approve", "d1", "--gate", "plan_approval")

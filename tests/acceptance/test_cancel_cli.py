@@ -54,9 +54,14 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _start(tmp_path: Path, env: dict[str, str], run_id: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "stageline.cli", "run", "held.py", "--run-id",
-                             run_id], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "stageline.cli", "run", "held.py", "--run-id", run_id],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:

@@ -57,14 +57,16 @@ ENV = {"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET}
 
 def configure(server: Server, slack: FakeSlack) -> Server:
     (server.project / "stageline.toml").write_text(
-        CONFIG.format(port=server.port, channel=CHANNEL, api=slack.url))
+        CONFIG.format(port=server.port, channel=CHANNEL, api=slack.url)
+    )
     return server.start()
 
 
 @pytest.fixture(scope="module")
 def chat_server(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterator[Server]:
-    server = make_project(tmp_path_factory.mktemp("chat") / "project",
-                          templates=("deadline_gate.py",), env=ENV)
+    server = make_project(
+        tmp_path_factory.mktemp("chat") / "project", templates=("deadline_gate.py",), env=ENV
+    )
     configure(server, slack)
     yield server
     server.kill()
@@ -86,31 +88,63 @@ def post_form(server: Server, path: str, form: dict[str, str], **sign: Any) -> h
 
 
 def command(server: Server, command: str, text: str, user: str = "U1") -> httpx.Response:
-    return post_form(server, "/slack/commands", {
-        "command": command, "text": text, "user_id": user, "user_name": "alice",
-        "channel_id": "C0CMD", "trigger_id": f"t{time.time_ns()}"})
+    return post_form(
+        server,
+        "/slack/commands",
+        {
+            "command": command,
+            "text": text,
+            "user_id": user,
+            "user_name": "alice",
+            "channel_id": "C0CMD",
+            "trigger_id": f"t{time.time_ns()}",
+        },
+    )
 
 
-def click(server: Server, action: str, value: str, user: str = "U1", name: str = "alice",
-          headers: dict[str, str] | None = None) -> httpx.Response:
-    payload = {"type": "block_actions", "user": {"id": user, "username": name},
-               "channel": {"id": "C0CMD"}, "trigger_id": "trig-1",
-               "actions": [{"action_id": action, "value": value}]}
+def click(
+    server: Server,
+    action: str,
+    value: str,
+    user: str = "U1",
+    name: str = "alice",
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": name},
+        "channel": {"id": "C0CMD"},
+        "trigger_id": "trig-1",
+        "actions": [{"action_id": action, "value": value}],
+    }
     body = urlencode({"payload": json.dumps(payload)}).encode()
-    return httpx.post(server.url + "/slack/interactions", content=body, timeout=60,
-                      headers={"Content-Type": "application/x-www-form-urlencoded",
-                               **signed(body), **(headers or {})})
+    return httpx.post(
+        server.url + "/slack/interactions",
+        content=body,
+        timeout=60,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            **signed(body),
+            **(headers or {}),
+        },
+    )
 
 
-def submit(server: Server, callback: str, value: str, values: dict[str, Any],
-           user: str = "U1") -> httpx.Response:
-    payload = {"type": "view_submission", "user": {"id": user, "username": "alice"},
-               "view": {"callback_id": callback, "private_metadata": value,
-                        "state": {"values": values}}}
+def submit(
+    server: Server, callback: str, value: str, values: dict[str, Any], user: str = "U1"
+) -> httpx.Response:
+    payload = {
+        "type": "view_submission",
+        "user": {"id": user, "username": "alice"},
+        "view": {"callback_id": callback, "private_metadata": value, "state": {"values": values}},
+    }
     body = urlencode({"payload": json.dumps(payload)}).encode()
-    return httpx.post(server.url + "/slack/interactions", content=body, timeout=60,
-                      headers={"Content-Type": "application/x-www-form-urlencoded",
-                               **signed(body)})
+    return httpx.post(
+        server.url + "/slack/interactions",
+        content=body,
+        timeout=60,
+        headers={"Content-Type": "application/x-www-form-urlencoded", **signed(body)},
+    )
 
 
 def started(answer: httpx.Response) -> str:
@@ -120,8 +154,9 @@ def started(answer: httpx.Response) -> str:
     return found.group(1)
 
 
-def button(slack: FakeSlack, run_id: str, action: str,
-           skip: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
+def button(
+    slack: FakeSlack, run_id: str, action: str, skip: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], str]:
     """The message carrying ``action``'s button for ``run_id`` (none of ``skip``), and the
     button's value."""
 
@@ -130,8 +165,11 @@ def button(slack: FakeSlack, run_id: str, action: str,
             for block in body.get("blocks") or []:
                 for element in block.get("elements", []):
                     value = element.get("value", "")
-                    if (element.get("action_id") == action and f'"r":"{run_id}"' in value
-                            and value not in skip):
+                    if (
+                        element.get("action_id") == action
+                        and f'"r":"{run_id}"' in value
+                        and value not in skip
+                    ):
                         return body, value
         return None
 
@@ -156,9 +194,17 @@ def wait_run(server: Server, run_id: str, check: Any, timeout: float = 90) -> di
 
 
 def ephemeral(slack: FakeSlack, user: str, words: str) -> dict[str, Any]:
-    return slack.wait_for(lambda: next((b for b in slack.of("chat.postEphemeral")
-                                        if b.get("user") == user and words in b.get("text", "")),
-                                       None), what=f"ephemeral {words!r} to {user}")
+    return slack.wait_for(
+        lambda: next(
+            (
+                b
+                for b in slack.of("chat.postEphemeral")
+                if b.get("user") == user and words in b.get("text", "")
+            ),
+            None,
+        ),
+        what=f"ephemeral {words!r} to {user}",
+    )
 
 
 def waiting_at_gate(detail: dict[str, Any]) -> bool:
@@ -169,22 +215,32 @@ def waiting_at_gate(detail: dict[str, Any]) -> bool:
 
 
 def test_a_gate_is_posted_in_its_thread_decided_by_a_click_and_the_run_goes_on(
-        chat_server: Server, slack: FakeSlack) -> None:
+    chat_server: Server, slack: FakeSlack
+) -> None:
     run_id = started(command(chat_server, "/stageline", "run blog_post topic=gates"))
     message, value = button(slack, run_id, "approve")
-    roots = [b for b in slack.of("chat.postMessage") if run_id in b.get("text", "")
-             and "thread_ts" not in b]
+    roots = [
+        b
+        for b in slack.of("chat.postMessage")
+        if run_id in b.get("text", "") and "thread_ts" not in b
+    ]
     assert roots and roots[0]["channel"] == "C0CMD"  # the thread opens where the command was
     assert message["thread_ts"]  # the gate is in the run's thread
     assert {"approve", "reject", "changes"} <= {
-        e["action_id"] for b in message["blocks"] for e in b.get("elements", [])}
+        e["action_id"] for b in message["blocks"] for e in b.get("elements", [])
+    }
 
     assert click(chat_server, "approve", value).status_code == 200
     detail = wait_run(chat_server, run_id, lambda d: not waiting_at_gate(d))
     decided = [w for w in detail["decisions"] if w["decision"] == "approve"]
     assert [w["actor"] for w in decided] == ["slack:U1 (alice)"]
-    slack.wait_for(lambda: any("Approved" in json.dumps(b) and "slack:U1" in json.dumps(b)
-                               for b in slack.of("chat.update")), what="updated gate message")
+    slack.wait_for(
+        lambda: any(
+            "Approved" in json.dumps(b) and "slack:U1" in json.dumps(b)
+            for b in slack.of("chat.update")
+        ),
+        what="updated gate message",
+    )
     wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "succeeded")
 
     # The same click again (Slack's retry, or a replay) decides nothing twice.
@@ -209,22 +265,52 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
     ephemeral(slack, "U2", "stale")
 
     # Forged and expired requests: 401, and nothing is started or decided.
-    body = urlencode({"payload": json.dumps({"type": "block_actions", "user": {"id": "U1"},
-                                             "actions": [{"action_id": "approve",
-                                                          "value": value}]})}).encode()
-    forged = httpx.post(chat_server.url + "/slack/interactions", content=body,
-                        headers={"Content-Type": "application/x-www-form-urlencoded",
-                                 **signed(body, secret="not-the-secret")})
-    old = httpx.post(chat_server.url + "/slack/interactions", content=body,
-                     headers={"Content-Type": "application/x-www-form-urlencoded",
-                              **signed(body, stamp=int(time.time()) - 600)})
+    body = urlencode(
+        {
+            "payload": json.dumps(
+                {
+                    "type": "block_actions",
+                    "user": {"id": "U1"},
+                    "actions": [{"action_id": "approve", "value": value}],
+                }
+            )
+        }
+    ).encode()
+    forged = httpx.post(
+        chat_server.url + "/slack/interactions",
+        content=body,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            **signed(body, secret="not-the-secret"),
+        },
+    )
+    old = httpx.post(
+        chat_server.url + "/slack/interactions",
+        content=body,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            **signed(body, stamp=int(time.time()) - 600),
+        },
+    )
     unsigned = httpx.post(chat_server.url + "/slack/commands", content=b"command=/stageline")
     # A replayed command starts nothing twice.
-    replay = urlencode({"command": "/stageline", "text": "run blog_post topic=replay",
-                        "user_id": "U1", "channel_id": "C0CMD", "trigger_id": "t-replay"}).encode()
-    answers = [httpx.post(chat_server.url + "/slack/commands", content=replay, headers={
-        "Content-Type": "application/x-www-form-urlencoded", **signed(replay)}).json()["text"]
-        for _ in range(2)]
+    replay = urlencode(
+        {
+            "command": "/stageline",
+            "text": "run blog_post topic=replay",
+            "user_id": "U1",
+            "channel_id": "C0CMD",
+            "trigger_id": "t-replay",
+        }
+    ).encode()
+    answers = [
+        httpx.post(
+            chat_server.url + "/slack/commands",
+            content=replay,
+            headers={"Content-Type": "application/x-www-form-urlencoded", **signed(replay)},
+        ).json()["text"]
+        for _ in range(2)
+    ]
     assert answers[0].startswith("Started run") and "handled already" in answers[1]
     assert (forged.status_code, old.status_code, unsigned.status_code) == (401, 401, 401)
     time.sleep(1.0)
@@ -234,38 +320,69 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
 
     # The request for changes opens a modal for the note; an empty note is refused in it.
     assert click(chat_server, "changes", value, user="U2").status_code == 200
-    view = slack.wait_for(lambda: next((b["view"] for b in slack.of("views.open")
-                                        if b["view"]["callback_id"] == "changes"), None))
-    empty = submit(chat_server, "changes", view["private_metadata"],
-                   {"note": {"note": {"type": "plain_text_input", "value": " "}}}, user="U2")
+    view = slack.wait_for(
+        lambda: next(
+            (b["view"] for b in slack.of("views.open") if b["view"]["callback_id"] == "changes"),
+            None,
+        )
+    )
+    empty = submit(
+        chat_server,
+        "changes",
+        view["private_metadata"],
+        {"note": {"note": {"type": "plain_text_input", "value": " "}}},
+        user="U2",
+    )
     assert empty.json()["response_action"] == "errors"
-    done = submit(chat_server, "changes", view["private_metadata"],
-                  {"note": {"note": {"type": "plain_text_input", "value": "shorter"}}},
-                  user="U2")
+    done = submit(
+        chat_server,
+        "changes",
+        view["private_metadata"],
+        {"note": {"note": {"type": "plain_text_input", "value": "shorter"}}},
+        user="U2",
+    )
     assert done.status_code == 200
-    detail = wait_run(chat_server, run_id, lambda d: any(
-        w["decision"] == "changes" for w in d["decisions"]))
+    detail = wait_run(
+        chat_server, run_id, lambda d: any(w["decision"] == "changes" for w in d["decisions"])
+    )
     assert [w["actor"] for w in detail["decisions"] if w["decision"] == "changes"] == [
-        "slack:U2 (alice)"]
+        "slack:U2 (alice)"
+    ]
 
 
 def test_deadline_steps_go_to_the_thread_and_a_button_from_before_a_retry_is_stale(
-        chat_server: Server, slack: FakeSlack) -> None:
+    chat_server: Server, slack: FakeSlack
+) -> None:
     with chat_server.client("decide") as client:
-        answer = client.post("/v1/runs", json={"template": "deadline_gate",
-                                               "inputs": {"topic": "retry"},
-                                               "deadlines": {"signoff": "3s"}})
+        answer = client.post(
+            "/v1/runs",
+            json={
+                "template": "deadline_gate",
+                "inputs": {"topic": "retry"},
+                "deadlines": {"signoff": "3s"},
+            },
+        )
     assert answer.status_code == 201, answer.text
     run_id = answer.json()["run"]["run_id"]
     gate, old = button(slack, run_id, "approve")
     time.sleep(3.5)
     chat_server.cli("sweep")  # remind, escalate, then fail: the deadline passed
-    escalated = slack.wait_for(lambda: next((b for b in slack.of("chat.postMessage")
-                                             if "escalated" in b.get("text", "")
-                                             and "signoff" in b["text"]), None))
+    escalated = slack.wait_for(
+        lambda: next(
+            (
+                b
+                for b in slack.of("chat.postMessage")
+                if "escalated" in b.get("text", "") and "signoff" in b["text"]
+            ),
+            None,
+        )
+    )
     assert escalated["text"].startswith("🚨 <@U1> <@U2> ")  # the deciders are mentioned
-    assert any("reminder" in b.get("text", "") for b in slack.of("chat.postMessage")
-               if b.get("thread_ts") == escalated["thread_ts"])
+    assert any(
+        "reminder" in b.get("text", "")
+        for b in slack.of("chat.postMessage")
+        if b.get("thread_ts") == escalated["thread_ts"]
+    )
     assert escalated["thread_ts"] == gate["thread_ts"]  # in the run's thread
     wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "failed")
 
@@ -279,27 +396,36 @@ def test_deadline_steps_go_to_the_thread_and_a_button_from_before_a_retry_is_sta
     assert click(chat_server, "approve", new, user="U2").status_code == 200
     done = wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "succeeded")
     assert [(w["actor"], w["attempt"]) for w in done["decisions"] if w["decision"]] == [
-        ("slack:U2 (alice)", 2)]
+        ("slack:U2 (alice)", 2)
+    ]
 
 
 # -- questions and /new-task -------------------------------------------------------------------
 
 
 def test_new_task_starts_sdlc_and_its_questions_are_answered_by_modal_and_thread_reply(
-        chat_server: Server, slack: FakeSlack) -> None:
+    chat_server: Server, slack: FakeSlack
+) -> None:
     run_id = started(command(chat_server, "/new-task", "add a dark mode"))
     assert run_detail(chat_server, run_id)["run"]["template"] == "sdlc"
     message, value = button(slack, run_id, "answer")
     assert click(chat_server, "answer", value).status_code == 200
-    view = slack.wait_for(lambda: next((b["view"] for b in slack.of("views.open")
-                                        if b["view"]["private_metadata"] == value), None))
+    view = slack.wait_for(
+        lambda: next(
+            (b["view"] for b in slack.of("views.open") if b["view"]["private_metadata"] == value),
+            None,
+        )
+    )
     kinds = {b["block_id"]: b["element"]["type"] for b in view["blocks"]}
     assert kinds["q:priority"] == "static_select" and kinds["q:scope"] == "plain_text_input"
 
     def values(priority: str) -> dict[str, Any]:
-        return {"q:scope": {"value": {"type": "plain_text_input", "value": "the theme"}},
-                "q:priority": {"value": {"type": "static_select",
-                                         "selected_option": {"value": priority}}}}
+        return {
+            "q:scope": {"value": {"type": "plain_text_input", "value": "the theme"}},
+            "q:priority": {
+                "value": {"type": "static_select", "selected_option": {"value": priority}}
+            },
+        }
 
     wrong = submit(chat_server, "answer", value, values("whenever"))
     assert wrong.json()["response_action"] == "errors" and "q:priority" in wrong.json()["errors"]
@@ -308,22 +434,40 @@ def test_new_task_starts_sdlc_and_its_questions_are_answered_by_modal_and_thread
     # The short scope brings one free-text question: a reply in the thread answers it.
     follow_up, _ = button(slack, run_id, "answer", skip=(value,))
     assert "Reply in this thread" in json.dumps(follow_up)
-    root = next(b for b in slack.of("chat.postMessage") if run_id in b.get("text", "")
-                and "thread_ts" not in b)
+    root = next(
+        b
+        for b in slack.of("chat.postMessage")
+        if run_id in b.get("text", "") and "thread_ts" not in b
+    )
     thread_ts = message["thread_ts"]
-    event = {"type": "event_callback", "event_id": f"Ev{run_id}",
-             "event": {"type": "message", "channel": root["channel"], "user": "U2",
-                       "text": "the settings page and the CSS", "ts": "999.1",
-                       "thread_ts": thread_ts}}
+    event = {
+        "type": "event_callback",
+        "event_id": f"Ev{run_id}",
+        "event": {
+            "type": "message",
+            "channel": root["channel"],
+            "user": "U2",
+            "text": "the settings page and the CSS",
+            "ts": "999.1",
+            "thread_ts": thread_ts,
+        },
+    }
     body = json.dumps(event).encode()
     for retry in ("", "1"):  # Slack's retry of the same event answers nothing twice
         headers = {"Content-Type": "application/json", **signed(body)}
         if retry:
             headers["X-Slack-Retry-Num"] = retry
-        assert httpx.post(chat_server.url + "/slack/events", content=body,
-                          headers=headers).status_code == 200
-    detail = wait_run(chat_server, run_id, lambda d: d["run"]["status"] != "waiting"
-                      or len([q for q in d["questions"] if q["actor"]]) >= 2)
+        assert (
+            httpx.post(chat_server.url + "/slack/events", content=body, headers=headers).status_code
+            == 200
+        )
+    detail = wait_run(
+        chat_server,
+        run_id,
+        lambda d: (
+            d["run"]["status"] != "waiting" or len([q for q in d["questions"] if q["actor"]]) >= 2
+        ),
+    )
     answered = [q for q in detail["questions"] if q["actor"]]
     assert [q["actor"] for q in answered] == ["slack:U1 (alice)", "slack:U2 (bob)"]
     assert answered[1]["response"]["answers"] == {"scope_detail": "the settings page and the CSS"}
@@ -331,8 +475,11 @@ def test_new_task_starts_sdlc_and_its_questions_are_answered_by_modal_and_thread
 
 def test_url_verification_answers_the_challenge(chat_server: Server) -> None:
     body = json.dumps({"type": "url_verification", "challenge": "abc123"}).encode()
-    answer = httpx.post(chat_server.url + "/slack/events", content=body,
-                        headers={"Content-Type": "application/json", **signed(body)})
+    answer = httpx.post(
+        chat_server.url + "/slack/events",
+        content=body,
+        headers={"Content-Type": "application/json", **signed(body)},
+    )
     assert answer.status_code == 200 and answer.json() == {"challenge": "abc123"}
 
 
@@ -340,12 +487,14 @@ def test_url_verification_answers_the_challenge(chat_server: Server) -> None:
 
 
 def test_messages_wait_while_slack_fails_and_are_posted_when_it_is_back(
-        chat_server: Server, slack: FakeSlack) -> None:
+    chat_server: Server, slack: FakeSlack
+) -> None:
     slack.down = True
     try:
         with chat_server.client("decide") as client:
-            answer = client.post("/v1/runs", json={"template": "blog_post",
-                                                   "inputs": {"topic": "outage"}})
+            answer = client.post(
+                "/v1/runs", json={"template": "blog_post", "inputs": {"topic": "outage"}}
+            )
         assert answer.status_code == 201, answer.text
         run_id = answer.json()["run"]["run_id"]
         wait_run(chat_server, run_id, waiting_at_gate)
@@ -355,8 +504,11 @@ def test_messages_wait_while_slack_fails_and_are_posted_when_it_is_back(
         slack.down = False
     slack.fail_next = 2  # it comes back with a few errors still
     _, value = button(slack, run_id, "approve")
-    roots = [b for b in slack.of("chat.postMessage") if run_id in b.get("text", "")
-             and "thread_ts" not in b]
+    roots = [
+        b
+        for b in slack.of("chat.postMessage")
+        if run_id in b.get("text", "") and "thread_ts" not in b
+    ]
     assert len(roots) == 1 and roots[0]["channel"] == CHANNEL
     assert click(chat_server, "approve", value).status_code == 200
     wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "succeeded")
@@ -377,11 +529,12 @@ def _link(slack: FakeSlack, run_id: str, decision: str) -> str:
 
 
 def test_a_decision_link_confirms_on_get_and_decides_once_on_post(
-        chat_server: Server, slack: FakeSlack) -> None:
+    chat_server: Server, slack: FakeSlack
+) -> None:
     with chat_server.client("decide") as client:
-        run_id = client.post("/v1/runs", json={"template": "blog_post",
-                                               "inputs": {"topic": "links"}}).json()["run"][
-            "run_id"]
+        run_id = client.post(
+            "/v1/runs", json={"template": "blog_post", "inputs": {"topic": "links"}}
+        ).json()["run"]["run_id"]
     link = _link(slack, run_id, "approve")
     assert link.startswith(chat_server.url + "/links/")
     page = httpx.get(link)
@@ -398,7 +551,8 @@ def test_a_decision_link_confirms_on_get_and_decides_once_on_post(
     assert done.status_code == 200, done.text
     detail = run_detail(chat_server, run_id)
     assert [w["actor"] for w in detail["decisions"] if w["decision"] == "approve"] == [
-        "link:approve"]
+        "link:approve"
+    ]
     again = httpx.post(link, timeout=60)
     assert again.status_code == 409 and "cannot decide" in again.text
     reject = _link(slack, run_id, "reject")
@@ -411,13 +565,16 @@ def test_an_expired_link_is_refused(chat_server: Server, slack: FakeSlack) -> No
     from stageline.events._links import DecisionLinks, LinkClaim
 
     with chat_server.client("decide") as client:
-        run_id = client.post("/v1/runs", json={"template": "blog_post",
-                                               "inputs": {"topic": "expiry"}}).json()["run"][
-            "run_id"]
+        run_id = client.post(
+            "/v1/runs", json={"template": "blog_post", "inputs": {"topic": "expiry"}}
+        ).json()["run"]["run_id"]
     link = _link(slack, run_id, "approve")
     token = link.rpartition("/")[2]
-    claim = json.loads(__import__("base64").urlsafe_b64decode(
-        token.partition(".")[0] + "=" * (-len(token.partition(".")[0]) % 4)))
+    claim = json.loads(
+        __import__("base64").urlsafe_b64decode(
+            token.partition(".")[0] + "=" * (-len(token.partition(".")[0]) % 4)
+        )
+    )
 
     class Ledger:  # the secret the server keeps in its ledger
         async def chat_secret(self, name: str) -> str:
@@ -425,8 +582,11 @@ def test_an_expired_link_is_refused(chat_server: Server, slack: FakeSlack) -> No
 
             db = chat_server.project / ".stageline" / "stageline.db"
             with sqlite3.connect(db) as conn:
-                return str(conn.execute("select value from stageline_chat_secrets where name=?",
-                                        (name,)).fetchone()[0])
+                return str(
+                    conn.execute(
+                        "select value from stageline_chat_secrets where name=?", (name,)
+                    ).fetchone()[0]
+                )
 
     links = DecisionLinks(chat_server.url, Ledger())  # type: ignore[arg-type]
     old = LinkClaim.from_json({**claim, "e": int(time.time()) - 60})

@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
-BLOG_NODES = ["research", "outline", "draft", "critic_a", "critic_b", "aggregate",
-              "editor_approval", "publish"]
+BLOG_NODES = [
+    "research",
+    "outline",
+    "draft",
+    "critic_a",
+    "critic_b",
+    "aggregate",
+    "editor_approval",
+    "publish",
+]
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 """The ``cli`` fixture (tests/acceptance/conftest.py): ``stageline ARGS`` as a subprocess."""
@@ -72,7 +80,10 @@ def test_read_commands_print_json_only(cli: Cli) -> None:
     assert [r["node"] for r in shown["records"]] == BLOG_NODES
     [decided] = shown["decisions"]
     assert (decided["decision"], decided["actor"], decided["status"]) == (
-        "approve", "ed", "applied")
+        "approve",
+        "ed",
+        "applied",
+    )
     assert all(isinstance(r["duration"], float) and r["duration"] >= 0 for r in shown["records"])
     assert shown["state"]["post_path"].endswith("post.md")
 

@@ -68,8 +68,7 @@ template.add_stage("first", first).add_stage("slow", slow).add_edge("first", "sl
 
 def _narrow(cli: Cli) -> dict[str, Cli]:
     """The same command at COLUMNS=80, and piped with no COLUMNS at all."""
-    return {"COLUMNS=80": lambda *a: cli(*a, COLUMNS="80"),
-            "piped": lambda *a: cli(*a, COLUMNS="")}
+    return {"COLUMNS=80": lambda *a: cli(*a, COLUMNS="80"), "piped": lambda *a: cli(*a, COLUMNS="")}
 
 
 def _whole(text: str) -> None:
@@ -91,8 +90,9 @@ def in_doubt(tmp_path: Path) -> str:
         settings = load_settings(cwd=tmp_path, env={"STAGELINE_HOME": str(tmp_path / "home")})
         async with Runner.open(settings) as runner:
             await runner.create(NAME, {}, run_id="d1")
-            await runner.ledger.begin_effect(Effect(run_id="d1", node="charge", key="card",
-                                                    attempt=1))
+            await runner.ledger.begin_effect(
+                Effect(run_id="d1", node="charge", key="card", attempt=1)
+            )
 
     asyncio.run(crashed())
     return "d1"
@@ -115,8 +115,11 @@ def test_the_effect_in_doubt_instruction_and_tables_are_whole_at_80_columns_and_
         _whole(listed.stdout)
         assert NAME in listed.stdout, (how, listed.stdout)  # on one line, not folded
         assert instruction in " ".join(listed.stdout.split()), (how, listed.stdout)
-        assert all(len(line.rstrip()) <= 80 for line in listed.stdout.splitlines()
-                   if "effect 'card'" not in line), (how, listed.stdout)
+        assert all(
+            len(line.rstrip()) <= 80
+            for line in listed.stdout.splitlines()
+            if "effect 'card'" not in line
+        ), (how, listed.stdout)
 
 
 def test_effect_redo_on_a_run_that_ended_is_refused_with_why(cli: Cli, in_doubt: str) -> None:
@@ -151,10 +154,14 @@ def test_gate_decisions_show_the_round_they_were_made_in(cli: Cli) -> None:
     assert cli("changes", "b1", "--note", "a title please").returncode == 3
     assert cli("approve", "b1").returncode == 0
     shown = cli("show", "b1", COLUMNS="80").stdout
-    rows = [line.split() for line in shown.split("decisions", 1)[1].splitlines()
-            if line.startswith("editor_approval")]
-    assert [(r[2], r[4]) for r in rows] == [("1", "changes"), ("2", "changes"),
-                                            ("3", "approve")], shown
+    rows = [
+        line.split()
+        for line in shown.split("decisions", 1)[1].splitlines()
+        if line.startswith("editor_approval")
+    ]
+    assert [(r[2], r[4]) for r in rows] == [("1", "changes"), ("2", "changes"), ("3", "approve")], (
+        shown
+    )
     _whole(shown)
     assert "a title please" in shown
 
@@ -165,9 +172,14 @@ def test_sigterm_prints_the_resume_hint_and_the_node_reruns_as_a_new_try(
 ) -> None:
     (tmp_path / "slow.py").write_text(SLOW)
     (tmp_path / "hold").touch()
-    proc = subprocess.Popen([sys.executable, "-m", "stageline.cli", "run", "slow.py",
-                             "--run-id", "s1"], cwd=tmp_path, env=cli_env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stageline.cli", "run", "slow.py", "--run-id", "s1"],
+        cwd=tmp_path,
+        env=cli_env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         while not (tmp_path / "slow.started").exists():
             assert proc.poll() is None, proc.communicate()
@@ -184,8 +196,9 @@ def test_sigterm_prints_the_resume_hint_and_the_node_reruns_as_a_new_try(
     (tmp_path / "hold").unlink()
     resumed = cli("resume", "s1")
     assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
-    records = [r for r in json.loads(cli("show", "s1", "--json").stdout)["records"]
-               if r["node"] == "slow"]
+    records = [
+        r for r in json.loads(cli("show", "s1", "--json").stdout)["records"] if r["node"] == "slow"
+    ]
     assert [(r["try_no"], r["status"]) for r in records] == [(1, "failed"), (2, "succeeded")]
     first, second = records
     assert first["failure_phase"] == "interrupted"

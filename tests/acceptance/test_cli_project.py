@@ -13,28 +13,28 @@ import pytest
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
-PLAIN = '''
+PLAIN = """
 async def draft(state, ctx):
     return {"text": state["topic"] + " drafted"}
-'''
+"""
 
-STAGES = '''
+STAGES = """
 from stageline import stage
 
 
 @stage(name="blog.polish")
 async def polish(state, ctx):
     return {"text": state["text"] + ", polished"}
-'''
+"""
 
-HELPERS = '''
+HELPERS = """
 from stageline import stage
 
 
 @stage(name="team.sign")
 async def sign(state, ctx):
     return {"text": state["text"] + ", signed"}
-'''
+"""
 
 PIPELINE = """
 name: pipeline
@@ -70,8 +70,16 @@ def _in(folder: Path, cli_env: dict[str, str]) -> Cli:
     from subprocess import run
 
     def call(*args: str) -> subprocess.CompletedProcess[str]:
-        done = run([sys.executable, "-m", "stageline.cli", *args], cwd=folder, env=cli_env,
-                   capture_output=True, text=True, encoding="utf-8", timeout=180, check=False)
+        done = run(
+            [sys.executable, "-m", "stageline.cli", *args],
+            cwd=folder,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=180,
+            check=False,
+        )
         assert "Traceback" not in done.stderr, done.stderr
         return done
 
@@ -81,8 +89,9 @@ def _in(folder: Path, cli_env: dict[str, str]) -> Cli:
 def test_yaml_stages_by_import_path_and_registered_name_are_found_from_a_subfolder(
     project: Path, cli_env: dict[str, str]
 ) -> None:
-    cli = _in(project / "docs" / "deep", {k: v for k, v in cli_env.items()
-                                           if k != "STAGELINE_HOME"})
+    cli = _in(
+        project / "docs" / "deep", {k: v for k, v in cli_env.items() if k != "STAGELINE_HOME"}
+    )
     done = cli("run", "pipeline", "-i", "topic=News", "--run-id", "p1")
     assert done.returncode == 0, (done.stdout, done.stderr)
     shown = json.loads(cli("show", "p1", "--json").stdout)
@@ -96,7 +105,8 @@ def test_a_registered_name_found_nowhere_is_a_usage_error_naming_file_and_line(
     project: Path, cli_env: dict[str, str]
 ) -> None:
     (project / "templates" / "broken.yaml").write_text(
-        "name: broken\nstate:\n  text: str\nstages:\n  a: blog.nowhere\n")
+        "name: broken\nstate:\n  text: str\nstages:\n  a: blog.nowhere\n"
+    )
     done = _in(project, cli_env)("run", "broken")
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "blog.nowhere" in done.stderr and "broken.yaml" in done.stderr

@@ -12,8 +12,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-HEAVY = ("langgraph", "langchain", "langchain_core", "procrastinate", "httpx", "fastapi",
-         "uvicorn", "slack_sdk")
+HEAVY = (
+    "langgraph",
+    "langchain",
+    "langchain_core",
+    "procrastinate",
+    "httpx",
+    "fastapi",
+    "uvicorn",
+    "slack_sdk",
+)
 """Never imported by ``--help`` or a read command."""
 AT_START = (*HEAVY, "sqlalchemy", "yaml", "pydantic", "pydantic_settings")
 """Never imported by ``import stageline.cli`` (so never by ``--help`` either)."""
@@ -33,11 +41,18 @@ main()
 """
 
 
-def _probe(cwd: Path, env: dict[str, str], *args: str,
-           heavy: tuple[str, ...] = HEAVY) -> tuple[int, list[str], str]:
+def _probe(
+    cwd: Path, env: dict[str, str], *args: str, heavy: tuple[str, ...] = HEAVY
+) -> tuple[int, list[str], str]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=heavy), *args], cwd=cwd, env=env,
-        capture_output=True, text=True, encoding="utf-8", timeout=120, check=False,
+        [sys.executable, "-c", PROBE.format(heavy=heavy), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
     )
     assert "Traceback" not in done.stderr, done.stderr
     *_, last = done.stderr.strip().splitlines()
@@ -46,10 +61,19 @@ def _probe(cwd: Path, env: dict[str, str], *args: str,
 
 def test_importing_the_cli_imports_no_langgraph(tmp_path: Path, cli_env: dict[str, str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import json, sys, stageline.cli; "
-         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-         f"{AT_START!r})))"],
-        cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=120, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, stageline.cli; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+            f"{AT_START!r})))",
+        ],
+        cwd=tmp_path,
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     assert json.loads(done.stdout) == []
 
@@ -74,8 +98,9 @@ def test_help_and_read_commands_import_no_langgraph_procrastinate_or_httpx(
     tmp_path: Path, cli_env: dict[str, str], blog_waiting: str
 ) -> None:
     for args in READ_COMMANDS:
-        code, heavy, out = _probe(tmp_path, cli_env, *args,
-                                  heavy=AT_START if args == ("--help",) else HEAVY)
+        code, heavy, out = _probe(
+            tmp_path, cli_env, *args, heavy=AT_START if args == ("--help",) else HEAVY
+        )
         assert (args, code, heavy) == (args, 0, []), out
         if args == ("runs", "--json"):  # the read really read the ledger
             assert [r["run_id"] for r in json.loads(out)] == [blog_waiting]
@@ -93,10 +118,16 @@ def test_show_reads_runs_on_postgres_without_langgraph(
 ) -> None:
     """A waiting run and a finished one, each with its checkpoint, read from Postgres."""
     env = {**cli_env, "STAGELINE_DATABASE_URL": postgres_url}
-    assert cli("run", "blog_post", "-i", "topic=on postgres", "--run-id", "pg1",
-               db=postgres_url).returncode == 3
-    assert cli("run", "blog_post", "-i", "topic=done", "--run-id", "pg2",
-               db=postgres_url).returncode == 3
+    assert (
+        cli(
+            "run", "blog_post", "-i", "topic=on postgres", "--run-id", "pg1", db=postgres_url
+        ).returncode
+        == 3
+    )
+    assert (
+        cli("run", "blog_post", "-i", "topic=done", "--run-id", "pg2", db=postgres_url).returncode
+        == 3
+    )
     assert cli("approve", "pg2", db=postgres_url).returncode == 0
     for run_id in ("pg1", "pg2"):
         for args in (("show", run_id, "--json"), ("show", run_id)):

@@ -43,7 +43,8 @@ def _csrf(page: Any) -> str:
 
 
 def test_sign_in_refuses_a_bad_token_and_sets_a_strict_http_only_cookie(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     page = new_page(chromium, watch)
     page.goto(server.url + "/")
     assert page.url.endswith("/ui/login?next=/ui/")
@@ -63,7 +64,8 @@ def test_sign_in_refuses_a_bad_token_and_sets_a_strict_http_only_cookie(
 
 
 def test_runs_list_filters_and_links_to_a_waiting_blog_post_whose_gate_is_drawn_waiting(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     start_run(server, "blog_post", {"topic": "graphs in the browser"}, "ui-list-1")
     start_run(server, "ten_nodes", {"seed": 3}, "ui-list-2")
     page = new_page(chromium, watch)
@@ -75,25 +77,28 @@ def test_runs_list_filters_and_links_to_a_waiting_blog_post_whose_gate_is_drawn_
     page.check("input[name=status][value=waiting]")
     page.click("form#filters button[type=submit]")
     statuses = page.locator("#runs-rows tr[data-run]").evaluate_all(
-        "rows => rows.map(r => r.dataset.status)")
+        "rows => rows.map(r => r.dataset.status)"
+    )
     assert statuses and set(statuses) == {"waiting"}
     page.fill("#q", "graphs in the browser")
     page.click("form#filters button[type=submit]")
     assert page.locator("#runs-rows tr[data-run]").evaluate_all(
-        "rows => rows.map(r => r.dataset.run)") == ["ui-list-1"]
+        "rows => rows.map(r => r.dataset.run)"
+    ) == ["ui-list-1"]
     page.click("a:has-text('ui-list-1')")
     gate = page.locator("svg.graph g[data-node=editor_approval]")
     assert gate.get_attribute("data-status") == "waiting"
-    assert page.locator("svg.graph g[data-node=draft]").get_attribute("data-status") == \
-        "succeeded"
-    assert page.locator("svg.graph g[data-node=publish]").get_attribute("data-status") == \
-        "not_reached"
+    assert page.locator("svg.graph g[data-node=draft]").get_attribute("data-status") == "succeeded"
+    assert (
+        page.locator("svg.graph g[data-node=publish]").get_attribute("data-status") == "not_reached"
+    )
     loop = page.locator("svg.graph path[data-edge='editor_approval->draft']")
     assert loop.get_attribute("data-loop") == "true"
 
 
 def test_approving_a_gate_from_the_page_finishes_the_run_and_records_the_actor(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     start_run(server, "blog_post", {"topic": "approve me"}, "ui-approve")
     page = new_page(chromium, watch)
     sign_in(page, server, "decide", start="/ui/runs/ui-approve")
@@ -102,18 +107,23 @@ def test_approving_a_gate_from_the_page_finishes_the_run_and_records_the_actor(
     page.click("button[data-decision=approve]")
     page.wait_for_selector("#run-status [data-run-status=succeeded]")
     assert "approve" in page.locator(".notice.ok").inner_text()
-    assert page.locator("svg.graph g[data-node=publish]").get_attribute("data-status") == \
-        "succeeded"
+    assert (
+        page.locator("svg.graph g[data-node=publish]").get_attribute("data-status") == "succeeded"
+    )
     shown = _run(server, "ui-approve")
     assert shown["run"]["status"] == "succeeded"
     [decision] = shown["decisions"]
     assert (decision["actor"], decision["decision"], decision["note"]) == (
-        "decider", "approve", "reads well")
+        "decider",
+        "approve",
+        "reads well",
+    )
     assert page.locator("table.decisions").inner_text().count("decider") == 1
 
 
 def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     start_run(server, "blog_post", {"topic": "as data"}, "ui-ledger")
     with server.client("decide") as client:
         client.post("/v1/runs/ui-ledger/decide", json={"decision": "changes", "note": "again"})
@@ -121,13 +131,17 @@ def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
     shown = _run(server, "ui-ledger")
     assert shown["run"]["status"] == "succeeded"
     latest: dict[str, dict[str, Any]] = {}
-    for record in sorted(shown["records"], key=lambda r: (r["attempt"], r["started_at"],
-                                                          r["try_no"])):
+    for record in sorted(
+        shown["records"], key=lambda r: (r["attempt"], r["started_at"], r["try_no"])
+    ):
         latest[record["node"]] = record
     page = new_page(chromium, watch)
     sign_in(page, server, "read", start="/ui/runs/ui-ledger")
-    drawn = dict(page.locator("svg.graph g[data-node]").evaluate_all(
-        "gs => gs.map(g => [g.dataset.node, g.dataset.status])"))
+    drawn = dict(
+        page.locator("svg.graph g[data-node]").evaluate_all(
+            "gs => gs.map(g => [g.dataset.node, g.dataset.status])"
+        )
+    )
     for node, status in drawn.items():
         if node in ("__start__", "__end__"):
             continue
@@ -146,13 +160,18 @@ def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
 
 
 def test_an_sdlc_question_set_is_answered_through_its_form(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     start_run(server, "sdlc", {"task": "add rate limiting to the public API"}, "ui-sdlc")
     page = new_page(chromium, watch)
     sign_in(page, server, "decide", start="/ui/runs/ui-sdlc")
     form = page.locator("form[data-question-form]")
     assert form.locator("[data-question=priority] select option").all_inner_texts() == [
-        "low", "normal", "high", "urgent"]
+        "low",
+        "normal",
+        "high",
+        "urgent",
+    ]
     assert form.locator("[data-question=scope] textarea").get_attribute("required") is not None
     page.select_option("[data-question=priority] select", "high")
     page.click("button[data-action=answer]")  # scope is required: the browser keeps the form
@@ -167,19 +186,25 @@ def test_an_sdlc_question_set_is_answered_through_its_form(
     assert [w["name"] for w in shown["waiting"]] == ["plan_approval"]
     [asked] = shown["questions"]
     assert asked["actor"] == "decider"
-    assert asked["answers"] == {"scope": "the public endpoints only", "priority": "high",
-                                "done_when": ""}
+    assert asked["answers"] == {
+        "scope": "the public endpoints only",
+        "priority": "high",
+        "done_when": "",
+    }
 
 
 def test_the_server_checks_answers_again_and_stale_decisions_are_notices(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     start_run(server, "sdlc", {"task": "fix the login bug"}, "ui-sdlc-bad")
     start_run(server, "blog_post", {"topic": "twice"}, "ui-twice")
     page = new_page(chromium, watch)
     sign_in(page, server, "decide", start="/ui/runs/ui-sdlc-bad")
     csrf, qid = _csrf(page), page.locator("input[name=question_id]").get_attribute("value")
-    sent = page.request.post(server.url + "/ui/runs/ui-sdlc-bad/answer", form={
-        "csrf": csrf, "question_id": str(qid), "a.scope": "login", "a.priority": "whenever"})
+    sent = page.request.post(
+        server.url + "/ui/runs/ui-sdlc-bad/answer",
+        form={"csrf": csrf, "question_id": str(qid), "a.scope": "login", "a.priority": "whenever"},
+    )
     assert sent.status == 200 and sent.url.endswith("/ui/runs/ui-sdlc-bad")  # back to the run
     assert "&#39;whenever&#39; is not a choice" in sent.text()
     assert _run(server, "ui-sdlc-bad")["questions"][0]["status"] == "pending"
@@ -193,21 +218,26 @@ def test_the_server_checks_answers_again_and_stale_decisions_are_notices(
     page.click("button[data-decision=reject]")  # too late: a notice, not an error
     notice = page.locator(".notice.info")
     assert re.search(r"already|not waiting", notice.inner_text())
-    assert page.locator("#run-status [data-run-status]").get_attribute(
-        "data-run-status") == "succeeded"
+    assert (
+        page.locator("#run-status [data-run-status]").get_attribute("data-run-status")
+        == "succeeded"
+    )
     assert _run(server, "ui-twice")["decisions"][0]["actor"] == "admin"
 
 
 def test_a_read_session_sees_no_decide_buttons_and_a_forged_post_is_refused(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     start_run(server, "blog_post", {"topic": "read only"}, "ui-read")
     page = new_page(chromium, watch)
     sign_in(page, server, "read", start="/ui/runs/ui-read")
     assert page.locator("[data-node=editor_approval]").get_attribute("data-status") == "waiting"
     assert page.locator("button[data-decision], button[data-action]").count() == 0
     assert page.locator("[data-readonly]").count() == 1
-    forged = page.request.post(server.url + "/ui/runs/ui-read/decide", form={
-        "csrf": _csrf(page), "gate": "editor_approval", "decision": "approve"})
+    forged = page.request.post(
+        server.url + "/ui/runs/ui-read/decide",
+        form={"csrf": _csrf(page), "gate": "editor_approval", "decision": "approve"},
+    )
     assert forged.status == 403 and "scope read" in forged.text()
     assert _run(server, "ui-read")["run"]["status"] == "waiting"
 
@@ -215,15 +245,18 @@ def test_a_read_session_sees_no_decide_buttons_and_a_forged_post_is_refused(
     sign_in(decider, server, "decide", start="/ui/runs/ui-read")
     cookie = decider.context.cookies()[0]["value"]
     jar = {"stageline_session": cookie}
-    no_csrf = httpx.post(server.url + "/ui/runs/ui-read/decide", cookies=jar,
-                         data={"decision": "approve"})
-    cross = httpx.post(server.url + "/ui/runs/ui-read/decide", cookies=jar,
-                       headers={"Origin": "https://evil.example"},
-                       data={"csrf": _csrf(decider), "decision": "approve"})
+    no_csrf = httpx.post(
+        server.url + "/ui/runs/ui-read/decide", cookies=jar, data={"decision": "approve"}
+    )
+    cross = httpx.post(
+        server.url + "/ui/runs/ui-read/decide",
+        cookies=jar,
+        headers={"Origin": "https://evil.example"},
+        data={"csrf": _csrf(decider), "decision": "approve"},
+    )
     assert (no_csrf.status_code, cross.status_code) == (403, 403)
     assert _run(server, "ui-read")["run"]["status"] == "waiting"
-    anonymous = httpx.post(server.url + "/ui/runs/ui-read/decide",
-                           data={"decision": "approve"})
+    anonymous = httpx.post(server.url + "/ui/runs/ui-read/decide", data={"decision": "approve"})
     assert anonymous.status_code == 401
 
 
@@ -248,7 +281,8 @@ def test_inbox_stats_and_templates_pages(server: Server, chromium: Any, watch: W
 
 
 def test_the_screenshot_helper_shows_every_main_page_without_errors(
-        serve_project: Any, tmp_path: Any, chromium: Any) -> None:
+    serve_project: Any, tmp_path: Any, chromium: Any
+) -> None:
     """What ``scripts/screenshots.py`` does for docs/, on a project with a failed run too."""
     from dashboard_browser import PAGES, screenshots, seed_runs
 
@@ -265,7 +299,8 @@ def test_the_screenshot_helper_shows_every_main_page_without_errors(
 
 
 def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     import shutil
 
     from server_fixtures import FIXTURES
@@ -281,8 +316,9 @@ def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
     page.click("button[data-action=answer]")  # the browser keeps an invalid form
     assert page.locator(".notice").count() == 0
     field.fill("[1, 2]")
-    assert "must be a JSON object" in page.locator(
-        "[data-question=limits] .json-error").inner_text()
+    assert (
+        "must be a JSON object" in page.locator("[data-question=limits] .json-error").inner_text()
+    )
     field.fill('{"rps": "fast"}')  # an object, so the browser lets it go: the server says no
     assert page.locator("[data-question=limits] .json-error").inner_text() == ""
     page.click("button[data-action=answer]")
@@ -297,7 +333,8 @@ def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
 
 
 def test_text_from_a_run_is_shown_as_text_never_as_markup(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     evil = '<img src=x onerror="document.title=1"><script>document.title=2</script>'
     start_run(server, "blog_post", {"topic": evil}, "ui-evil")
     page = new_page(chromium, watch)
@@ -311,7 +348,8 @@ def test_text_from_a_run_is_shown_as_text_never_as_markup(
 
 
 def test_retry_fork_and_cancel_from_the_page_as_the_scope_allows(
-        server: Server, chromium: Any, watch: Watch) -> None:
+    server: Server, chromium: Any, watch: Watch
+) -> None:
     import shutil
 
     from server_fixtures import FIXTURES

@@ -49,8 +49,9 @@ def _summaries(tmp_path: Path, run_ids: list[str], db: str | None = None) -> dic
 # -- choosing the database ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [("runs",), ("db", "upgrade"), ("run", "blog_post", "-i",
-                                                                     "topic=x")])
+@pytest.mark.parametrize(
+    "command", [("runs",), ("db", "upgrade"), ("run", "blog_post", "-i", "topic=x")]
+)
 def test_postgres_stopped_is_exit_6_naming_the_host_without_the_password(
     cli: Cli, command: tuple[str, ...]
 ) -> None:
@@ -108,8 +109,12 @@ def test_db_copy_moves_finished_waiting_failed_and_queued_runs_to_postgres(
     _code(cli("run", "flaky.py", "--run-id", "fail1"), 1)
     _queue_on_sqlite(tmp_path, "queued1")
     on_sqlite = _runs(cli)
-    assert on_sqlite == {"done1": "succeeded", "wait1": "waiting", "fail1": "failed",
-                         "queued1": "queued"}
+    assert on_sqlite == {
+        "done1": "succeeded",
+        "wait1": "waiting",
+        "fail1": "failed",
+        "queued1": "queued",
+    }
     shown = _summaries(tmp_path, sorted(on_sqlite))
 
     copied = _code(cli("db", "copy", "--to", pg), 0).stdout

@@ -105,17 +105,28 @@ def test_two_processes_deciding_at_once_record_exactly_one_decision(
         gates, questions = asyncio.run(_waiting_runs(tmp_path))
     finally:
         sys.path.remove(str(tmp_path))
-    plan = [{"a": ["approve", run, "--as", "a"], "b": ["reject", run, "--as", "b"]}
-            for run in gates]
-    plan += [{"a": ["answer", run, "-a", "q1=from a", "--as", "a"],
-              "b": ["answer", run, "-a", "q1=from b", "--as", "b"]} for run in questions]
+    plan = [
+        {"a": ["approve", run, "--as", "a"], "b": ["reject", run, "--as", "b"]} for run in gates
+    ]
+    plan += [
+        {
+            "a": ["answer", run, "-a", "q1=from a", "--as", "a"],
+            "b": ["answer", run, "-a", "q1=from b", "--as", "b"],
+        }
+        for run in questions
+    ]
     sync = tmp_path / "sync"
     sync.mkdir()
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     workers = [
-        subprocess.Popen([sys.executable, "worker.py", name, "plan.json", str(sync)],
-                         cwd=tmp_path, env=_env(tmp_path, cli_env), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "worker.py", name, "plan.json", str(sync)],
+            cwd=tmp_path,
+            env=_env(tmp_path, cli_env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for name in ("a", "b")
     ]
     try:
@@ -143,16 +154,21 @@ def test_two_processes_deciding_at_once_record_exactly_one_decision(
             winner = "a" if codes["a"][i] == 0 else "b"
             taken = db.execute(
                 "SELECT actor, status, response FROM stageline_waits WHERE run_id = ? "
-                "AND status IN ('decided', 'applied', 'rolled_back')", (run_id,)).fetchall()
+                "AND status IN ('decided', 'applied', 'rolled_back')",
+                (run_id,),
+            ).fetchall()
             assert len(taken) == 1, (run_id, taken)  # exactly one decision recorded
             actor, status, response = taken[0]
             assert (actor, status) == (winner, "applied"), (run_id, taken)
             decided = db.execute(
                 "SELECT COUNT(*) FROM stageline_events WHERE run_id = ? AND kind IN "
-                "('gate.decided', 'question.answered')", (run_id,)).fetchone()[0]
+                "('gate.decided', 'question.answered')",
+                (run_id,),
+            ).fetchone()[0]
             assert decided == 1, run_id
-            (status,) = db.execute("SELECT status FROM stageline_runs WHERE run_id = ?",
-                                   (run_id,)).fetchone()
+            (status,) = db.execute(
+                "SELECT status FROM stageline_runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
             if run_id in gates:  # and the winner's decision is the one applied
                 assert status == ("succeeded" if winner == "a" else "rejected"), run_id
             else:
@@ -160,10 +176,9 @@ def test_two_processes_deciding_at_once_record_exactly_one_decision(
                 assert json.loads(response)["answers"] == {"q1": f"from {winner}"}
     finally:
         db.close()
-    assert {codes["a"][i] for i in range(len(plan))} | {codes["b"][i] for i in
-                                                         range(len(plan))} == {0, 5}
-
-
+    assert {codes["a"][i] for i in range(len(plan))} | {
+        codes["b"][i] for i in range(len(plan))
+    } == {0, 5}
 
 
 VISIT_TRIALS = int(os.environ.get("STAGELINE_VISIT_RACE_TRIALS", "50"))
@@ -197,8 +212,10 @@ DECIDERS = {"c0": 0.0, "c1": 0.0, "a0": 0.5, "a1": 1.0, "a2": 1.75, "a3": 2.5}
 """Who decides (c: changes, a: approve) and how long that process is slow to start (a loaded
 machine): a slow one still began before the run came back to the gate."""
 
-SLOW = "import sys, time; time.sleep(float(sys.argv[1])); from stageline.cli._main import " \
-       "run_cli; sys.exit(run_cli(sys.argv[2:]))"
+SLOW = (
+    "import sys, time; time.sleep(float(sys.argv[1])); from stageline.cli._main import "
+    "run_cli; sys.exit(run_cli(sys.argv[2:]))"
+)
 
 
 def _command(name: str, run_id: str) -> list[str]:
@@ -233,9 +250,17 @@ def test_a_decision_binds_to_the_visit_its_process_saw(
         try:
             for i in range(first, min(first + TRIALS_AT_ONCE, VISIT_TRIALS)):
                 for name in DECIDERS:  # a trial's six start at one moment
-                    started[i, name] = (time.time(), subprocess.Popen(
-                        _command(name, f"v{i}"), cwd=tmp_path, env=env,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                    started[i, name] = (
+                        time.time(),
+                        subprocess.Popen(
+                            _command(name, f"v{i}"),
+                            cwd=tmp_path,
+                            env=env,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE,
+                            text=True,
+                        ),
+                    )
             for (_, name), (at, proc) in started.items():
                 _, err = proc.communicate(timeout=180)
                 assert proc.returncode in (0, 3, 4, 5), err
@@ -254,14 +279,17 @@ def test_a_decision_binds_to_the_visit_its_process_saw(
             codes = {n: done[n][i][1] for n in DECIDERS}
             taken = db.execute(
                 "SELECT actor, wait_id, requested_at, response FROM stageline_waits "
-                "WHERE run_id = ? AND response IS NOT NULL ORDER BY decided_at", (run_id,)
+                "WHERE run_id = ? AND response IS NOT NULL ORDER BY decided_at",
+                (run_id,),
             ).fetchall()
             for who, _, asked, _ in taken:  # none on a visit asked after its process began
                 assert asked <= released[who], (run_id, taken, released)
             actor, wait_id, _, response = taken[0]
             visits = db.execute(
                 "SELECT wait_id, status, requested_at FROM stageline_waits WHERE run_id = ? "
-                "ORDER BY requested_at, round", (run_id,)).fetchall()
+                "ORDER BY requested_at, round",
+                (run_id,),
+            ).fetchall()
             assert [w for w, _, _ in visits].count(wait_id) == 1  # the first visit, decided once
             winner_code = 3 if json.loads(response)["decision"] == "changes" else 0
             assert codes[actor] == winner_code, (run_id, codes)

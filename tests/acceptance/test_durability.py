@@ -29,8 +29,13 @@ def _env(tmp_path: Path, trail: Path, hang: str | None = None) -> dict[str, str]
 
 def _show(tmp_path: Path, run_id: str, trail: Path) -> dict[str, object]:
     out = subprocess.run(
-        [*CLI, "show", run_id, "--json"], cwd=tmp_path, env=_env(tmp_path, trail),
-        capture_output=True, text=True, timeout=60, check=True,
+        [*CLI, "show", run_id, "--json"],
+        cwd=tmp_path,
+        env=_env(tmp_path, trail),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -51,8 +56,13 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]
     tmp = tmp_path_factory.mktemp("clean")
     trail = tmp / "trail.txt"
     subprocess.run(
-        [*CLI, "run", str(FIXTURE), "-i", "seed:=7", "--run-id", "clean"], cwd=tmp,
-        env=_env(tmp, trail), capture_output=True, text=True, timeout=120, check=True,
+        [*CLI, "run", str(FIXTURE), "-i", "seed:=7", "--run-id", "clean"],
+        cwd=tmp,
+        env=_env(tmp, trail),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return _show(tmp, "clean", trail)
 
@@ -63,9 +73,12 @@ def test_sigkill_mid_run_then_resume(
 ) -> None:
     trail = tmp_path / "trail.txt"
     proc = subprocess.Popen(
-        [*CLI, "run", str(FIXTURE), "-i", "seed:=7", "--run-id", "victim"], cwd=tmp_path,
-        env=_env(tmp_path, trail, hang=killed), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        [*CLI, "run", str(FIXTURE), "-i", "seed:=7", "--run-id", "victim"],
+        cwd=tmp_path,
+        env=_env(tmp_path, trail, hang=killed),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     _wait_for(trail, f"start {killed}", proc)
     proc.send_signal(signal.SIGKILL)
@@ -73,8 +86,12 @@ def test_sigkill_mid_run_then_resume(
     assert proc.returncode == -signal.SIGKILL
 
     resumed = subprocess.run(
-        [*CLI, "resume", "victim"], cwd=tmp_path, env=_env(tmp_path, trail),
-        capture_output=True, text=True, timeout=120,
+        [*CLI, "resume", "victim"],
+        cwd=tmp_path,
+        env=_env(tmp_path, trail),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert resumed.returncode == 0, resumed.stderr + resumed.stdout
 
@@ -88,8 +105,11 @@ def test_sigkill_mid_run_then_resume(
         assert ends[node] == 1, (node, lines)
     # Nodes before the kill ran once, in the first process, and never again.
     assert [x.split()[1] for x in lines if x.startswith("end ")] == NODES
-    assert lines.index(f"start {killed} attempt=1") > lines.index(f"end {NODES[killed_at - 1]}") \
-        if killed_at else True
+    assert (
+        lines.index(f"start {killed} attempt=1") > lines.index(f"end {NODES[killed_at - 1]}")
+        if killed_at
+        else True
+    )
 
     shown = _show(tmp_path, "victim", trail)
     assert shown["run"]["status"] == "succeeded"  # type: ignore[index]

@@ -19,8 +19,9 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
     return URLS[request.param](request, tmp_path)
 
 
-def test_four_runs_listings_at_once_on_an_empty_database(tmp_path: Path,
-                                                         empty_url: str | None) -> None:
+def test_four_runs_listings_at_once_on_an_empty_database(
+    tmp_path: Path, empty_url: str | None
+) -> None:
     env = cli_env(tmp_path / "home", empty_url)
     done = together([["runs", "--json"]] * 4, tmp_path, env)
     for proc in done:
@@ -28,11 +29,15 @@ def test_four_runs_listings_at_once_on_an_empty_database(tmp_path: Path,
         assert json.loads(proc.stdout) == []
 
 
-def test_eight_runs_started_at_once_on_an_empty_database(tmp_path: Path,
-                                                         empty_url: str | None) -> None:
+def test_eight_runs_started_at_once_on_an_empty_database(
+    tmp_path: Path, empty_url: str | None
+) -> None:
     env = cli_env(tmp_path / "home", empty_url)
-    done = together([["run", "blog_post", "-i", f"topic=t{i}", "--run-id", f"r{i}"]
-                     for i in range(8)], tmp_path, env)
+    done = together(
+        [["run", "blog_post", "-i", f"topic=t{i}", "--run-id", f"r{i}"] for i in range(8)],
+        tmp_path,
+        env,
+    )
     for proc in done:
         assert proc.returncode == 3, proc  # each reached its approval gate
     listed = cli(["runs", "--json"], tmp_path, env)

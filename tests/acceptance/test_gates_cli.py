@@ -72,14 +72,17 @@ class Done:
 Process = Callable[..., subprocess.CompletedProcess[str]]
 """The shared ``cli_process`` fixture: ``stageline ARGS`` as a subprocess in ``tmp_path``."""
 
+
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline",
-            "COLUMNS": "200"}
+    return {
+        "STAGELINE_HOME": str(tmp_path / "home"),
+        "STAGELINE_MODEL": "offline",
+        "COLUMNS": "200",
+    }
 
 
 @pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-        ) -> Cli:
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
     """Runs ``stageline ARGS`` in this process (as ``main`` does, less the interpreter start),
     in ``tmp_path`` with its home under it, offline."""
     from stageline.cli._main import run_cli
@@ -114,8 +117,9 @@ def kinds(cli: Cli, run_id: str) -> list[str]:
     return [e["kind"] for e in json.loads(cli("logs", run_id, "--json").stdout)]
 
 
-def test_blog_post_stops_for_the_editor_who_asks_for_changes_then_approves(cli: Cli,
-                                                                           tmp_path: Path) -> None:
+def test_blog_post_stops_for_the_editor_who_asks_for_changes_then_approves(
+    cli: Cli, tmp_path: Path
+) -> None:
     out = cli("run", "blog_post", "-i", "topic=durable gates", "--run-id", "b1", code=3).stdout
     assert "⏸ editor_approval is waiting for a person" in out
     assert "waiting at gate editor_approval (attempt 1" in out
@@ -125,16 +129,22 @@ def test_blog_post_stops_for_the_editor_who_asks_for_changes_then_approves(cli: 
     listed = cli("pending").stdout
     assert "b1" in listed and "gate editor_approval" in listed and "blog_post" in listed
     [pending] = json.loads(cli("pending", "--json").stdout)
-    assert (pending["run_id"], pending["name"], pending["status"]) == ("b1", "editor_approval",
-                                                                       "pending")
+    assert (pending["run_id"], pending["name"], pending["status"]) == (
+        "b1",
+        "editor_approval",
+        "pending",
+    )
     assert pending["payload"]["changes_left"] == 3 and pending["deadline_at"]
 
     again = cli("changes", "b1", "--note", "shorter", "--as", "ed", code=3).stdout
     assert again.index("▶ draft") < again.index("⏸ editor_approval"), again
     assert "2 round(s) left" in again
     assert show(cli, "b1")["state"]["feedback"] == "shorter"
-    logged = [e for e in json.loads(cli("logs", "b1", "--json", "--kind", "log").stdout)
-              if e["node"] == "draft" and e["data"].get("feedback")]
+    logged = [
+        e
+        for e in json.loads(cli("logs", "b1", "--json", "--kind", "log").stdout)
+        if e["node"] == "draft" and e["data"].get("feedback")
+    ]
     assert [e["data"]["feedback"] for e in logged] == ["shorter"]  # in the node's input
 
     done = cli("approve", "b1", "--note", "ship it", "--as", "ed").stdout
@@ -142,7 +152,9 @@ def test_blog_post_stops_for_the_editor_who_asks_for_changes_then_approves(cli: 
     assert (tmp_path / "home" / "runs" / "b1" / "post.md").is_file()
     shown = show(cli, "b1")
     assert [(d["decision"], d["actor"], d["note"], d["status"]) for d in shown["decisions"]] == [
-        ("changes", "ed", "shorter", "applied"), ("approve", "ed", "ship it", "applied")]
+        ("changes", "ed", "shorter", "applied"),
+        ("approve", "ed", "ship it", "applied"),
+    ]
     human = cli("show", "b1").stdout
     assert "decisions" in human and "ship it" in human
     assert cli("pending").stdout.startswith("nothing waits")
@@ -173,8 +185,17 @@ def _interrupt_payload(tmp_path: Path, run_id: str) -> dict[str, Any]:
 
 
 def test_sdlc_waits_at_clarify_and_one_answer_moves_it_on(cli: Cli, tmp_path: Path) -> None:
-    out = cli("run", "sdlc", "-i", "task=add rate limiting to the public API", "--run-id", "s1",
-              "-i", "review_threshold:=0", code=3).stdout
+    out = cli(
+        "run",
+        "sdlc",
+        "-i",
+        "task=add rate limiting to the public API",
+        "--run-id",
+        "s1",
+        "-i",
+        "review_threshold:=0",
+        code=3,
+    ).stdout
     assert "⏸ clarify is waiting for a person" in out and "stageline answer s1" in out
     [pending] = json.loads(cli("pending", "s1", "--json").stdout)
     question_id = pending["wait_id"]
@@ -184,8 +205,17 @@ def test_sdlc_waits_at_clarify_and_one_answer_moves_it_on(cli: Cli, tmp_path: Pa
     assert "'whenever' is not a choice of question 'priority'" in bad.stderr
     assert json.loads(cli("pending", "s1", "--json").stdout)[0]["status"] == "pending"
 
-    done = cli("answer", "s1", "-a", "scope=the public endpoints only", "-a", "priority=high",
-               "--as", "ann", code=3).stdout
+    done = cli(
+        "answer",
+        "s1",
+        "-a",
+        "scope=the public endpoints only",
+        "-a",
+        "priority=high",
+        "--as",
+        "ann",
+        code=3,
+    ).stdout
     assert "▶ plan" in done and "▶ review" in done and "plan_approval" in done
     assert "succeeded" in cli("approve", "s1", "--gate", "plan_approval").stdout
     shown = show(cli, "s1")
@@ -201,8 +231,17 @@ def test_sdlc_waits_at_clarify_and_one_answer_moves_it_on(cli: Cli, tmp_path: Pa
 
 
 def test_sdlc_asks_a_follow_up_and_answers_can_be_typed_in(cli: Cli) -> None:
-    cli("run", "sdlc", "-i", "task=fix the login bug", "--run-id", "s2",
-        "-i", "review_threshold:=0", code=3)
+    cli(
+        "run",
+        "sdlc",
+        "-i",
+        "task=fix the login bug",
+        "--run-id",
+        "s2",
+        "-i",
+        "review_threshold:=0",
+        code=3,
+    )
     follow = cli("answer", "s2", stdin="login\nurgent\n\n", code=3).stdout
     assert "The scope is short" in follow and "turn 1" in follow
     (Path.cwd() / "answers.yaml").write_text("scope_detail: only the password form, not SSO\n")
@@ -225,8 +264,14 @@ def test_sweep_rejects_a_gate_past_its_deadline_after_remind_and_escalate(
     assert "q1  gate approval: reject -> run rejected" in swept, swept
     assert show(cli, "q1")["run"]["status"] == "rejected"
     order = [k for k in kinds(cli, "q1") if k.startswith("gate.") or k == "run.rejected"]
-    assert order == ["gate.waiting", "gate.reminded", "gate.escalated", "gate.expired",
-                     "gate.decided", "run.rejected"]
+    assert order == [
+        "gate.waiting",
+        "gate.reminded",
+        "gate.escalated",
+        "gate.expired",
+        "gate.decided",
+        "run.rejected",
+    ]
 
 
 def test_an_effect_before_a_question_happens_once(
@@ -279,8 +324,9 @@ def test_an_effect_in_doubt_is_named_and_settled_from_the_cli(cli: Cli, tmp_path
         settings = load_settings(cwd=tmp_path, env={"STAGELINE_HOME": str(tmp_path / "home")})
         async with Runner.open(settings) as runner:
             await runner.create(str(tmp_path / "charge.py"), {}, run_id="c1")
-            await runner.ledger.begin_effect(Effect(run_id="c1", node="charge", key="card",
-                                                    attempt=1))
+            await runner.ledger.begin_effect(
+                Effect(run_id="c1", node="charge", key="card", attempt=1)
+            )
 
     asyncio.run(crashed_mid_effect())
     failed = cli("resume", "c1", code=1).stdout

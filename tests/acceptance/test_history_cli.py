@@ -15,11 +15,22 @@ import pytest
 
 def _cli(tmp_path: Path, *args: str, code: int | None = 0) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(tmp_path / "home"), STAGELINE_MODEL="offline",
-               PYTHONIOENCODING="utf-8", COLUMNS="200")
-    done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, encoding="utf-8", timeout=120,
-                          check=False)
+    env.update(
+        STAGELINE_HOME=str(tmp_path / "home"),
+        STAGELINE_MODEL="offline",
+        PYTHONIOENCODING="utf-8",
+        COLUMNS="200",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "stageline.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     if code is not None:
         assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
@@ -32,8 +43,7 @@ def _json(tmp_path: Path, *args: str) -> Any:
 
 @pytest.fixture
 def finished(tmp_path: Path) -> str:
-    _cli(tmp_path, "run", "blog_post", "-i", "topic=durable pipelines", "--run-id", "blog1",
-         code=3)
+    _cli(tmp_path, "run", "blog_post", "-i", "topic=durable pipelines", "--run-id", "blog1", code=3)
     _cli(tmp_path, "approve", "blog1", "--as", "ed")
     return "blog1"
 
@@ -47,12 +57,24 @@ def test_fork_a_finished_blog_post_at_the_draft_step_with_a_new_topic(
     history = _json(tmp_path, "history", finished, "--json")
     draft_step = next(c["step"] for c in history if c["nodes"] == ["draft"])
     assert [c["step"] for c in history] == list(range(-1, 8))
-    assert all({"checkpoint_id", "parent_id", "created_at", "values", "changed", "next"}
-               <= set(c) for c in history)
+    assert all(
+        {"checkpoint_id", "parent_id", "created_at", "values", "changed", "next"} <= set(c)
+        for c in history
+    )
     before = _json(tmp_path, "show", finished, "--json")
 
-    out = _cli(tmp_path, "fork", finished, "--at", str(draft_step), "-i", "topic=gardening",
-               "--run-id", "fork1", code=3).stdout
+    out = _cli(
+        tmp_path,
+        "fork",
+        finished,
+        "--at",
+        str(draft_step),
+        "-i",
+        "topic=gardening",
+        "--run-id",
+        "fork1",
+        code=3,
+    ).stdout
     assert "▶ draft" in out and "▶ research" not in out and "▶ outline" not in out, out
     assert "waiting at gate editor_approval" in out
 
@@ -81,8 +103,7 @@ def test_a_detached_fork_is_advanced_by_the_local_worker(tmp_path: Path, finishe
     assert "forked run blog1 at step 7 as run fork2" in out and "queued run fork2" in out
     while _json(tmp_path, "show", "fork2", "--json")["run"]["status"] != "succeeded":
         time.sleep(0.3)  # until the local worker advanced the fork, or pytest-timeout
-    assert [r["node"] for r in _json(tmp_path, "show", "fork2", "--json")["records"]] == [
-        "publish"]
+    assert [r["node"] for r in _json(tmp_path, "show", "fork2", "--json")["records"]] == ["publish"]
 
 
 BAD = [

@@ -37,9 +37,17 @@ def make_cli(project: Path, **extra: str) -> Cli:
     env.update(STAGELINE_MODEL="offline", PYTHONIOENCODING="utf-8", COLUMNS="200", **extra)
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=project,
-                              env=env, capture_output=True, text=True, encoding="utf-8",
-                              timeout=120, check=False, input=stdin)
+        done = subprocess.run(
+            [sys.executable, "-m", "stageline.cli", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=120,
+            check=False,
+            input=stdin,
+        )
         assert "Traceback" not in done.stderr, done.stderr
         return done
 
@@ -85,11 +93,20 @@ def test_run_ids_that_are_paths_are_refused_and_nothing_lands_outside(
 ) -> None:
     outside = tmp_path / "some" / "dir"
     before = files_under(tmp_path)
-    attacks = [("../../../escape", []), (str(outside), []), ("", []), ("r" * 65, []),
-               ("../../../escape", ["--detach"]), (str(outside), ["--detach"])]
+    attacks = [
+        ("../../../escape", []),
+        (str(outside), []),
+        ("", []),
+        ("r" * 65, []),
+        ("../../../escape", ["--detach"]),
+        (str(outside), ["--detach"]),
+    ]
     for run_id, flags in attacks:
-        refused(cli("run", "blog_post", "-i", "topic=a", "--run-id", run_id, *flags),
-                f"--run-id {run_id!r} is not a valid run id", "1-64 letters")
+        refused(
+            cli("run", "blog_post", "-i", "topic=a", "--run-id", run_id, *flags),
+            f"--run-id {run_id!r} is not a valid run id",
+            "1-64 letters",
+        )
     no_runs(cli)
     assert not (tmp_path / "escape").exists() and not outside.exists()
     made = files_under(tmp_path) - before
@@ -98,19 +115,24 @@ def test_run_ids_that_are_paths_are_refused_and_nothing_lands_outside(
 
 
 def test_every_command_taking_a_run_refuses_a_path(cli: Cli, tmp_path: Path) -> None:
-    commands = [["show", "../../../escape"], ["logs", "/etc"], ["resume", ".."],
-                ["cancel", "../../../escape"], ["approve", "../../../escape"],
-                ["changes", "/tmp/x", "--note", "x"], ["answer", "../x", "-a", "q=1"],
-                ["transcript", "../../../escape"], ["pending", "/etc"],
-                ["effect", "../x", "node", "key", "--done"]]
+    commands = [
+        ["show", "../../../escape"],
+        ["logs", "/etc"],
+        ["resume", ".."],
+        ["cancel", "../../../escape"],
+        ["approve", "../../../escape"],
+        ["changes", "/tmp/x", "--note", "x"],
+        ["answer", "../x", "-a", "q=1"],
+        ["transcript", "../../../escape"],
+        ["pending", "/etc"],
+        ["effect", "../x", "node", "key", "--done"],
+    ]
     for command in commands:
         refused(cli(*command), f"RUN {command[1]!r} is not a valid run id")
     assert not (tmp_path / "escape").exists()
 
 
-def test_a_good_run_id_still_works_and_writes_under_its_run_folder(
-    cli: Cli, project: Path
-) -> None:
+def test_a_good_run_id_still_works_and_writes_under_its_run_folder(cli: Cli, project: Path) -> None:
     done = cli("run", "blog_post", "-i", "topic=a", "--run-id", "Blog-1.a_b")
     assert done.returncode == 3, done.stderr  # waits at the editor's gate
     done = cli("approve", "Blog-1.a_b")
@@ -121,10 +143,18 @@ def test_a_good_run_id_still_works_and_writes_under_its_run_folder(
 # -- 5. inputs that cannot be plain JSON, on SQLite and Postgres --------------------------------
 
 
-HOSTILE_ASSIGNMENTS = ["topic:=NaN", "topic:=1e999", 'topic:={"k": "v\\u0000"}',
-                       'topic:=["\\ud800"]']
-HOSTILE_FILES = {"set.yaml": "topic: !!set {a, b}\n", "date.yaml": "n: 1\ntopic: 2024-01-01\n",
-                 "binary.yaml": "topic: !!binary aGVsbG8=\n", "nul.json": '{"topic": "a\\u0000"}'}
+HOSTILE_ASSIGNMENTS = [
+    "topic:=NaN",
+    "topic:=1e999",
+    'topic:={"k": "v\\u0000"}',
+    'topic:=["\\ud800"]',
+]
+HOSTILE_FILES = {
+    "set.yaml": "topic: !!set {a, b}\n",
+    "date.yaml": "n: 1\ntopic: 2024-01-01\n",
+    "binary.yaml": "topic: !!binary aGVsbG8=\n",
+    "nul.json": '{"topic": "a\\u0000"}',
+}
 
 
 def _hostile_inputs_are_refused(cli: Cli, project: Path) -> None:
@@ -133,8 +163,11 @@ def _hostile_inputs_are_refused(cli: Cli, project: Path) -> None:
     refused(cli("run", "blog_post", "-i", "topic:=NaN", "--detach"), "input 'topic'")
     for name, text in HOSTILE_FILES.items():
         (project / name).write_text(text)
-        refused(cli("run", "blog_post", "--input-file", name), f"--input-file {name}",
-                "['topic']" if name.endswith(".yaml") else "'topic'")
+        refused(
+            cli("run", "blog_post", "--input-file", name),
+            f"--input-file {name}",
+            "['topic']" if name.endswith(".yaml") else "'topic'",
+        )
     no_runs(cli)
 
 
@@ -160,24 +193,33 @@ def test_a_billion_laughs_fails_fast_naming_file_and_line(cli: Cli, project: Pat
         refused(done, "bomb.yaml:7:", "aliases expand to more than")
         assert len(done.stderr) < 400
     (project / "in.yaml").write_text(BOMB.replace("stages:", "topic:"))
-    refused(cli("run", "blog_post", "--input-file", "in.yaml"), "--input-file in.yaml",
-            "line 7", "aliases expand to more than")
+    refused(
+        cli("run", "blog_post", "--input-file", "in.yaml"),
+        "--input-file in.yaml",
+        "line 7",
+        "aliases expand to more than",
+    )
     no_runs(cli)
 
 
 # -- 6. stageline.toml is validated --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("toml", "says"), [
-    ("lease_ttl = [1]\n", "stageline.toml:1: lease_ttl: input should be a valid number"),
-    ("home = 5\n", "stageline.toml:1: home: input should be a valid string"),
-    ("database_url = 5\n", "stageline.toml:1: database_url: input should be a valid string"),
-    ("model = 5\n", "stageline.toml:1: model:"),
-    ('# project\ndatabse_url = "sqlite:///x.db"\n',
-     "stageline.toml:2: databse_url: unknown key (did you mean 'database_url'?)"),
-    ("lease_ttl = -1\n", "stageline.toml:1: lease_ttl: input should be greater than 0"),
-    ("lease_ttl = \n", "stageline.toml"),
-])
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ("lease_ttl = [1]\n", "stageline.toml:1: lease_ttl: input should be a valid number"),
+        ("home = 5\n", "stageline.toml:1: home: input should be a valid string"),
+        ("database_url = 5\n", "stageline.toml:1: database_url: input should be a valid string"),
+        ("model = 5\n", "stageline.toml:1: model:"),
+        (
+            '# project\ndatabse_url = "sqlite:///x.db"\n',
+            "stageline.toml:2: databse_url: unknown key (did you mean 'database_url'?)",
+        ),
+        ("lease_ttl = -1\n", "stageline.toml:1: lease_ttl: input should be greater than 0"),
+        ("lease_ttl = \n", "stageline.toml"),
+    ],
+)
 def test_a_broken_config_is_exit_2_naming_file_line_and_key(
     cli: Cli, project: Path, toml: str, says: str
 ) -> None:
@@ -204,8 +246,18 @@ def test_a_script_input_cannot_spawn_a_process(project: Path, tmp_path: Path) ->
     script = [{"spawn": ["touch", str(marker)]}, {"sleep": 0.5}]
     (project / "script.json").write_text(json.dumps({"script": script}))
     cli = make_cli(project)
-    done = cli("run", "wiki_ingest", "-i", "source=README.md", "-i", "wiki=wiki",
-               "--input-file", "script.json", "--run-id", "s1")
+    done = cli(
+        "run",
+        "wiki_ingest",
+        "-i",
+        "source=README.md",
+        "-i",
+        "wiki=wiki",
+        "--input-file",
+        "script.json",
+        "--run-id",
+        "s1",
+    )
     assert done.returncode == 1, (done.stdout, done.stderr)
     run = json.loads(cli("show", "s1", "--json").stdout)["run"]
     assert run["failure_phase"] == "harness_readiness"

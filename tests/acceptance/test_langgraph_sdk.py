@@ -45,14 +45,16 @@ async def test_the_assistants_are_the_templates(server: Server) -> None:
         assert {"blog_post", "sdlc"} <= names
         assert all(a["graph_id"] == a["assistant_id"] for a in found)
         assert [a["assistant_id"] for a in await client.assistants.search(graph_id="sdlc")] == [
-            "sdlc"]
+            "sdlc"
+        ]
         one = await client.assistants.get("blog_post")
         assert one["name"] == "blog_post" and one["description"]
         graph = await client.assistants.get_graph("blog_post")
         ids = {n["id"] for n in graph["nodes"]}
         assert {"research", "draft", "editor_approval", "publish"} <= ids
         assert {"source": "aggregate", "target": "editor_approval"} in [
-            {"source": e["source"], "target": e["target"]} for e in graph["edges"]]
+            {"source": e["source"], "target": e["target"]} for e in graph["edges"]
+        ]
         schemas = await client.assistants.get_schemas("blog_post")
         assert schemas["graph_id"] == "blog_post"
         assert {"topic", "draft", "reviews"} <= set(schemas["state_schema"]["properties"])
@@ -111,10 +113,11 @@ async def test_a_gate_waits_is_shown_resumed_by_command_and_joined(server: Serve
         found = await client.threads.search(metadata={"team": "content"})
         assert [t["thread_id"] for t in found] == [tid]
         assert tid in [t["thread_id"] for t in await client.threads.search(status="idle")]
-        assert other["thread_id"] in [t["thread_id"] for t in await client.threads.search(
-            metadata={"team": "other"}, status="idle")]
-        assert await client.threads.search(metadata={"team": "content"},
-                                           status="interrupted") == []
+        assert other["thread_id"] in [
+            t["thread_id"]
+            for t in await client.threads.search(metadata={"team": "other"}, status="idle")
+        ]
+        assert await client.threads.search(metadata={"team": "content"}, status="interrupted") == []
 
     [decision] = shown(server, tid)["decisions"]
     assert (decision["actor"], decision["response"]["decision"]) == ("decider", "approve")
@@ -123,8 +126,12 @@ async def test_a_gate_waits_is_shown_resumed_by_command_and_joined(server: Serve
 async def test_stream_updates_then_values(server: Server) -> None:
     async with sdk(server) as client:
         tid = (await client.threads.create())["thread_id"]
-        parts = [p async for p in client.runs.stream(tid, "blog_post", input={"topic": "bees"},
-                                                      stream_mode="updates")]
+        parts = [
+            p
+            async for p in client.runs.stream(
+                tid, "blog_post", input={"topic": "bees"}, stream_mode="updates"
+            )
+        ]
         assert parts[0].event == "metadata" and parts[0].data["run_id"]
         updates = [p.data for p in parts[1:]]
         assert {p.event for p in parts[1:]} == {"updates"}
@@ -136,8 +143,12 @@ async def test_stream_updates_then_values(server: Server) -> None:
         assert updates[-1]["__interrupt__"][0]["value"]["gate"] == "editor_approval"
         assert (await client.threads.get(tid))["status"] == "interrupted"
 
-        parts = [p async for p in client.runs.stream(
-            tid, "blog_post", command={"resume": "approve"}, stream_mode=["values", "updates"])]
+        parts = [
+            p
+            async for p in client.runs.stream(
+                tid, "blog_post", command={"resume": "approve"}, stream_mode=["values", "updates"]
+            )
+        ]
         events = [p.event for p in parts]
         assert events[0] == "metadata" and {"values", "updates"} <= set(events)
         resumed = [next(iter(p.data)) for p in parts if p.event == "updates"]
@@ -149,8 +160,10 @@ async def test_stream_updates_then_values(server: Server) -> None:
 
         other = (await client.threads.create())["thread_id"]
         started = await client.runs.create(other, "blog_post", input={"topic": "wasps"})
-        joined = [p async for p in client.runs.join_stream(other, started["run_id"],
-                                                           stream_mode="updates")]
+        joined = [
+            p
+            async for p in client.runs.join_stream(other, started["run_id"], stream_mode="updates")
+        ]
         assert joined[0].event == "metadata" and joined[0].data["run_id"] == started["run_id"]
         assert joined[-1].event == "updates" and "__interrupt__" in joined[-1].data
 
@@ -169,8 +182,9 @@ async def test_a_question_set_is_answered_by_command(server: Server) -> None:
         assert (await client.threads.get(tid))["status"] == "interrupted"
 
         with pytest.raises(httpx.HTTPStatusError) as bad:
-            await client.runs.wait(tid, "sdlc", command={"resume": {
-                "scope": "the login form", "priority": "someday"}})
+            await client.runs.wait(
+                tid, "sdlc", command={"resume": {"scope": "the login form", "priority": "someday"}}
+            )
         assert status_of(bad) == 422 and "priority" in bad.value.response.text
         with pytest.raises(httpx.HTTPStatusError) as wrong_kind:
             await client.runs.wait(tid, "sdlc", command={"resume": "approve"})
@@ -194,8 +208,9 @@ async def test_changes_update_state_copy_and_cancel(server: Server) -> None:
     async with sdk(server) as client, sdk(server, "admin") as admin:
         tid = (await client.threads.create())["thread_id"]
         await client.runs.wait(tid, "blog_post", input={"topic": "ants"})
-        again = await client.runs.wait(tid, "blog_post", command={
-            "resume": {"decision": "changes", "note": "make it shorter"}})
+        again = await client.runs.wait(
+            tid, "blog_post", command={"resume": {"decision": "changes", "note": "make it shorter"}}
+        )
         assert again["feedback"] == "make it shorter" and again["__interrupt__"]
 
         changed = await client.threads.update_state(tid, {"audience": "children"})
@@ -241,15 +256,17 @@ async def test_a_finished_thread_changed_at_a_checkpoint_is_forked(server: Serve
         history = await client.threads.get_history(tid, limit=100)
         at_draft = next(h for h in history if h["next"] == ["draft"])
         with pytest.raises(httpx.HTTPStatusError) as needs_admin:
-            await client.threads.update_state(tid, {"topic": "dogs"},
-                                              checkpoint=at_draft["checkpoint"])
+            await client.threads.update_state(
+                tid, {"topic": "dogs"}, checkpoint=at_draft["checkpoint"]
+            )
         assert status_of(needs_admin) == 403
         with pytest.raises(httpx.HTTPStatusError) as no_checkpoint:
             await admin.threads.update_state(tid, {"topic": "dogs"})
         assert status_of(no_checkpoint) == 409
 
-        forked = await admin.threads.update_state(tid, {"topic": "dogs"},
-                                                  checkpoint=at_draft["checkpoint"])
+        forked = await admin.threads.update_state(
+            tid, {"topic": "dogs"}, checkpoint=at_draft["checkpoint"]
+        )
         fork = forked["checkpoint"]["thread_id"]
         assert fork != tid
         state = await client.threads.get_state(fork)
@@ -301,8 +318,9 @@ async def test_errors_are_what_the_sdk_expects(server: Server) -> None:
             await client.runs.wait(tid, "sdlc", command={"resume": "approve"})
         assert status_of(other_assistant) == 409
         with pytest.raises(httpx.HTTPStatusError) as both:
-            await client.runs.wait(tid, "blog_post", input={"topic": "y"},
-                                   command={"resume": "approve"})
+            await client.runs.wait(
+                tid, "blog_post", input={"topic": "y"}, command={"resume": "approve"}
+            )
         assert status_of(both) == 422
         with pytest.raises(httpx.HTTPStatusError) as no_checkpoint:
             await client.threads.get_state(tid, checkpoint_id="no-such-checkpoint")
@@ -366,20 +384,27 @@ def test_the_synchronous_client(server: Server) -> None:
         assert [t["thread_id"] for t in client.threads.search(metadata={"via": "sync"})] == [tid]
 
 
-async def test_the_same_on_postgres(serve_project: Callable[..., Server],
-                                    postgres_url: str) -> None:
+async def test_the_same_on_postgres(
+    serve_project: Callable[..., Server], postgres_url: str
+) -> None:
     server = serve_project(database_url=postgres_url)
     async with sdk(server) as client:
         tid = (await client.threads.create(metadata={"db": "postgres"}))["thread_id"]
         stopped = await client.runs.wait(tid, "blog_post", input={"topic": "elephants"})
         assert stopped["__interrupt__"][0]["value"]["gate"] == "editor_approval"
         assert (await client.threads.get(tid))["status"] == "interrupted"
-        parts = [p async for p in client.runs.stream(
-            tid, "blog_post", command={"resume": "approve"}, stream_mode="updates")]
+        parts = [
+            p
+            async for p in client.runs.stream(
+                tid, "blog_post", command={"resume": "approve"}, stream_mode="updates"
+            )
+        ]
         assert [next(iter(p.data)) for p in parts[1:]] == ["editor_approval", "publish"], parts
         assert (await client.threads.get(tid))["status"] == "idle"
-        assert [t["thread_id"] for t in await client.threads.search(
-            metadata={"db": "postgres"}, status="idle")] == [tid]
+        assert [
+            t["thread_id"]
+            for t in await client.threads.search(metadata={"db": "postgres"}, status="idle")
+        ] == [tid]
         assert [r["status"] for r in await client.runs.list(tid)] == ["success", "interrupted"]
 
 
@@ -393,11 +418,14 @@ def _wait_for(path: Path, text: str, timeout: float = 60.0) -> None:
 
 
 async def test_a_busy_run_is_cancelled_and_one_cut_by_a_crash_is_joined_after_restart(
-    serve_project: Callable[..., Server], tmp_path: Path,
+    serve_project: Callable[..., Server],
+    tmp_path: Path,
 ) -> None:
     trail = tmp_path / "trail.txt"
-    server = serve_project(templates=("async_nodes.py",), env={
-        "STAGELINE_TEST_NODE_SLEEP": "0.5", "STAGELINE_TEST_TRAIL": str(trail)})
+    server = serve_project(
+        templates=("async_nodes.py",),
+        env={"STAGELINE_TEST_NODE_SLEEP": "0.5", "STAGELINE_TEST_TRAIL": str(trail)},
+    )
     async with sdk(server) as client, sdk(server, "admin") as admin:
         busy = (await client.threads.create())["thread_id"]
         run = await client.runs.create(busy, "async_nodes", input={"seed": 2})
@@ -423,6 +451,7 @@ async def test_a_busy_run_is_cancelled_and_one_cut_by_a_crash_is_joined_after_re
         assert isinstance(done["value"], int) and "__error__" not in done
         assert (await client.runs.get(cut, run["run_id"]))["status"] == "success"
         assert (await client.threads.get(cut))["status"] == "idle"
-    ends = [line.split()[2] for line in trail.read_text().splitlines()
-            if line.startswith(f"end {cut} ")]
+    ends = [
+        line.split()[2] for line in trail.read_text().splitlines() if line.startswith(f"end {cut} ")
+    ]
     assert sorted(ends) == sorted(f"n{i}" for i in range(1, 11))  # each node completed once

@@ -43,8 +43,9 @@ def held(tmp_path: Path, project: tuple[Path, dict[str, str]]) -> Iterator[Calla
     db, _ = project
     (tmp_path / "holder.py").write_text(HOLDER)
     ready, release = tmp_path / "ready", tmp_path / "release"
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "holder.py"), str(db), str(ready),
-                             str(release)])
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "holder.py"), str(db), str(ready), str(release)]
+    )
     try:
         while not ready.exists():
             assert proc.poll() is None, "the lock holder stopped"
@@ -71,8 +72,7 @@ def test_run_and_approve_on_a_locked_database_exit_6_and_change_nothing(
     tmp_path: Path, project: tuple[Path, dict[str, str]], held: Callable[[], None]
 ) -> None:
     db, env = project
-    _busy(cli(["run", "blog_post", "-i", "topic=again", "--run-id", "second"], tmp_path, env),
-          db)
+    _busy(cli(["run", "blog_post", "-i", "topic=again", "--run-id", "second"], tmp_path, env), db)
     _busy(cli(["approve", "held"], tmp_path, env), db)
     shown = cli(["show", "held", "--json"], tmp_path, env)  # readers still read (WAL)
     assert shown.returncode == 0, shown

@@ -20,7 +20,7 @@ if str(FIXTURES) not in sys.path:
 
 from loopback_hook import Endpoint  # noqa: E402
 
-TEMPLATE = '''
+TEMPLATE = """
 from typing import Any, TypedDict
 
 from stageline.templates import Template
@@ -38,7 +38,7 @@ template = Template("three", state=State)
 for name in ("a", "b", "c"):
     template.add_stage(name, step)
 template.add_sequence("a", "b", "c")
-'''
+"""
 
 
 def _project(tmp_path: Path, sink: str) -> Path:
@@ -51,9 +51,16 @@ def _project(tmp_path: Path, sink: str) -> Path:
 def _cli(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
     clean.update(STAGELINE_MODEL="offline", COLUMNS="200", PYTHONIOENCODING="utf-8", **env)
-    done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=project,
-                          env=clean, capture_output=True, text=True, encoding="utf-8",
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "stageline.cli", *args],
+        cwd=project,
+        env=clean,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -65,13 +72,23 @@ def _seqs(project: Path, run_id: str) -> list[int]:
 
 
 def test_read_commands_need_no_sink_secret(tmp_path: Path) -> None:
-    project = _project(tmp_path, '[[sinks]]\ntype = "webhook"\nformat = "discord"\n'
-                                 'url_env = "STAGELINE_TEST_UNSET_HOOK"\n')
+    project = _project(
+        tmp_path,
+        '[[sinks]]\ntype = "webhook"\nformat = "discord"\nurl_env = "STAGELINE_TEST_UNSET_HOOK"\n',
+    )
     ran = _cli(project, "run", "three", "--run-id", "r1")
     assert ran.returncode == 0, ran.stderr  # the run goes on; the sink's events wait
-    for args in (("runs",), ("runs", "--json"), ("show", "r1"), ("show", "r1", "--json"),
-                 ("logs", "r1"), ("pending",), ("stats",), ("templates",),
-                 ("graph", "three")):
+    for args in (
+        ("runs",),
+        ("runs", "--json"),
+        ("show", "r1"),
+        ("show", "r1", "--json"),
+        ("logs", "r1"),
+        ("pending",),
+        ("stats",),
+        ("templates",),
+        ("graph", "three"),
+    ):
         done = _cli(project, *args)
         assert done.returncode == 0, (args, done.stderr)
         assert "is not set" not in done.stderr, (args, done.stderr)
@@ -85,19 +102,24 @@ def endpoint() -> Any:
 
 
 def test_a_hanging_webhook_holds_nobody_up_and_the_next_process_delivers(
-    tmp_path: Path, endpoint: Endpoint,
+    tmp_path: Path,
+    endpoint: Endpoint,
 ) -> None:
-    project = _project(tmp_path, f'[[sinks]]\ntype = "webhook"\nformat = "json"\n'
-                                 f'url = "{endpoint.url}"\nname = "hook"\ntimeout = 30\n'
-                                 'min_level = "debug"\n')
+    project = _project(
+        tmp_path,
+        f'[[sinks]]\ntype = "webhook"\nformat = "json"\n'
+        f'url = "{endpoint.url}"\nname = "hook"\ntimeout = 30\n'
+        'min_level = "debug"\n',
+    )
     first = _cli(project, "run", "three", "--run-id", "first")
     assert first.returncode == 0, first.stderr
     # The command ended while the endpoint held its request unanswered (it would for 30 s).
     assert endpoint.tried and endpoint.acked == [] and not endpoint.release.is_set()
 
     endpoint.mode = "ok"
-    second = _cli(project, "run", "three", "--run-id", "second",
-                  STAGELINE_SINK_EXIT_TIMEOUT="30")  # this one may finish its deliveries
+    second = _cli(
+        project, "run", "three", "--run-id", "second", STAGELINE_SINK_EXIT_TIMEOUT="30"
+    )  # this one may finish its deliveries
     assert second.returncode == 0, second.stderr
     wanted = [(r, s) for r in ("first", "second") for s in _seqs(project, r)]
     counts = Counter(endpoint.acked)
@@ -113,8 +135,11 @@ def test_the_local_worker_delivers_what_its_runs_write(tmp_path: Path) -> None:
     import time
 
     endpoint = Endpoint("ok")
-    project = _project(tmp_path, f'[[sinks]]\ntype = "webhook"\nformat = "json"\n'
-                                 f'url = "{endpoint.url}"\nname = "hook"\nmin_level = "debug"\n')
+    project = _project(
+        tmp_path,
+        f'[[sinks]]\ntype = "webhook"\nformat = "json"\n'
+        f'url = "{endpoint.url}"\nname = "hook"\nmin_level = "debug"\n',
+    )
     lock = project / ".stageline" / "worker.lock"
     try:
         queued = _cli(project, "run", "three", "--run-id", "bg", "--detach")

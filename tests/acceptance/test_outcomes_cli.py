@@ -53,9 +53,17 @@ def cli_env(cli_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 def _row(template: str, node: str, i: int, latency: float, **kw: Any) -> Outcome:
     finished = kw.pop("finished", time.time() - 60)
-    return Outcome(run_id=f"{template}-{node}-{i}", task_id="t", template=template, node=node,
-                   stage=f"m:{node}", started_at=finished - latency, finished_at=finished,
-                   latency=latency, **{"status": "succeeded", **kw})
+    return Outcome(
+        run_id=f"{template}-{node}-{i}",
+        task_id="t",
+        template=template,
+        node=node,
+        stage=f"m:{node}",
+        started_at=finished - latency,
+        finished_at=finished,
+        latency=latency,
+        **{"status": "succeeded", **kw},
+    )
 
 
 def known_outcomes() -> list[Outcome]:
@@ -68,10 +76,22 @@ def known_outcomes() -> list[Outcome]:
             status, phase = "failed", "timeout"
         if i == 9:
             status, phase = "failed", "stage"
-        rows.append(_row("blog", "draft", i, float(i), status=status, failure_phase=phase,
-                         capability="writing", alternative="a" if i <= 6 else "b",
-                         input_tokens=10.0, output_tokens=5.0, cost=0.5,
-                         quality=0.5 if status == "succeeded" else None))
+        rows.append(
+            _row(
+                "blog",
+                "draft",
+                i,
+                float(i),
+                status=status,
+                failure_phase=phase,
+                capability="writing",
+                alternative="a" if i <= 6 else "b",
+                input_tokens=10.0,
+                output_tokens=5.0,
+                cost=0.5,
+                quality=0.5 if status == "succeeded" else None,
+            )
+        )
     rows.append(_row("blog", "outline", 1, 0.5))
     rows.append(_row("blog", "outline", 2, 99.0, finished=time.time() - 30 * 86400))  # too old
     rows.append(_row("other", "x", 1, 3.0))
@@ -79,7 +99,8 @@ def known_outcomes() -> list[Outcome]:
 
 
 def test_stats_json_gives_exact_counts_rates_and_nearest_rank_percentiles(
-    tmp_path: Path, cli: Cli,
+    tmp_path: Path,
+    cli: Cli,
 ) -> None:
     async def seed() -> None:
         opened = await open_backend(f"sqlite:///{tmp_path / 'ledger.db'}", checkpoint_serde())
@@ -98,18 +119,30 @@ def test_stats_json_gives_exact_counts_rates_and_nearest_rank_percentiles(
     draft = nodes["draft"]
     assert (draft["count"], draft["succeeded"], draft["failed"]) == (10, 7, 3)
     assert draft["failure_rate"] == pytest.approx(0.3)
-    assert draft["failure_rate_by_phase"] == {"stage": pytest.approx(0.1),
-                                              "timeout": pytest.approx(0.2)}
+    assert draft["failure_rate_by_phase"] == {
+        "stage": pytest.approx(0.1),
+        "timeout": pytest.approx(0.2),
+    }
     assert (draft["latency_p50"], draft["latency_p95"]) == (5.0, 10.0)
     assert (draft["input_tokens"], draft["output_tokens"], draft["tokens"]) == (100, 50, 150)
     assert draft["cost"] == 5.0 and draft["quality_mean"] == 0.5
     assert draft["capability"] == "writing"
     a, b = draft["alternatives"]
     assert (a["alternative"], a["count"], a["failed"], a["latency_p50"], a["latency_p95"]) == (
-        "a", 6, 2, 3.0, 6.0)
+        "a",
+        6,
+        2,
+        3.0,
+        6.0,
+    )
     assert a["failure_rate_by_phase"] == {"timeout": pytest.approx(2 / 6)}
     assert (b["alternative"], b["count"], b["failed"], b["latency_p50"], b["latency_p95"]) == (
-        "b", 4, 1, 8.0, 10.0)
+        "b",
+        4,
+        1,
+        8.0,
+        10.0,
+    )
     assert b["failure_rate"] == 0.25 and b["cost"] == 2.0
     outline = nodes["outline"]
     assert (outline["count"], outline["latency_p50"], outline["latency_p95"]) == (1, 0.5, 0.5)
@@ -124,7 +157,8 @@ def test_stats_json_gives_exact_counts_rates_and_nearest_rank_percentiles(
 
 
 def test_a_run_over_its_token_budget_waits_at_a_budget_gate_and_approve_finishes_it(
-    tmp_path: Path, cli: Cli,
+    tmp_path: Path,
+    cli: Cli,
 ) -> None:
     (tmp_path / "spender.py").write_text(BUDGET_TEMPLATE)
     started = cli("run", "spender.py", "--run-id", "s1", "--budget-tokens", "150")
@@ -134,8 +168,13 @@ def test_a_run_over_its_token_budget_waits_at_a_budget_gate_and_approve_finishes
     assert pending.returncode == 0, pending.stderr
     (wait,) = json.loads(pending.stdout)
     assert wait["kind"] == "gate" and wait["name"] == "budget" and wait["node"] == "c"
-    assert wait["payload"]["budget"] == {"scope": "run", "measure": "tokens", "limit": 150.0,
-                                         "used": 200.0, "ask": 150.0}
+    assert wait["payload"]["budget"] == {
+        "scope": "run",
+        "measure": "tokens",
+        "limit": 150.0,
+        "used": 200.0,
+        "ask": 150.0,
+    }
     assert "approve 150 more tokens?" in wait["payload"]["show"]["budget"]
 
     approved = cli("approve", "s1")

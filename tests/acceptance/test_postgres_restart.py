@@ -42,8 +42,12 @@ TERMINAL = ("succeeded", "failed", "cancelled", "rejected")
 def _cluster() -> list[str] | None:
     """``pg_ctlcluster`` arguments for this machine's one server, or None if it cannot be done."""
     conf = Path("/etc/postgresql")
-    if (shutil.which("pg_ctlcluster") is None or shutil.which("pg_isready") is None
-            or not conf.is_dir() or os.geteuid() != 0):
+    if (
+        shutil.which("pg_ctlcluster") is None
+        or shutil.which("pg_isready") is None
+        or not conf.is_dir()
+        or os.geteuid() != 0
+    ):
         return None
     versions = sorted(p.name for p in conf.iterdir() if (p / "main").is_dir())
     if len(versions) != 1:
@@ -53,8 +57,11 @@ def _cluster() -> list[str] | None:
 
 def _pg_ready(url: str) -> bool:
     parts = urlsplit(url)
-    done = subprocess.run(["pg_isready", "-h", parts.hostname or "127.0.0.1",
-                           "-p", str(parts.port or 5432)], capture_output=True, timeout=10)
+    done = subprocess.run(
+        ["pg_isready", "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432)],
+        capture_output=True,
+        timeout=10,
+    )
     return done.returncode == 0
 
 
@@ -80,8 +87,11 @@ def _start_server(cluster: list[str], url: str) -> None:
 
 @pytest.mark.timeout(240)  # a hang guard: nothing here is timed
 def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
-    tmp_path: Path, postgres_url: str, worker_env: Callable[..., dict[str, str]],
-    queue_runs: QueueRuns, run_statuses: Callable[[str], dict[str, str]],
+    tmp_path: Path,
+    postgres_url: str,
+    worker_env: Callable[..., dict[str, str]],
+    queue_runs: QueueRuns,
+    run_statuses: Callable[[str], dict[str, str]],
     unfinished_runs: Callable[[str], list[tuple[object, ...]]],
 ) -> None:
     cluster = _cluster()
@@ -98,8 +108,15 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
     procs: list[subprocess.Popen[bytes]] = []
     for i in range(WORKERS):
         with (tmp_path / f"worker{i}.log").open("wb") as log:
-            procs.append(subprocess.Popen([*CLI, "worker", "--concurrency", "2"], cwd=tmp_path,
-                                          env=env, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [*CLI, "worker", "--concurrency", "2"],
+                    cwd=tmp_path,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
     down: subprocess.CompletedProcess[str] | None = None
     statuses: dict[str, str] = {}
     try:
@@ -108,10 +125,18 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
             time.sleep(0.05)
         try:
             stopped_at = len(lines())
-            subprocess.run([*cluster, "stop", "-m", "fast"], capture_output=True, timeout=60,
-                           check=True)
-            down = subprocess.run([*CLI, "runs"], cwd=tmp_path, env=env, capture_output=True,
-                                  text=True, timeout=60, check=False)
+            subprocess.run(
+                [*cluster, "stop", "-m", "fast"], capture_output=True, timeout=60, check=True
+            )
+            down = subprocess.run(
+                [*CLI, "runs"],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
             time.sleep(DOWN_FOR)
         finally:
             _start_server(cluster, postgres_url)
@@ -133,8 +158,9 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
         if cluster is not None and not _pg_ready(postgres_url):  # never leave it down
             _start_server(cluster, postgres_url)
 
-    logs = "\n".join((tmp_path / f"worker{i}.log").read_text(errors="replace")[-3000:]
-                     for i in range(WORKERS))
+    logs = "\n".join(
+        (tmp_path / f"worker{i}.log").read_text(errors="replace")[-3000:] for i in range(WORKERS)
+    )
     # While the server was down: a clear error naming the host, exit 6.
     assert down is not None
     assert down.returncode == 6, (down.returncode, down.stdout, down.stderr)
@@ -147,7 +173,8 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
 
     unfinished = {r: statuses.get(r) for r in ids if statuses.get(r) != "succeeded"}
     assert not unfinished, (
-        f"runs not succeeded: {unfinished}: {unfinished_runs(postgres_url)}\n{logs}")
+        f"runs not succeeded: {unfinished}: {unfinished_runs(postgres_url)}\n{logs}"
+    )
     assert all(alive), f"a worker died instead of reconnecting:\n{logs}"
     assert all(p.returncode == 0 for p in procs), f"a worker did not drain cleanly:\n{logs}"
 
@@ -161,6 +188,11 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
         # A node ran again only if an earlier start of it was in flight when the server went
         # away: its completion could not be checkpointed. Checkpointed nodes never repeat.
         assert all(stopped_at - 2 * WORKERS * 2 <= i < up_at for i in starts[:-1]), (
-            run_id, node, starts, stopped_at, up_at)
+            run_id,
+            node,
+            starts,
+            stopped_at,
+            up_at,
+        )
     repeats = sum(len(s) - 1 for s in ran.values())
     assert repeats <= WORKERS * 2  # at most one in-flight node per job slot

@@ -15,8 +15,14 @@ GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
-ANSWERS = ["-a", "scope=calc.py gains a subtract function with its tests", "-a",
-           "priority=normal", "-a", "done_when=CI passes"]
+ANSWERS = [
+    "-a",
+    "scope=calc.py gains a subtract function with its tests",
+    "-a",
+    "priority=normal",
+    "-a",
+    "done_when=CI passes",
+]
 
 
 @pytest.fixture
@@ -29,10 +35,20 @@ def sample(tmp_path: Path) -> Path:
     return repo
 
 
-def _start(cli: Cli, sample: Path, run_id: str, *extra: str, code: int = 0
-           ) -> dict[str, object]:
-    waiting = cli("run", "sdlc", "-i", "task=Add a subtract function to calc",
-                  "-i", f"repo={sample}", "-i", "review_threshold:=0", "--run-id", run_id, *extra)
+def _start(cli: Cli, sample: Path, run_id: str, *extra: str, code: int = 0) -> dict[str, object]:
+    waiting = cli(
+        "run",
+        "sdlc",
+        "-i",
+        "task=Add a subtract function to calc",
+        "-i",
+        f"repo={sample}",
+        "-i",
+        "review_threshold:=0",
+        "--run-id",
+        run_id,
+        *extra,
+    )
     assert waiting.returncode == 3, (waiting.stdout, waiting.stderr)  # the clarifier asks
     planned = cli("answer", run_id, *ANSWERS)
     assert planned.returncode == 3, (planned.stdout, planned.stderr)  # clarify, plan, review
@@ -52,11 +68,22 @@ def test_sample_goes_through_build_dispatch_verify_to_approved(cli: Cli, sample:
     assert state["outcome"] == "approved" and state["ci_conclusion"] == "success"
     nodes = [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
     assert nodes[-4:] == ["build", "dispatch", "verify", "approved"]
-    log = subprocess.run(["git", "-C", str(sample), "log", "--format=%s", "stageline/s1"],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    log = subprocess.run(
+        ["git", "-C", str(sample), "log", "--format=%s", "stageline/s1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert log == ["Add a subtract function to calc", "sample"]
-    assert subprocess.run(["git", "-C", str(sample), "status", "--porcelain"], capture_output=True,
-                          text=True, check=True).stdout == ""  # the checkout is untouched
+    assert (
+        subprocess.run(
+            ["git", "-C", str(sample), "status", "--porcelain"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        == ""
+    )  # the checkout is untouched
     ci_log = Path(str(state["ci_log_path"])).read_text()
     assert "Ran 2 tests" in ci_log and "OK" in ci_log
     summary = Path(str(state["pr_summary_path"])).read_text()
@@ -76,8 +103,11 @@ def test_a_harness_that_breaks_the_tests_loops_then_parks(
     assert shown["run"]["status"] == "parked"  # type: ignore[index]
     state = shown["state"]
     assert isinstance(state, dict)
-    assert (state["outcome"], state["ci_conclusion"], state["build_round"]) == \
-        ("parked", "failure", 3)
+    assert (state["outcome"], state["ci_conclusion"], state["build_round"]) == (
+        "parked",
+        "failure",
+        3,
+    )
     nodes = [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
     assert nodes.count("build") == 3 and nodes.count("dispatch") == 3
     assert nodes[-2:] == ["build_parked", "build_rounds"] and "approved" not in nodes
@@ -88,6 +118,7 @@ def test_a_harness_that_breaks_the_tests_loops_then_parks(
     assert "FAILED (failures=1)" in str(state["build_feedback"])
     parked = Path(str(state["pr_summary_path"])).read_text()
     assert "CI still fails after 3 builds" in parked
-    prompt_rows = [json.loads(line) for line in
-                   Path(str(state["transcript_path"])).read_text().splitlines()]
+    prompt_rows = [
+        json.loads(line) for line in Path(str(state["transcript_path"])).read_text().splitlines()
+    ]
     assert [r["attempt"] for r in prompt_rows if r["type"] == "operation.begin"] == [1, 1, 1]

@@ -13,9 +13,14 @@ from stageline.config import load_settings
 from stageline.ledger import Scope
 from stageline.server import create_app, route_table
 
-PUBLIC = {"/ok",
-          # chat: each checks its own credential (Slack's signature; the link's HMAC)
-          "/slack/commands", "/slack/interactions", "/slack/events", "/links/{token}"}
+PUBLIC = {
+    "/ok",
+    # chat: each checks its own credential (Slack's signature; the link's HMAC)
+    "/slack/commands",
+    "/slack/interactions",
+    "/slack/events",
+    "/links/{token}",
+}
 """Routes that need no token, on purpose (health; chat, which Slack's signature or a signed
 link authenticates). A new
 route without ``require_scope`` fails ``test_every_route_but_the_public_ones_asks_for_a_scope``

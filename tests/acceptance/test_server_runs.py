@@ -304,9 +304,10 @@ def test_a_stream_stays_open_while_the_run_waits_and_follows_the_decision(
         saw_wait = threading.Event()
 
         def listen() -> None:
-            with server.client("read") as reader, reader.stream(
-                "GET", f"/v1/runs/{run_id}/events/stream"
-            ) as stream:
+            with (
+                server.client("read") as reader,
+                reader.stream("GET", f"/v1/runs/{run_id}/events/stream") as stream,
+            ):
                 for line in stream.iter_lines():
                     if line.startswith("event: "):
                         kinds.append(line[7:])

@@ -29,8 +29,9 @@ def api_schema(server: Server) -> Any:
         client.post(
             "/v1/runs", json={"template": "blog_post", "inputs": {"topic": "t"}, "wait": True}
         )
-    loaded = schemathesis.openapi.from_url(f"{server.url}/openapi.json",
-                                           headers=server.headers("read"))
+    loaded = schemathesis.openapi.from_url(
+        f"{server.url}/openapi.json", headers=server.headers("read")
+    )
     # A live event stream stays open while its run waits: it is tested on its own.
     return loaded.exclude(path_regex=r"/events/stream$")
 

@@ -20,7 +20,7 @@ from stageline.errors import ConfigError
 from stageline.ledger import RunStatus
 from stageline.runner import Runner, open_services
 
-SERVICES = '''
+SERVICES = """
 import contextlib
 import os
 
@@ -35,9 +35,9 @@ async def make():
     finally:
         log.write(f"close {os.getpid()}\\n")
         log.close()
-'''
+"""
 
-TEMPLATE = '''
+TEMPLATE = """
 from typing import Any, TypedDict
 
 from stageline.templates import Template
@@ -61,7 +61,7 @@ template = Template("greeting", state=State)
 template.add_stage("prepare", prepare).add_stage("greet", greet)
 template.add_gate("approval")
 template.add_sequence("prepare", "approval", "greet")
-'''
+"""
 
 
 @pytest.fixture
@@ -77,17 +77,28 @@ def project(tmp_path: Path) -> Path:
 
 def _env(project: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_HOME=str(project / "home"), STAGELINE_MODEL="offline",
-               PYTHONIOENCODING="utf-8", COLUMNS="200")
+    env.update(
+        STAGELINE_HOME=str(project / "home"),
+        STAGELINE_MODEL="offline",
+        PYTHONIOENCODING="utf-8",
+        COLUMNS="200",
+    )
     if (project / "database_url").exists():
         env["STAGELINE_DATABASE_URL"] = (project / "database_url").read_text()
     return env
 
 
 def _cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=project,
-                          env=_env(project), capture_output=True, text=True, encoding="utf-8",
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "stageline.cli", *args],
+        cwd=project,
+        env=_env(project),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -107,8 +118,9 @@ def test_a_run_started_from_python_is_approved_from_the_cli_and_its_stage_finds_
 
     async def start() -> str:
         async with Runner.open(load_settings()) as runner:
-            summary = await runner.start("greeting", {"name": "ada"}, run_id="svc1",
-                                         services={"extra": object()})
+            summary = await runner.start(
+                "greeting", {"name": "ada"}, run_id="svc1", services={"extra": object()}
+            )
             assert summary.status is RunStatus.WAITING
             return summary.run.run_id
 
@@ -143,8 +155,13 @@ def test_a_postgres_worker_makes_the_services_for_the_runs_it_advances(
     queued = _cli(project, "run", "greeting", "-i", "name=lin", "--run-id", "svc3", "--detach")
     assert queued.returncode == 0, queued.stderr
     with (project / "worker.log").open("w") as log:
-        worker = subprocess.Popen([sys.executable, "-m", "stageline.cli", "worker"], cwd=project,
-                                  env=_env(project), stdout=log, stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "stageline.cli", "worker"],
+            cwd=project,
+            env=_env(project),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         while _state(project, "svc3")["run"]["status"] != "waiting":
             assert worker.poll() is None, (project / "worker.log").read_text()
@@ -168,11 +185,14 @@ def test_a_bad_factory_is_a_config_error_naming_it(project: Path) -> None:
     assert json.loads(_cli(project, "runs", "--json").stdout) == []  # nothing half-made
 
 
-@pytest.mark.parametrize("body", [
-    "def make():\n    return {'a': 1}\n",
-    "async def make():\n    return {'a': 1}\n",
-    "import contextlib\n@contextlib.contextmanager\ndef make():\n    yield {'a': 1}\n",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def make():\n    return {'a': 1}\n",
+        "async def make():\n    return {'a': 1}\n",
+        "import contextlib\n@contextlib.contextmanager\ndef make():\n    yield {'a': 1}\n",
+    ],
+)
 async def test_open_services_takes_sync_async_and_context_manager_factories(
     tmp_path: Path, body: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -184,13 +204,17 @@ async def test_open_services_takes_sync_async_and_context_manager_factories(
         assert made == {"a": 1}
 
 
-@pytest.mark.parametrize(("spec", "says"), [
-    ("nocolon", "module:callable"),
-    ("json:nothing_here", "has no"),
-    ("json:dumps", "failed"),
-])
-async def test_open_services_refuses_what_it_cannot_use(tmp_path: Path, spec: str,
-                                                        says: str) -> None:
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("nocolon", "module:callable"),
+        ("json:nothing_here", "has no"),
+        ("json:dumps", "failed"),
+    ],
+)
+async def test_open_services_refuses_what_it_cannot_use(
+    tmp_path: Path, spec: str, says: str
+) -> None:
     (tmp_path / "stageline.toml").write_text(f'services = "{spec}"\n')
     with pytest.raises(ConfigError, match=says):
         async with open_services(load_settings(cwd=tmp_path, env={})):

@@ -56,8 +56,7 @@ def _raw(blob: bytes) -> Any:
 
 
 def _pack(value: Any) -> bytes:
-    return ormsgpack.packb(value, option=_OPT,
-                           default=lambda e: ormsgpack.Ext(e.code, e.data))
+    return ormsgpack.packb(value, option=_OPT, default=lambda e: ormsgpack.Ext(e.code, e.data))
 
 
 def _hostile(marker: Path) -> _Ext:
@@ -74,49 +73,66 @@ class _Boom:
 
 
 def _latest(db: sqlite3.Connection) -> str:
-    (cid,) = db.execute("SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = 't'"
-                        ).fetchone()
+    (cid,) = db.execute(
+        "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = 't'"
+    ).fetchone()
     return str(cid)
 
 
 def off_allowlist(db: sqlite3.Connection, marker: Path) -> None:
     cid = _latest(db)
-    (blob,) = db.execute("SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?", (cid,)
-                         ).fetchone()
+    (blob,) = db.execute(
+        "SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?", (cid,)
+    ).fetchone()
     checkpoint = _raw(blob)
     checkpoint["channel_values"]["draft"] = _hostile(marker)
-    db.execute("UPDATE checkpoints SET checkpoint = ? WHERE checkpoint_id = ?",
-               (_pack(checkpoint), cid))
+    db.execute(
+        "UPDATE checkpoints SET checkpoint = ? WHERE checkpoint_id = ?", (_pack(checkpoint), cid)
+    )
 
 
 def pickled(db: sqlite3.Connection, marker: Path) -> None:
-    db.execute("UPDATE checkpoints SET type = 'pickle', checkpoint = ? WHERE checkpoint_id = ?",
-               (pickle.dumps(_Boom(marker)), _latest(db)))
+    db.execute(
+        "UPDATE checkpoints SET type = 'pickle', checkpoint = ? WHERE checkpoint_id = ?",
+        (pickle.dumps(_Boom(marker)), _latest(db)),
+    )
 
 
 def truncated(db: sqlite3.Connection, marker: Path) -> None:
-    db.execute("UPDATE checkpoints SET checkpoint = substr(checkpoint, 1, length(checkpoint) / 2)"
-               " WHERE checkpoint_id = ?", (_latest(db),))
+    db.execute(
+        "UPDATE checkpoints SET checkpoint = substr(checkpoint, 1, length(checkpoint) / 2)"
+        " WHERE checkpoint_id = ?",
+        (_latest(db),),
+    )
 
 
 def injected_write(db: sqlite3.Connection, marker: Path) -> None:
-    (task,) = db.execute("SELECT task_id FROM writes WHERE channel = '__interrupt__' AND "
-                         "checkpoint_id = ?", (_latest(db),)).fetchone()
-    db.execute("INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
-               " idx, channel, type, value) VALUES ('t', '', ?, ?, '', 7, 'draft', 'msgpack', ?)",
-               (_latest(db), task, ormsgpack.packb("a draft nobody reviewed")))
+    (task,) = db.execute(
+        "SELECT task_id FROM writes WHERE channel = '__interrupt__' AND checkpoint_id = ?",
+        (_latest(db),),
+    ).fetchone()
+    db.execute(
+        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
+        " idx, channel, type, value) VALUES ('t', '', ?, ?, '', 7, 'draft', 'msgpack', ?)",
+        (_latest(db), task, ormsgpack.packb("a draft nobody reviewed")),
+    )
 
 
 def tampered_interrupt(db: sqlite3.Connection, marker: Path) -> None:
     cid = _latest(db)
-    (task, blob) = db.execute("SELECT task_id, value FROM writes WHERE channel = '__interrupt__'"
-                              " AND checkpoint_id = ?", (cid,)).fetchone()
+    (task, blob) = db.execute(
+        "SELECT task_id, value FROM writes WHERE channel = '__interrupt__' AND checkpoint_id = ?",
+        (cid,),
+    ).fetchone()
     interrupts = _raw(blob)
     module, name, fields = _raw(interrupts[0].data)
     fields["value"]["show"] = {"draft": "a draft nobody wrote"}
     interrupts[0] = _Ext(interrupts[0].code, _pack([module, name, fields]))
-    db.execute("UPDATE writes SET value = ? WHERE checkpoint_id = ? AND task_id = ? AND "
-               "channel = '__interrupt__'", (_pack(interrupts), cid, task))
+    db.execute(
+        "UPDATE writes SET value = ? WHERE checkpoint_id = ? AND task_id = ? AND "
+        "channel = '__interrupt__'",
+        (_pack(interrupts), cid, task),
+    )
 
 
 TAMPERINGS: dict[str, Callable[[sqlite3.Connection, Path], None]] = {
@@ -125,8 +141,9 @@ TAMPERINGS: dict[str, Callable[[sqlite3.Connection, Path], None]] = {
 
 
 @pytest.mark.parametrize("tamper", sorted(TAMPERINGS))
-def test_a_tampered_checkpoint_is_refused_and_the_run_stays_put(tmp_path: Path,
-                                                                tamper: str) -> None:
+def test_a_tampered_checkpoint_is_refused_and_the_run_stays_put(
+    tmp_path: Path, tamper: str
+) -> None:
     (tmp_path / "gate.py").write_text(TEMPLATE)
     db_path = tmp_path / "home" / "stageline.db"
     env = cli_env(tmp_path / "home")
@@ -136,8 +153,9 @@ def test_a_tampered_checkpoint_is_refused_and_the_run_stays_put(tmp_path: Path,
     try:
         with db:
             TAMPERINGS[tamper](db, marker)
-        before = db.execute("SELECT wait_id, round, status, response FROM stageline_waits"
-                            ).fetchall()
+        before = db.execute(
+            "SELECT wait_id, round, status, response FROM stageline_waits"
+        ).fetchall()
     finally:
         db.close()
 
@@ -158,10 +176,12 @@ def test_a_tampered_checkpoint_is_refused_and_the_run_stays_put(tmp_path: Path,
 
     db = sqlite3.connect(db_path)
     try:
-        after = db.execute("SELECT wait_id, round, status, response FROM stageline_waits"
-                           ).fetchall()
-        decided = db.execute("SELECT COUNT(*) FROM stageline_events WHERE kind = 'gate.decided'"
-                             ).fetchone()
+        after = db.execute(
+            "SELECT wait_id, round, status, response FROM stageline_waits"
+        ).fetchall()
+        decided = db.execute(
+            "SELECT COUNT(*) FROM stageline_events WHERE kind = 'gate.decided'"
+        ).fetchone()
     finally:
         db.close()
     assert after == before and decided == (0,)  # nothing recorded

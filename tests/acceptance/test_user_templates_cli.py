@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-TEMPLATE = '''
+TEMPLATE = """
 from __future__ import annotations
 
 from typing import Any, TypedDict
@@ -42,7 +42,7 @@ template = Template("gated", state=State)
 template.add_stage(write).add_gate("check").add_stage(publish)
 template.add_edge("write", "check")
 template.add_edge("check", "publish")
-'''
+"""
 
 
 def _project(tmp_path: Path) -> Path:
@@ -55,11 +55,19 @@ def _project(tmp_path: Path) -> Path:
 def _cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``stageline ARGS`` as a process of its own (a fresh interpreter, a fresh hash seed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(STAGELINE_MODEL="offline", COLUMNS="200", PYTHONIOENCODING="utf-8",
-               PYTHONHASHSEED="random")
-    done = subprocess.run([sys.executable, "-m", "stageline.cli", *args], cwd=project, env=env,
-                          capture_output=True, text=True, encoding="utf-8", timeout=120,
-                          check=False)
+    env.update(
+        STAGELINE_MODEL="offline", COLUMNS="200", PYTHONIOENCODING="utf-8", PYTHONHASHSEED="random"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "stageline.cli", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -116,14 +124,23 @@ def _stop_local_worker(home: Path) -> None:
 @pytest.mark.parametrize("seed", ["1", "2"])
 def test_the_version_is_the_same_under_any_hash_seed(tmp_path: Path, seed: str) -> None:
     project = _project(tmp_path)
-    code = ("from pathlib import Path; from stageline.templates import load_template; "
-            "t = load_template('gated', [Path('templates')]); "
-            "print(t.full_version, t.stage_of('write').name)")
+    code = (
+        "from pathlib import Path; from stageline.templates import load_template; "
+        "t = load_template('gated', [Path('templates')]); "
+        "print(t.full_version, t.stage_of('write').name)"
+    )
     outs = set()
     for s in (seed, "99"):
         env = {**os.environ, "PYTHONHASHSEED": s}
-        done = subprocess.run([sys.executable, "-c", code], cwd=project, env=env,
-                              capture_output=True, text=True, check=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
         outs.add(done.stdout.strip())
     assert len(outs) == 1, outs
     assert str(tmp_path) not in outs.pop()  # nothing of where this machine keeps the project

@@ -43,8 +43,17 @@ def cli_env(cli_env: dict[str, str], repo: Path) -> dict[str, str]:
 
 
 def test_ingest_readme_offline_writes_pages_and_index_and_validates(cli: Cli, repo: Path) -> None:
-    done = cli("run", "wiki_ingest", "-i", "source=README.md", "-i", "wiki=wiki", "--apply",
-               "--run-id", "w1")
+    done = cli(
+        "run",
+        "wiki_ingest",
+        "-i",
+        "source=README.md",
+        "-i",
+        "wiki=wiki",
+        "--apply",
+        "--run-id",
+        "w1",
+    )
     assert done.returncode == 0, (done.stdout, done.stderr)
     page = (repo / "wiki" / "readme.md").read_text()
     assert page.startswith('---\ntitle: "Sample service"\nsource: "README.md"\n')
@@ -70,8 +79,19 @@ def test_ingest_readme_offline_writes_pages_and_index_and_validates(cli: Cli, re
 def test_a_broken_link_fails_the_run_in_validation(cli: Cli, repo: Path) -> None:
     script = [{"write": "wiki/a.md", "content": "---\ntitle: A\n---\nSee [missing](missing.md).\n"}]
     (repo / "script.json").write_text(json.dumps({"script": script}))
-    done = cli("run", "wiki_ingest", "-i", "source=README.md", "-i", "wiki=wiki", "--apply",
-               "--input-file", "script.json", "--run-id", "w2")
+    done = cli(
+        "run",
+        "wiki_ingest",
+        "-i",
+        "source=README.md",
+        "-i",
+        "wiki=wiki",
+        "--apply",
+        "--input-file",
+        "script.json",
+        "--run-id",
+        "w2",
+    )
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "(validation)" in done.stdout
     assert "wiki/a.md: broken link 'missing.md'" in done.stdout
@@ -86,8 +106,20 @@ def test_a_broken_link_fails_the_run_in_validation(cli: Cli, repo: Path) -> None
 
 
 def test_transcript_names_the_nodes_it_has(cli: Cli) -> None:
-    assert cli("run", "wiki_ingest", "-i", "source=README.md", "-i", "wiki=wiki", "--apply",
-               "--run-id", "w3").returncode == 0
+    assert (
+        cli(
+            "run",
+            "wiki_ingest",
+            "-i",
+            "source=README.md",
+            "-i",
+            "wiki=wiki",
+            "--apply",
+            "--run-id",
+            "w3",
+        ).returncode
+        == 0
+    )
     done = cli("transcript", "w3", "publish")
     assert done.returncode == 2
     assert "run w3 has no transcript for node 'publish'; it has: ingest" in done.stderr

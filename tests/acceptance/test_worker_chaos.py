@@ -39,10 +39,15 @@ WORKERS = 4
 
 @pytest.mark.timeout(3600 if FULL else 300)  # a hang guard: nothing here is timed
 @pytest.mark.parametrize(
-    "runs", [pytest.param(RUNS, marks=[pytest.mark.slow] if FULL else [], id=f"{RUNS}-runs")])
+    "runs", [pytest.param(RUNS, marks=[pytest.mark.slow] if FULL else [], id=f"{RUNS}-runs")]
+)
 def test_killing_workers_at_random_loses_no_run_and_repeats_no_checkpointed_node(
-    tmp_path: Path, postgres_url: str, runs: int, worker_env: Callable[..., dict[str, str]],
-    queue_runs: QueueRuns, run_statuses: Callable[[str], dict[str, str]],
+    tmp_path: Path,
+    postgres_url: str,
+    runs: int,
+    worker_env: Callable[..., dict[str, str]],
+    queue_runs: QueueRuns,
+    run_statuses: Callable[[str], dict[str, str]],
     unfinished_runs: Callable[[str], list[tuple[object, ...]]],
 ) -> None:
     env = worker_env(postgres_url, STAGELINE_TEST_NODE_SLEEP="0.05")
@@ -54,8 +59,13 @@ def test_killing_workers_at_random_loses_no_run_and_repeats_no_checkpointed_node
 
     def start() -> subprocess.Popen[bytes]:
         with (tmp_path / f"worker{len(procs)}.log").open("wb") as log:
-            proc = subprocess.Popen([*CLI, "worker", "--concurrency", "2"], cwd=tmp_path,
-                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [*CLI, "worker", "--concurrency", "2"],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         procs.append(proc)
         return proc
 
@@ -104,7 +114,8 @@ def test_killing_workers_at_random_loses_no_run_and_repeats_no_checkpointed_node
         if previous is not None and previous != pid:
             # A run changes hands only after its worker died, never while it still wrote.
             assert previous in killed_at and index >= killed_at[previous], (
-                f"run {run_id} advanced by {previous} and {pid} at once (line {index})")
+                f"run {run_id} advanced by {previous} and {pid} at once (line {index})"
+            )
         owner[run_id] = pid
         if what == "start":
             ran[(run_id, node)].append(pid)

@@ -54,8 +54,9 @@ def test_wait_times_out_on_a_run_nobody_advances(sqlite_settings: Settings) -> N
             client.wait(queued.run_id, timeout=0.3)
 
 
-def test_connect_takes_a_url_a_folder_or_a_db_file(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connect_takes_a_url_a_folder_or_a_db_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("STAGELINE_HOME", str(tmp_path / "home"))
     with stageline.connect("memory://") as client:

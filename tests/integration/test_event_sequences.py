@@ -66,7 +66,8 @@ def seqs_by_run(events: list[Event]) -> dict[str, list[int]]:
 
 
 async def test_100_concurrent_runs_number_their_events_without_gaps_or_duplicates(
-    backend_url: str, settings_for: Callable[[str], Settings],
+    backend_url: str,
+    settings_for: Callable[[str], Settings],
 ) -> None:
     inline, queued = RecordingSink(), QueuedRecorder()
     sinks = (inline, SinkSpec(sink=queued, policy=DeliveryPolicy(queue_size=100_000, batch=500)))
@@ -78,12 +79,18 @@ async def test_100_concurrent_runs_number_their_events_without_gaps_or_duplicate
         # ledger numbers those after the highest seq written).
         more, _ = await asyncio.gather(
             asyncio.gather(*(runner.start(template, {}) for _ in range(RUNS))),
-            asyncio.gather(*(
-                runner.ledger.append_events(s.run.run_id, [
-                    Event(run_id=s.run.run_id, kind="test.note", message=str(i)),
-                    Event(run_id=s.run.run_id, kind="test.note", message=f"{i}b"),
-                ]) for i, s in enumerate(first)
-            )),
+            asyncio.gather(
+                *(
+                    runner.ledger.append_events(
+                        s.run.run_id,
+                        [
+                            Event(run_id=s.run.run_id, kind="test.note", message=str(i)),
+                            Event(run_id=s.run.run_id, kind="test.note", message=f"{i}b"),
+                        ],
+                    )
+                    for i, s in enumerate(first)
+                )
+            ),
         )
         assert all(s.status is RunStatus.SUCCEEDED for s in more)
         run_ids = [s.run.run_id for s in (*first, *more)]

@@ -77,8 +77,11 @@ async def to_gate(settings: Settings) -> str:
     assert asked.wait_id == question_id(run_id, 0) == asked.payload["question_id"]
     at_gate = await step(settings, lambda r: r.answer(run_id, {"q1": "editors"}))
     assert at_gate.status is RunStatus.WAITING and at_gate.waiting[0].name == "approval"
-    history = rows(settings, "SELECT wait_id, status FROM stageline_waits WHERE run_id = ? "
-                   "AND kind = 'question'", run_id)
+    history = rows(
+        settings,
+        "SELECT wait_id, status FROM stageline_waits WHERE run_id = ? AND kind = 'question'",
+        run_id,
+    )
     assert history == [(asked.wait_id, "applied")]
     assert at_gate.state["qa_history"][0]["question_id"] == asked.wait_id
     return run_id
@@ -104,12 +107,20 @@ async def test_a_resume_that_raises_first_rolls_back_and_the_run_waits_again(
 
     after = await step(settings, approve_with_a_broken_checkpointer)
     assert after.status is RunStatus.WAITING
-    got = rows(settings, "SELECT round, status, actor, reason FROM stageline_waits "
-               "WHERE run_id = ? AND kind = 'gate' ORDER BY round", run_id)
+    got = rows(
+        settings,
+        "SELECT round, status, actor, reason FROM stageline_waits "
+        "WHERE run_id = ? AND kind = 'gate' ORDER BY round",
+        run_id,
+    )
     assert [(r, s, a) for r, s, a, _ in got] == [(1, "rolled_back", "ann"), (2, "pending", None)]
     assert "disk I/O error" in got[0][3]
-    kinds = [k for (k,) in rows(settings, "SELECT kind FROM stageline_events WHERE run_id = ? "
-                                "ORDER BY seq", run_id)]
+    kinds = [
+        k
+        for (k,) in rows(
+            settings, "SELECT kind FROM stageline_events WHERE run_id = ? ORDER BY seq", run_id
+        )
+    ]
     assert kinds[-4:] == ["gate.decided", "run.resumed", "gate.rolled_back", "run.waiting"]
     done = await step(settings, lambda r: r.approve(run_id, actor="bob"))
     assert done.status is RunStatus.SUCCEEDED and done.state["shipped"] is True
@@ -122,8 +133,9 @@ async def test_a_halt_past_the_gate_keeps_the_decision_and_retry_does_not_ask_ag
     BROKEN.add("ship")
     failed = await step(settings, lambda r: r.approve(run_id, actor="ann"))
     assert failed.status is RunStatus.FAILED and failed.run.failed_node == "ship"
-    [gate] = [w for w in (await step(settings, lambda r: r.status(run_id))).waits
-              if w.name == "approval"]
+    [gate] = [
+        w for w in (await step(settings, lambda r: r.status(run_id))).waits if w.name == "approval"
+    ]
     assert gate.status is WaitStatus.APPLIED
     BROKEN.clear()
     retried = await step(settings, lambda r: r.retry(run_id))

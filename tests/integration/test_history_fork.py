@@ -30,10 +30,16 @@ async def _finished_blog(runner: Runner, topic: str = "durable pipelines") -> Ru
 async def _snapshot(runner: Runner, run_id: str) -> tuple[Any, ...]:
     summary = await runner.status(run_id)
     history = await runner.history(run_id)
-    return (summary.run.status, summary.run.updated_at, summary.run.last_seq,
-            [r.to_dict() for r in summary.records], summary.state,
-            [w.to_dict() for w in summary.waits], [c.to_dict() for c in history],
-            [e.to_dict() for e in await runner.ledger.events(run_id)])
+    return (
+        summary.run.status,
+        summary.run.updated_at,
+        summary.run.last_seq,
+        [r.to_dict() for r in summary.records],
+        summary.state,
+        [w.to_dict() for w in summary.waits],
+        [c.to_dict() for c in history],
+        [e.to_dict() for e in await runner.ledger.events(run_id)],
+    )
 
 
 async def test_history_lists_every_checkpoint_with_its_writer_state_and_changes(
@@ -43,9 +49,13 @@ async def test_history_lists_every_checkpoint_with_its_writer_state_and_changes(
         done = await _finished_blog(runner)
         history = await runner.history(done.run.run_id)
     steps = [(c.step, c.nodes, c.next) for c in history]
-    assert steps[:5] == [(-1, [], ["__start__"]), (0, ["__start__"], ["research"]),
-                         (1, ["research"], ["outline"]), (2, ["outline"], ["draft"]),
-                         (3, ["draft"], ["critic_a", "critic_b"])]
+    assert steps[:5] == [
+        (-1, [], ["__start__"]),
+        (0, ["__start__"], ["research"]),
+        (1, ["research"], ["outline"]),
+        (2, ["outline"], ["draft"]),
+        (3, ["draft"], ["critic_a", "critic_b"]),
+    ]
     assert steps[4 + 1][1] == ["critic_a", "critic_b"]
     assert steps[-1] == (7, ["publish"], [])
     draft = history[4]
@@ -65,8 +75,9 @@ async def test_fork_at_the_draft_step_with_a_new_topic_leaves_the_original_untou
         source = done.run.run_id
         before = await _snapshot(runner, source)
 
-        fork = await runner.fork(source, at_step=DRAFT_STEP, changes={"topic": "gardening"},
-                                 fork_id="forked1")
+        fork = await runner.fork(
+            source, at_step=DRAFT_STEP, changes={"topic": "gardening"}, fork_id="forked1"
+        )
         assert fork.run.run_id == "forked1" and fork.status is RunStatus.WAITING
         nodes = [r.node for r in fork.records]
         assert nodes[0] == "draft" and "research" not in nodes and "outline" not in nodes
@@ -88,11 +99,15 @@ async def test_fork_at_the_draft_step_with_a_new_topic_leaves_the_original_untou
         shown = await runner.status(source)
         assert [f.run_id for f in shown.forks] == ["forked1"] and shown.lineage is None
         assert (await runner.status("forked1")).to_dict()["lineage"]["forked_from"][
-            "parent_run_id"] == source
+            "parent_run_id"
+        ] == source
         forked_history = await runner.history("forked1")
         assert forked_history[0].source == "fork" and forked_history[0].nodes == ["outline"]
-        assert {o.run_id for o in await runner.ledger.outcomes(template="blog_post")
-                if o.node == "research"} == {source}
+        assert {
+            o.run_id
+            for o in await runner.ledger.outcomes(template="blog_post")
+            if o.node == "research"
+        } == {source}
 
 
 async def test_fork_left_queued_is_advanced_by_resume_from_its_checkpoint(
@@ -185,7 +200,9 @@ async def test_update_state_can_leave_a_waiting_run_queued_for_a_worker(
 
 
 async def test_update_state_of_a_failed_run_then_retry_continues_from_it(
-    settings_for: Callable[[str], Settings], shared_backend_url: str, tmp_path: Path,
+    settings_for: Callable[[str], Settings],
+    shared_backend_url: str,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)

@@ -24,9 +24,16 @@ from stageline.worker import run_local_worker
 from stageline.worker._queue import advance_run
 
 HOSTILE_INPUTS: list[dict[str, Any]] = [
-    {"topic": math.nan}, {"topic": math.inf}, {"topic": "a\x00b"}, {"to\x00pic": "a"},
-    {"topic": {"nested": ["ok", "bad\x00"]}}, {"topic": "\ud800"}, {"topic": {1, 2}},
-    {"topic": datetime.datetime(2024, 1, 1)}, {"topic": b"raw"}, {"topic": {1: "a"}},
+    {"topic": math.nan},
+    {"topic": math.inf},
+    {"topic": "a\x00b"},
+    {"to\x00pic": "a"},
+    {"topic": {"nested": ["ok", "bad\x00"]}},
+    {"topic": "\ud800"},
+    {"topic": {1, 2}},
+    {"topic": datetime.datetime(2024, 1, 1)},
+    {"topic": b"raw"},
+    {"topic": {1: "a"}},
 ]
 
 
@@ -66,14 +73,18 @@ def _sql(url: str, *statements: str) -> None:
 
 def _plant_bad_row(url: str, good: str, bad: str) -> None:
     """A copy of run ``good``'s row under the run id ``bad``."""
-    _sql(url,
-         f"CREATE TEMP TABLE planted AS SELECT * FROM stageline_runs WHERE run_id = '{good}'",
-         f"UPDATE planted SET run_id = '{bad}'",
-         "INSERT INTO stageline_runs SELECT * FROM planted")
+    _sql(
+        url,
+        f"CREATE TEMP TABLE planted AS SELECT * FROM stageline_runs WHERE run_id = '{good}'",
+        f"UPDATE planted SET run_id = '{bad}'",
+        "INSERT INTO stageline_runs SELECT * FROM planted",
+    )
 
 
 async def test_the_local_worker_refuses_a_queued_run_whose_id_is_a_path(
-    tmp_path: Path, settings_for: Callable[[str], Settings], caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    settings_for: Callable[[str], Settings],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     settings = settings_for(url)
@@ -103,7 +114,9 @@ async def test_a_queued_job_whose_id_is_a_path_is_refused_not_run(
 
 
 async def test_db_copy_refuses_a_source_holding_a_run_id_that_is_a_path(
-    tmp_path: Path, settings_for: Callable[[str], Settings], postgres_url: str,
+    tmp_path: Path,
+    settings_for: Callable[[str], Settings],
+    postgres_url: str,
 ) -> None:
     source = f"sqlite:///{tmp_path / 'ledger.db'}"
     async with Runner.open(settings_for(source)) as runner:

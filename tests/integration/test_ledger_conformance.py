@@ -50,11 +50,28 @@ def ev(run_id: str, kind: str, **kw: Any) -> Event:
     return Event(run_id=run_id, kind=kind, **kw)
 
 
-def node(run_id: str, *, task_id: str = "t1", attempt: int = 1, try_no: int = 1,
-         status: NodeStatus = NodeStatus.RUNNING, started_at: float = 1000.0,
-         name: str = "n", **kw: Any) -> NodeRecord:
-    return NodeRecord(run_id=run_id, task_id=task_id, attempt=attempt, try_no=try_no, node=name,
-                      stage=f"mod:{name}", status=status, started_at=started_at, **kw)
+def node(
+    run_id: str,
+    *,
+    task_id: str = "t1",
+    attempt: int = 1,
+    try_no: int = 1,
+    status: NodeStatus = NodeStatus.RUNNING,
+    started_at: float = 1000.0,
+    name: str = "n",
+    **kw: Any,
+) -> NodeRecord:
+    return NodeRecord(
+        run_id=run_id,
+        task_id=task_id,
+        attempt=attempt,
+        try_no=try_no,
+        node=name,
+        stage=f"mod:{name}",
+        status=status,
+        started_at=started_at,
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -125,12 +142,22 @@ async def test_transition_sets_status_and_fields(ledger: LedgerStore) -> None:
     run = make_run()
     await ledger.create_run(run)
     done = await ledger.transition(
-        run.run_id, RunStatus.FAILED, error="boom", failure_phase="stage", failed_node="n",
-        attempt=2, finished_at=99.0,
+        run.run_id,
+        RunStatus.FAILED,
+        error="boom",
+        failure_phase="stage",
+        failed_node="n",
+        attempt=2,
+        finished_at=99.0,
     )
     assert done.status is RunStatus.FAILED
     assert (done.error, done.failure_phase, done.failed_node, done.attempt, done.finished_at) == (
-        "boom", "stage", "n", 2, 99.0)
+        "boom",
+        "stage",
+        "n",
+        2,
+        99.0,
+    )
     assert done.updated_at >= run.updated_at
     assert await ledger.get_run(run.run_id) == done
 
@@ -144,7 +171,9 @@ async def test_transition_with_expect_refuses_a_status_that_does_not_match(
     assert ok.status is RunStatus.RUNNING
     with pytest.raises(InvalidTransition, match="running"):
         await ledger.transition(
-            run.run_id, RunStatus.CANCELLED, expect=[RunStatus.QUEUED],
+            run.run_id,
+            RunStatus.CANCELLED,
+            expect=[RunStatus.QUEUED],
             events=[ev(run.run_id, "run.cancelled")],
         )
     after = await ledger.get_run(run.run_id)
@@ -182,16 +211,24 @@ async def test_a_cancel_requested_first_wins_over_the_ending(ledger: LedgerStore
     await ledger.request_cancel(run.run_id)
     assert await ledger.cancel_requested(run.run_id) is True
     ended = await ledger.transition(
-        run.run_id, RunStatus.SUCCEEDED, release=True, expect=[RunStatus.RUNNING],
-        events=[ev(run.run_id, "run.succeeded")], cancel_wins=[ev(run.run_id, "run.cancelled")])
+        run.run_id,
+        RunStatus.SUCCEEDED,
+        release=True,
+        expect=[RunStatus.RUNNING],
+        events=[ev(run.run_id, "run.succeeded")],
+        cancel_wins=[ev(run.run_id, "run.cancelled")],
+    )
     assert ended.status is RunStatus.CANCELLED and ended.finished_at is not None
     assert ended.lease_holder is None
     assert [e.kind for e in await ledger.events(run.run_id)] == ["run.cancelled"]
     other = make_run(status=RunStatus.RUNNING)  # no cancel: it ends as asked
     await ledger.create_run(other)
     done = await ledger.transition(
-        other.run_id, RunStatus.SUCCEEDED, events=[ev(other.run_id, "run.succeeded")],
-        cancel_wins=[ev(other.run_id, "run.cancelled")])
+        other.run_id,
+        RunStatus.SUCCEEDED,
+        events=[ev(other.run_id, "run.succeeded")],
+        cancel_wins=[ev(other.run_id, "run.cancelled")],
+    )
     assert done.status is RunStatus.SUCCEEDED
     assert [e.kind for e in await ledger.events(other.run_id)] == ["run.succeeded"]
 
@@ -250,21 +287,32 @@ async def test_events_of_two_runs_are_numbered_separately(ledger: LedgerStore) -
 async def test_events_round_trip_and_filter_by_category_and_after(ledger: LedgerStore) -> None:
     run = make_run()
     await ledger.create_run(run)
-    await ledger.append_events(run.run_id, [
-        ev(run.run_id, "node.started", node="a", ts=10.0),
-        ev(run.run_id, "stage.log", category=EventCategory.LOG, message="hello",
-           data={"k": [1, "v"]}, node="a", level="debug"),
-        ev(run.run_id, "node.failed", category=EventCategory.ERROR, level="error"),
-        ev(run.run_id, "stage.log", category=EventCategory.LOG, message="again"),
-    ])
+    await ledger.append_events(
+        run.run_id,
+        [
+            ev(run.run_id, "node.started", node="a", ts=10.0),
+            ev(
+                run.run_id,
+                "stage.log",
+                category=EventCategory.LOG,
+                message="hello",
+                data={"k": [1, "v"]},
+                node="a",
+                level="debug",
+            ),
+            ev(run.run_id, "node.failed", category=EventCategory.ERROR, level="error"),
+            ev(run.run_id, "stage.log", category=EventCategory.LOG, message="again"),
+        ],
+    )
     logged = await ledger.events(run.run_id, categories=["log"])
     assert [(e.seq, e.message) for e in logged] == [(2, "hello"), (4, "again")]
     assert logged[0].data == {"k": [1, "v"]}
     assert logged[0].category is EventCategory.LOG
     assert (logged[0].node, logged[0].level) == ("a", "debug")
     assert [e.seq for e in await ledger.events(run.run_id, after=2)] == [3, 4]
-    mixed = await ledger.events(run.run_id, after=1, categories=[EventCategory.LIFECYCLE,
-                                                                  EventCategory.ERROR])
+    mixed = await ledger.events(
+        run.run_id, after=1, categories=[EventCategory.LIFECYCLE, EventCategory.ERROR]
+    )
     assert [e.kind for e in mixed] == ["node.failed"]
     assert await ledger.events(run.run_id, categories=[]) == []
     first = (await ledger.events(run.run_id))[0]
@@ -289,8 +337,9 @@ async def test_staged_node_records_upsert_on_their_key(ledger: LedgerStore) -> N
     run = make_run()
     await ledger.create_run(run)
     ledger.stage_node(node(run.run_id, status=NodeStatus.RUNNING))
-    ledger.stage_node(node(run.run_id, status=NodeStatus.SUCCEEDED, finished_at=1002.5,
-                           metrics={"tokens": 7.0}))
+    ledger.stage_node(
+        node(run.run_id, status=NodeStatus.SUCCEEDED, finished_at=1002.5, metrics={"tokens": 7.0})
+    )
     await ledger.flush()
     [only] = await ledger.node_records(run.run_id)
     assert only.status is NodeStatus.SUCCEEDED
@@ -304,12 +353,22 @@ async def test_node_record_upserts_across_flushes(ledger: LedgerStore) -> None:
     ledger.stage_node(node(run.run_id, status=NodeStatus.RUNNING))
     await ledger.flush()
     assert [r.status for r in await ledger.node_records(run.run_id)] == [NodeStatus.RUNNING]
-    ledger.stage_node(node(run.run_id, status=NodeStatus.FAILED, finished_at=1001.0,
-                           error="ValueError: boom", failure_phase="stage"))
+    ledger.stage_node(
+        node(
+            run.run_id,
+            status=NodeStatus.FAILED,
+            finished_at=1001.0,
+            error="ValueError: boom",
+            failure_phase="stage",
+        )
+    )
     await ledger.transition(run.run_id, RunStatus.FAILED)  # flushes staged rows first
     [only] = await ledger.node_records(run.run_id)
     assert (only.status, only.error, only.failure_phase) == (
-        NodeStatus.FAILED, "ValueError: boom", "stage")
+        NodeStatus.FAILED,
+        "ValueError: boom",
+        "stage",
+    )
 
 
 async def test_each_part_of_the_node_key_makes_a_separate_record(ledger: LedgerStore) -> None:
@@ -323,7 +382,11 @@ async def test_each_part_of_the_node_key_makes_a_separate_record(ledger: LedgerS
     records = await ledger.node_records(run.run_id)
     assert [r.node for r in records] == ["a", "b", "c", "d"]  # ordered by start
     assert {(r.task_id, r.attempt, r.try_no) for r in records} == {
-        ("t1", 1, 1), ("t2", 1, 1), ("t1", 1, 2), ("t1", 2, 1)}
+        ("t1", 1, 1),
+        ("t2", 1, 1),
+        ("t1", 1, 2),
+        ("t1", 2, 1),
+    }
 
 
 # -- leases -----------------------------------------------------------------------------------
@@ -466,13 +529,20 @@ _DB: dict[str, Path] = {}
 
 def _count_committed(path: Path, run_id: str) -> dict[str, Any]:
     with sqlite3.connect(path) as db:
-        nodes = dict(db.execute(
-            "SELECT node, status FROM stageline_node_records WHERE run_id = ?", (run_id,)
-        ).fetchall())
-        kinds = [k for (k,) in db.execute(
-            "SELECT kind FROM stageline_events WHERE run_id = ? ORDER BY seq", (run_id,))]
+        nodes = dict(
+            db.execute(
+                "SELECT node, status FROM stageline_node_records WHERE run_id = ?", (run_id,)
+            ).fetchall()
+        )
+        kinds = [
+            k
+            for (k,) in db.execute(
+                "SELECT kind FROM stageline_events WHERE run_id = ? ORDER BY seq", (run_id,)
+            )
+        ]
         checkpoints = db.execute(
-            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)).fetchone()[0]
+            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)
+        ).fetchone()[0]
     db.close()
     return {"nodes": nodes, "kinds": kinds, "checkpoints": checkpoints}
 

@@ -49,13 +49,26 @@ async def new_run(ledger: LedgerStore) -> str:
     return run.run_id
 
 
-def gate(run_id: str, *, wait_id: str = "g-1", attempt: int = 1, interrupt_id: str = "i1",
-         **kw: Any) -> Wait:
+def gate(
+    run_id: str, *, wait_id: str = "g-1", attempt: int = 1, interrupt_id: str = "i1", **kw: Any
+) -> Wait:
     fields: dict[str, Any] = {
-        "payload": {"state_hash": "abc", "show": {"n": [1, 2]}}, "requested_at": 1000.0,
-        "deadline_at": 1060.0, "policy": ("remind", "escalate", "reject"), **kw}
-    return Wait(run_id=run_id, wait_id=wait_id, kind=WaitKind.GATE, name="approval",
-                node="approval", attempt=attempt, interrupt_id=interrupt_id, **fields)
+        "payload": {"state_hash": "abc", "show": {"n": [1, 2]}},
+        "requested_at": 1000.0,
+        "deadline_at": 1060.0,
+        "policy": ("remind", "escalate", "reject"),
+        **kw,
+    }
+    return Wait(
+        run_id=run_id,
+        wait_id=wait_id,
+        kind=WaitKind.GATE,
+        name="approval",
+        node="approval",
+        attempt=attempt,
+        interrupt_id=interrupt_id,
+        **fields,
+    )
 
 
 def ev(run_id: str, kind: str) -> Event:
@@ -117,15 +130,27 @@ async def test_the_first_decision_wins_and_a_second_is_refused(ledger: LedgerSto
     run_id = await new_run(ledger)
     await ledger.open_waits(run_id, [gate(run_id)])
     decided = await ledger.decide_wait(
-        run_id, "g-1", 1, response={"decision": "approve", "attempt": 1}, actor="ann",
-        note="looks good", events=[ev(run_id, "gate.decided")])
+        run_id,
+        "g-1",
+        1,
+        response={"decision": "approve", "attempt": 1},
+        actor="ann",
+        note="looks good",
+        events=[ev(run_id, "gate.decided")],
+    )
     assert decided.status is WaitStatus.DECIDED
     assert (decided.decision, decided.actor, decided.note) == ("approve", "ann", "looks good")
     assert decided.response == {"decision": "approve", "attempt": 1}
     assert decided.decided_at == pytest.approx(time.time(), abs=5)
     with pytest.raises(AlreadyDecided, match=r"already approved by ann") as info:
-        await ledger.decide_wait(run_id, "g-1", 1, response={"decision": "reject"}, actor="bob",
-                                 events=[ev(run_id, "gate.decided")])
+        await ledger.decide_wait(
+            run_id,
+            "g-1",
+            1,
+            response={"decision": "reject"},
+            actor="bob",
+            events=[ev(run_id, "gate.decided")],
+        )
     assert info.value.exit_code == 5
     assert await ledger.waits(run_id) == [decided]
     assert [e.kind for e in await ledger.events(run_id)] == ["gate.decided"]  # the loser's: none
@@ -149,9 +174,12 @@ async def test_two_connections_deciding_at_once_record_one_decision(
         await one.ledger.open_waits(run_id, [gate(run_id)])
         for _ in range(5):
             results = await asyncio.gather(
-                *(b.ledger.decide_wait(run_id, "g-1", 1, response={"decision": d}, actor=d)
-                  for b, d in ((one, "approve"), (two, "reject"))),
-                return_exceptions=True)
+                *(
+                    b.ledger.decide_wait(run_id, "g-1", 1, response={"decision": d}, actor=d)
+                    for b, d in ((one, "approve"), (two, "reject"))
+                ),
+                return_exceptions=True,
+            )
             assert sum(isinstance(r, Wait) for r in results) <= 1
             assert all(isinstance(r, Wait | AlreadyDecided) for r in results), results
         [only] = await two.ledger.waits(run_id)
@@ -169,21 +197,35 @@ async def test_rolling_back_marks_the_round_and_asks_again(ledger: LedgerStore) 
     await ledger.open_waits(run_id, [gate(run_id)])
     await ledger.decide_wait(run_id, "g-1", 1, response={"decision": "approve"}, actor="ann")
     rolled = await ledger.settle_wait(
-        run_id, "g-1", 1, WaitStatus.ROLLED_BACK, reason="resume failed: boom", reopen=True,
-        events=[ev(run_id, "gate.rolled_back")])
+        run_id,
+        "g-1",
+        1,
+        WaitStatus.ROLLED_BACK,
+        reason="resume failed: boom",
+        reopen=True,
+        events=[ev(run_id, "gate.rolled_back")],
+    )
     assert rolled is not None
     assert (rolled.status, rolled.reason, rolled.decision) == (
-        WaitStatus.ROLLED_BACK, "resume failed: boom", "approve")
+        WaitStatus.ROLLED_BACK,
+        "resume failed: boom",
+        "approve",
+    )
     assert rolled.settled_at is not None
     first, second = await ledger.waits(run_id)
     assert first == rolled
     assert (second.round, second.status, second.response, second.actor) == (
-        2, WaitStatus.PENDING, None, None)
+        2,
+        WaitStatus.PENDING,
+        None,
+        None,
+    )
     assert (second.deadline_at, second.payload) == (first.deadline_at, first.payload)
     assert await ledger.settle_wait(run_id, "g-1", 1, WaitStatus.APPLIED) is None  # not decided
     assert [e.kind for e in await ledger.events(run_id)] == ["gate.rolled_back"]
-    decided = await ledger.decide_wait(run_id, "g-1", 2, response={"decision": "reject"},
-                                       actor="bob")
+    decided = await ledger.decide_wait(
+        run_id, "g-1", 2, response={"decision": "reject"}, actor="bob"
+    )
     assert decided.round == 2
     applied = await ledger.settle_wait(run_id, "g-1", 2, WaitStatus.APPLIED)
     assert applied is not None and applied.status is WaitStatus.APPLIED
@@ -194,8 +236,13 @@ async def test_settle_takes_any_of_the_expected_statuses(ledger: LedgerStore) ->
     await ledger.open_waits(run_id, [gate(run_id)])
     assert await ledger.settle_wait(run_id, "g-1", 1, WaitStatus.EXPIRED) is None
     expired = await ledger.settle_wait(
-        run_id, "g-1", 1, WaitStatus.EXPIRED, reason="deadline",
-        expect=[WaitStatus.PENDING, WaitStatus.DECIDED])
+        run_id,
+        "g-1",
+        1,
+        WaitStatus.EXPIRED,
+        reason="deadline",
+        expect=[WaitStatus.PENDING, WaitStatus.DECIDED],
+    )
     assert expired is not None and expired.status is WaitStatus.EXPIRED
     assert await ledger.settle_wait(run_id, "nope", 1, WaitStatus.EXPIRED) is None
 
@@ -204,12 +251,15 @@ async def test_policy_steps_are_taken_once_each_in_order(ledger: LedgerStore) ->
     run_id = await new_run(ledger)
     await ledger.open_waits(run_id, [gate(run_id)])
     assert not await ledger.advance_policy(run_id, "g-1", 1, step=2)  # not after step 0
-    assert await ledger.advance_policy(run_id, "g-1", 1, step=1,
-                                       events=[ev(run_id, "gate.reminded")])
-    assert not await ledger.advance_policy(run_id, "g-1", 1, step=1,
-                                           events=[ev(run_id, "gate.reminded")])
-    assert await ledger.advance_policy(run_id, "g-1", 1, step=2,
-                                       events=[ev(run_id, "gate.escalated")])
+    assert await ledger.advance_policy(
+        run_id, "g-1", 1, step=1, events=[ev(run_id, "gate.reminded")]
+    )
+    assert not await ledger.advance_policy(
+        run_id, "g-1", 1, step=1, events=[ev(run_id, "gate.reminded")]
+    )
+    assert await ledger.advance_policy(
+        run_id, "g-1", 1, step=2, events=[ev(run_id, "gate.escalated")]
+    )
     [wait] = await ledger.waits(run_id)
     assert wait.policy_step == 2
     assert [e.kind for e in await ledger.events(run_id)] == ["gate.reminded", "gate.escalated"]
@@ -220,12 +270,18 @@ async def test_policy_steps_are_taken_once_each_in_order(ledger: LedgerStore) ->
 async def test_close_waits_and_pending_across_runs(ledger: LedgerStore) -> None:
     one, two = await new_run(ledger), await new_run(ledger)
     await ledger.open_waits(one, [gate(one, requested_at=time.time() - 10)])
-    question = Wait(run_id=two, wait_id="q-0", kind=WaitKind.QUESTION, name="clarify",
-                    node="clarify", attempt=1, interrupt_id="i2",
-                    payload={"questions": [{"id": "scope", "text": "What?"}]})
+    question = Wait(
+        run_id=two,
+        wait_id="q-0",
+        kind=WaitKind.QUESTION,
+        name="clarify",
+        node="clarify",
+        attempt=1,
+        interrupt_id="i2",
+        payload={"questions": [{"id": "scope", "text": "What?"}]},
+    )
     await ledger.open_waits(two, [question])
-    everyone = [(w.run_id, w.kind) for w in await ledger.pending_waits()
-                if w.run_id in (one, two)]
+    everyone = [(w.run_id, w.kind) for w in await ledger.pending_waits() if w.run_id in (one, two)]
     assert everyone == [(one, WaitKind.GATE), (two, WaitKind.QUESTION)]
     assert await ledger.close_waits(one, "run cancelled") == 1
     assert await ledger.close_waits(one, "run cancelled") == 0
@@ -279,7 +335,8 @@ async def test_sqlite_at_schema_1_gains_the_wait_and_effect_tables(tmp_path: Pat
         db.execute(
             "INSERT INTO stageline_runs (run_id, template, template_version, status, attempt, "
             "inputs, created_at, updated_at, cancel_requested, last_seq) "
-            "VALUES ('old', 't', '1', 'waiting', 1, '{}', 1.0, 1.0, 0, 0)")
+            "VALUES ('old', 't', '1', 'waiting', 1, '{}', 1.0, 1.0, 0, 0)"
+        )
     db.close()
     opened = await open_backend(f"sqlite:///{path}", checkpoint_serde())
     try:

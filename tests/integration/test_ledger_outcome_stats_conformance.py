@@ -24,16 +24,26 @@ def _rows(template: str, n: int, seed: int) -> list[Outcome]:
     rows = []
     for i in range(n):
         failed = rnd.random() < 0.3
-        rows.append(Outcome(
-            run_id=f"{template}-{i}", task_id="t", template=template,
-            node=rnd.choice(["a", "b", "c"]),
-            stage="m:s", capability=rnd.choice([None, "writing", "review"]),
-            alternative=rnd.choice([None, "x", "y", "z"]), status="failed" if failed else
-            "succeeded", failure_phase=rnd.choice([None, "stage", "timeout"]) if failed else None,
-            started_at=1000.0 + i, finished_at=1000.0 + i + 1,
-            latency=float(rnd.choice(range(1, 40))) + rnd.choice([0.0, 0.5]),
-            input_tokens=float(rnd.randint(0, 50)), output_tokens=float(rnd.randint(0, 20)),
-            cost=rnd.choice([0.0, 0.25, 0.5]), quality=rnd.choice([None, 0.0, 0.5, 1.0])))
+        rows.append(
+            Outcome(
+                run_id=f"{template}-{i}",
+                task_id="t",
+                template=template,
+                node=rnd.choice(["a", "b", "c"]),
+                stage="m:s",
+                capability=rnd.choice([None, "writing", "review"]),
+                alternative=rnd.choice([None, "x", "y", "z"]),
+                status="failed" if failed else "succeeded",
+                failure_phase=rnd.choice([None, "stage", "timeout"]) if failed else None,
+                started_at=1000.0 + i,
+                finished_at=1000.0 + i + 1,
+                latency=float(rnd.choice(range(1, 40))) + rnd.choice([0.0, 0.5]),
+                input_tokens=float(rnd.randint(0, 50)),
+                output_tokens=float(rnd.randint(0, 20)),
+                cost=rnd.choice([0.0, 0.25, 0.5]),
+                quality=rnd.choice([None, 0.0, 0.5, 1.0]),
+            )
+        )
     return rows
 
 
@@ -59,14 +69,27 @@ async def test_groups_equal_the_python_reference(ledger: LedgerStore, n: int) ->
     since = 1000.0 + n // 2 + 1
     later = [r for r in rows if r.finished_at >= since]
     assert _plain(await ledger.outcome_groups(template=template, since=since)) == _plain(
-        group_outcomes(later))
+        group_outcomes(later)
+    )
 
 
 async def test_percentiles_are_nearest_rank(ledger: LedgerStore) -> None:
     template = f"t-{uuid.uuid4().hex[:8]}"
-    rows = [Outcome(run_id=f"r{i}", task_id="t", template=template, node="n", stage="m:s",
-                    alternative="a" if i <= 6 else "b", status="succeeded",
-                    started_at=0.0, finished_at=1.0, latency=float(i)) for i in range(1, 11)]
+    rows = [
+        Outcome(
+            run_id=f"r{i}",
+            task_id="t",
+            template=template,
+            node="n",
+            stage="m:s",
+            alternative="a" if i <= 6 else "b",
+            status="succeeded",
+            started_at=0.0,
+            finished_at=1.0,
+            latency=float(i),
+        )
+        for i in range(1, 11)
+    ]
     await ledger.record_outcomes(reversed(rows))
     node, a, b = await ledger.outcome_groups(template=template)
     assert (node.alternative, node.latency) == (None, {50: 5.0, 95: 10.0})
@@ -74,8 +97,9 @@ async def test_percentiles_are_nearest_rank(ledger: LedgerStore) -> None:
     assert (b.alternative, b.latency) == ("b", {50: 8.0, 95: 10.0})
 
 
-async def test_stats_never_loads_the_outcome_rows(ledger: LedgerStore,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_stats_never_loads_the_outcome_rows(
+    ledger: LedgerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     template = f"t-{uuid.uuid4().hex[:8]}"
     await ledger.record_outcomes(_rows(template, 30, seed=3))
 
@@ -86,5 +110,9 @@ async def test_stats_never_loads_the_outcome_rows(ledger: LedgerStore,
     found = await outcome_stats(ledger, template=template)
     assert found["outcomes"] == 30 and {n["node"] for n in found["nodes"]} <= {"a", "b", "c"}
     assert await outcome_stats(ledger, template="nothing-here") == {
-        "template": "nothing-here", "since": None, "percentiles": "nearest-rank",
-        "outcomes": 0, "nodes": []}
+        "template": "nothing-here",
+        "since": None,
+        "percentiles": "nearest-rank",
+        "outcomes": 0,
+        "nodes": [],
+    }

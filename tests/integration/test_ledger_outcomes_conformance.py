@@ -28,12 +28,26 @@ def uid(prefix: str = "r") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def outcome(template: str, *, run_id: str | None = None, node: str = "n", task: str = "t1",
-            finished: float = 1000.0, **kw: Any) -> Outcome:
+def outcome(
+    template: str,
+    *,
+    run_id: str | None = None,
+    node: str = "n",
+    task: str = "t1",
+    finished: float = 1000.0,
+    **kw: Any,
+) -> Outcome:
     fields: dict[str, Any] = {"status": "succeeded", "latency": 1.0, "stage": f"mod:{node}"}
     fields.update(kw)
-    return Outcome(run_id=run_id or uid(), task_id=task, template=template, node=node,
-                   started_at=finished - fields["latency"], finished_at=finished, **fields)
+    return Outcome(
+        run_id=run_id or uid(),
+        task_id=task,
+        template=template,
+        node=node,
+        started_at=finished - fields["latency"],
+        finished_at=finished,
+        **fields,
+    )
 
 
 @pytest.fixture
@@ -47,10 +61,23 @@ async def test_schema_has_the_outcomes_migration(ledger: LedgerStore) -> None:
 
 async def test_outcomes_round_trip_every_field_and_filter(ledger: LedgerStore) -> None:
     tpl, other = uid("tpl"), uid("tpl")
-    full = outcome(tpl, node="draft", capability="writing", alternative="a", input_shape="abc",
-                   status="failed", failure_phase="timeout", latency=2.5, input_tokens=10.0,
-                   output_tokens=5.0, cost=0.25, quality=0.75, finished=2000.0, attempt=2,
-                   try_no=3)
+    full = outcome(
+        tpl,
+        node="draft",
+        capability="writing",
+        alternative="a",
+        input_shape="abc",
+        status="failed",
+        failure_phase="timeout",
+        latency=2.5,
+        input_tokens=10.0,
+        output_tokens=5.0,
+        cost=0.25,
+        quality=0.75,
+        finished=2000.0,
+        attempt=2,
+        try_no=3,
+    )
     old = outcome(tpl, node="outline", finished=1000.0)
     elsewhere = outcome(other, finished=3000.0)
     await ledger.record_outcomes([full, old, elsewhere])
@@ -79,8 +106,18 @@ async def test_outcomes_survive_deleting_their_run(ledger: LedgerStore) -> None:
     tpl = uid("tpl")
     run = Run(run_id=uid(), template=tpl, template_version="1", status=RunStatus.SUCCEEDED)
     await ledger.create_run(run)
-    ledger.stage_node(NodeRecord(run_id=run.run_id, task_id="t1", attempt=1, try_no=1, node="n",
-                                 stage="m:n", status=NodeStatus.SUCCEEDED, started_at=1.0))
+    ledger.stage_node(
+        NodeRecord(
+            run_id=run.run_id,
+            task_id="t1",
+            attempt=1,
+            try_no=1,
+            node="n",
+            stage="m:n",
+            status=NodeStatus.SUCCEEDED,
+            started_at=1.0,
+        )
+    )
     await ledger.record_outcomes([outcome(tpl, run_id=run.run_id)])
     await ledger.flush()
     await ledger.delete_run(run.run_id)  # what retention (prune) does
@@ -107,9 +144,7 @@ async def broken(state: S, ctx: StageContext) -> dict[str, Any]:
     raise RuntimeError("no")
 
 
-async def test_a_run_records_one_outcome_per_node_run(
-    backend_url: str, settings_for: Any
-) -> None:
+async def test_a_run_records_one_outcome_per_node_run(backend_url: str, settings_for: Any) -> None:
     name = uid("outcomes")
     tpl = Template(name, state=S).add_stage("write", write).add_stage("check", broken)
     tpl.add_edge("write", "check")
@@ -118,10 +153,16 @@ async def test_a_run_records_one_outcome_per_node_run(
         assert done.status is RunStatus.FAILED
         rows = await runner.ledger.outcomes(template=name)
     assert [(o.node, o.status, o.capability) for o in rows] == [
-        ("write", "succeeded", "writing"), ("check", "failed", "checking")]
+        ("write", "succeeded", "writing"),
+        ("check", "failed", "checking"),
+    ]
     first, second = rows
     assert (first.input_tokens, first.output_tokens, first.cost, first.quality) == (
-        7.0, 3.0, 0.01, 0.8)
+        7.0,
+        3.0,
+        0.01,
+        0.8,
+    )
     assert first.run_id == done.run.run_id and first.latency >= 0
     assert second.failure_phase == "stage" and second.quality is None
     assert first.input_shape and second.input_shape != first.input_shape  # `text` was added

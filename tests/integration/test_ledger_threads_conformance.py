@@ -62,28 +62,45 @@ async def test_api_runs_are_listed_newest_first_and_their_status_is_set(
     ledger: LedgerStore,
 ) -> None:
     thread = uid()
-    first = ApiRun(api_run_id=uid("a"), run_id=thread, assistant_id="blog_post",
-                   metadata={"why": "start"}, created_at=10.0, updated_at=10.0)
-    second = ApiRun(api_run_id=uid("a"), run_id=thread, assistant_id="blog_post",
-                    created_at=20.0, updated_at=20.0)
+    first = ApiRun(
+        api_run_id=uid("a"),
+        run_id=thread,
+        assistant_id="blog_post",
+        metadata={"why": "start"},
+        created_at=10.0,
+        updated_at=10.0,
+    )
+    second = ApiRun(
+        api_run_id=uid("a"),
+        run_id=thread,
+        assistant_id="blog_post",
+        created_at=20.0,
+        updated_at=20.0,
+    )
     await ledger.add_api_run(first)
     await ledger.add_api_run(second)
     await ledger.add_api_run(ApiRun(api_run_id=uid("a"), run_id=uid(), assistant_id="sdlc"))
     assert [r.api_run_id for r in await ledger.api_runs(thread)] == [
-        second.api_run_id, first.api_run_id]
+        second.api_run_id,
+        first.api_run_id,
+    ]
     await ledger.set_api_run_status(first.api_run_id, ApiRunStatus.ERROR, "boom")
     found = await ledger.api_run(first.api_run_id)
     assert found is not None
-    assert (found.status, found.error, found.metadata) == (ApiRunStatus.ERROR, "boom",
-                                                           {"why": "start"})
+    assert (found.status, found.error, found.metadata) == (
+        ApiRunStatus.ERROR,
+        "boom",
+        {"why": "start"},
+    )
     assert found.status.done and not ApiRunStatus.RUNNING.done
     assert await ledger.api_run(uid("a")) is None
 
 
 async def test_deleting_a_run_deletes_its_thread_rows(ledger: LedgerStore) -> None:
     thread, kept = uid(), uid()
-    await ledger.create_run(Run(run_id=thread, template="t", template_version="1",
-                                status=RunStatus.SUCCEEDED))
+    await ledger.create_run(
+        Run(run_id=thread, template="t", template_version="1", status=RunStatus.SUCCEEDED)
+    )
     await ledger.put_thread(ThreadMeta(run_id=thread, metadata={"x": 1}))
     await ledger.put_thread(ThreadMeta(run_id=kept))
     await ledger.add_api_run(ApiRun(api_run_id=uid("a"), run_id=thread, assistant_id="t"))
@@ -98,15 +115,20 @@ async def test_a_database_made_before_thread_metadata_is_upgraded(tmp_path: Path
     db = sqlite3.connect(path)
     dialect = sqlite_dialect.dialect()
     db.execute(str(CreateTable(schema_version).compile(dialect=dialect)))
-    before = next(i for i, m in enumerate(MIGRATIONS)  # this migration, wherever it is
-                  if any("stageline_thread_meta" in stmt for stmt in m(dialect)))
+    before = next(
+        i
+        for i, m in enumerate(MIGRATIONS)  # this migration, wherever it is
+        if any("stageline_thread_meta" in stmt for stmt in m(dialect))
+    )
     for number, migration in enumerate(MIGRATIONS[:before], start=1):
         for stmt in migration(dialect):
             db.execute(stmt)
         db.execute("INSERT INTO stageline_schema_version VALUES (?, 0)", (number,))
-    db.execute("INSERT INTO stageline_runs (run_id, template, template_version, status, "
-               "attempt, inputs, created_at, updated_at, cancel_requested, last_seq) "
-               "VALUES ('old', 't', '1', 'succeeded', 1, '{}', 1, 1, 0, 0)")
+    db.execute(
+        "INSERT INTO stageline_runs (run_id, template, template_version, status, "
+        "attempt, inputs, created_at, updated_at, cancel_requested, last_seq) "
+        "VALUES ('old', 't', '1', 'succeeded', 1, '{}', 1, 1, 0, 0)"
+    )
     db.commit()
     db.close()
     opened = await open_backend(f"sqlite:///{path}", checkpoint_serde())

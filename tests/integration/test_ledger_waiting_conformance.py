@@ -17,14 +17,23 @@ def ledger(backend: Backend) -> LedgerStore:
 
 async def _run(ledger: LedgerStore, status: RunStatus, template: str) -> str:
     run_id = f"w-{uuid.uuid4().hex[:10]}"
-    await ledger.create_run(Run(run_id=run_id, template=template, template_version="1+abc",
-                                status=status))
+    await ledger.create_run(
+        Run(run_id=run_id, template=template, template_version="1+abc", status=status)
+    )
     return run_id
 
 
 def _gate(run_id: str, requested_at: float) -> Wait:
-    return Wait(run_id=run_id, wait_id="g-1", kind=WaitKind.GATE, name="approval",
-                node="approval", attempt=1, interrupt_id="i1", requested_at=requested_at)
+    return Wait(
+        run_id=run_id,
+        wait_id="g-1",
+        kind=WaitKind.GATE,
+        name="approval",
+        node="approval",
+        attempt=1,
+        interrupt_id="i1",
+        requested_at=requested_at,
+    )
 
 
 async def test_pending_rounds_of_waiting_runs_come_with_their_template(

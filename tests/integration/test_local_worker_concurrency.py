@@ -28,15 +28,15 @@ async def test_local_worker_runs_queued_runs_side_by_side(
     async with Runner.open(sqlite_settings) as runner:
         for run_id in ("a1", "a2"):
             await runner.create(str(FIXTURE), {}, run_id=run_id)
-    assert await run_local_worker(settings=sqlite_settings, idle_exit=0.2,
-                                  concurrency=concurrency)
+    assert await run_local_worker(settings=sqlite_settings, idle_exit=0.2, concurrency=concurrency)
     async with Runner.open(sqlite_settings) as runner:
         for run_id in ("a1", "a2"):
             assert (await runner.ledger.get_run(run_id)).status is RunStatus.SUCCEEDED
     rows = _trail(trail)
     last_end = max(i for i, (what, run, _) in enumerate(rows) if what == "end" and run == "a1")
-    second_start = next(i for i, (what, run, _) in enumerate(rows)
-                        if what == "start" and run == "a2")
+    second_start = next(
+        i for i, (what, run, _) in enumerate(rows) if what == "start" and run == "a2"
+    )
     if concurrency == 1:
         assert second_start > last_end  # one after the other
     else:

@@ -76,8 +76,11 @@ def by_name(spans: tuple[ReadableSpan, ...], run_id: str) -> dict[str, ReadableS
 
 @pytest.mark.parametrize("backend", ["sqlite", "memory"])
 async def test_a_span_per_node_parented_to_the_run_span(
-    backend: str, sqlite_settings: Settings, memory_settings: Settings,
-    provider: TracerProvider, exporter: InMemorySpanExporter,
+    backend: str,
+    sqlite_settings: Settings,
+    memory_settings: Settings,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
 ) -> None:
     settings = sqlite_settings if backend == "sqlite" else memory_settings
     nodes = ["research", "outline", "draft"]
@@ -123,16 +126,20 @@ async def test_a_span_per_node_parented_to_the_run_span(
 
 
 async def test_a_failed_node_and_run_are_error_spans(
-    memory_settings: Settings, provider: TracerProvider, exporter: InMemorySpanExporter,
+    memory_settings: Settings,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
 ) -> None:
-    async with Runner.open(memory_settings,
-                           sinks=(OtelSink(tracer_provider=provider),)) as runner:
+    async with Runner.open(memory_settings, sinks=(OtelSink(tracer_provider=provider),)) as runner:
         summary = await runner.start(template("flaky", ["a", "b", "c"], fail="b"), {})
         assert summary.status is RunStatus.FAILED
         retried = await runner.retry(summary.run.run_id)  # b still fails: attempt 2
         assert retried.status is RunStatus.FAILED
-    spans = [s for s in exporter.get_finished_spans()
-             if (s.attributes or {}).get("stageline.run_id") == summary.run.run_id]
+    spans = [
+        s
+        for s in exporter.get_finished_spans()
+        if (s.attributes or {}).get("stageline.run_id") == summary.run.run_id
+    ]
     runs = [s for s in spans if s.name == "run flaky"]
     assert [(s.attributes or {})["stageline.attempt"] for s in runs] == [1, 2]
     for run in runs:
@@ -144,7 +151,8 @@ async def test_a_failed_node_and_run_are_error_spans(
     assert all("b broke" in (s.status.description or "") for s in failed)
     assert [(s.attributes or {})["stageline.attempt"] for s in failed] == [1, 2]
     assert [s.parent.span_id if s.parent else None for s in failed] == [
-        r.context.span_id if r.context else None for r in runs]
+        r.context.span_id if r.context else None for r in runs
+    ]
     assert not [s for s in spans if s.name == "node c"]
 
 
@@ -185,9 +193,17 @@ async def test_the_otel_sink_from_toml_exports_over_otlp_http(memory_settings: S
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
     collector = Collector()
     try:
-        settings = with_overrides(memory_settings, sinks=(
-            {"type": "otel", "endpoint": collector.endpoint, "service_name": "stageline-test",
-             "headers": {"x-api-key": "otel-header-secret"}},))
+        settings = with_overrides(
+            memory_settings,
+            sinks=(
+                {
+                    "type": "otel",
+                    "endpoint": collector.endpoint,
+                    "service_name": "stageline-test",
+                    "headers": {"x-api-key": "otel-header-secret"},
+                },
+            ),
+        )
         async with Runner.open(settings) as runner:
             summary = await runner.start(template("otlp", ["a", "b"]), {})
             assert summary.status is RunStatus.SUCCEEDED

@@ -34,21 +34,32 @@ def endpoint() -> Iterator[Endpoint]:
 
 
 def sink_table(endpoint: Endpoint, **options: Any) -> dict[str, Any]:
-    return {"type": "webhook", "format": "json", "url": endpoint.url, "name": "hook",
-            "min_level": "debug", "timeout": 0.5, "backoff": 0.02, **options}
+    return {
+        "type": "webhook",
+        "format": "json",
+        "url": endpoint.url,
+        "name": "hook",
+        "min_level": "debug",
+        "timeout": 0.5,
+        "backoff": 0.02,
+        **options,
+    }
 
 
 def deliverer(ledger: LedgerStore, endpoint: Endpoint, **options: Any) -> Deliverer:
-    return Deliverer(ledger, build_sinks([sink_table(endpoint, **options)], which="outbox"),
-                     poll=0.05)
+    return Deliverer(
+        ledger, build_sinks([sink_table(endpoint, **options)], which="outbox"), poll=0.05
+    )
 
 
 async def write_run(ledger: LedgerStore, events: int, run_id: str | None = None) -> str:
     run_id = run_id or f"o-{time.time_ns() % 10**12}"
-    await ledger.create_run(Run(run_id=run_id, template="t", template_version="1+x",
-                                status=RunStatus.RUNNING))
-    await ledger.append_events(run_id, [Event(run_id=run_id, kind=f"step.{i}")
-                                        for i in range(events)])
+    await ledger.create_run(
+        Run(run_id=run_id, template="t", template_version="1+x", status=RunStatus.RUNNING)
+    )
+    await ledger.append_events(
+        run_id, [Event(run_id=run_id, kind=f"step.{i}") for i in range(events)]
+    )
     return run_id
 
 
@@ -84,7 +95,8 @@ async def shared(shared_backend_url: str) -> Any:
 
 
 async def test_a_failing_endpoint_gets_every_event_once_it_recovers(
-    shared: Backend, endpoint: Endpoint,
+    shared: Backend,
+    endpoint: Endpoint,
 ) -> None:
     endpoint.mode = "fail"
     d = deliverer(shared.ledger, endpoint, batch=7)
@@ -104,7 +116,8 @@ async def test_a_failing_endpoint_gets_every_event_once_it_recovers(
 
 
 async def test_a_process_that_exits_leaves_the_rest_to_the_next_one(
-    shared_backend_url: str, endpoint: Endpoint,
+    shared_backend_url: str,
+    endpoint: Endpoint,
 ) -> None:
     endpoint.mode = "hang"
     first = await open_backend(shared_backend_url, checkpoint_serde())
@@ -133,7 +146,9 @@ async def test_a_process_that_exits_leaves_the_rest_to_the_next_one(
 
 
 async def test_two_deliverers_at_once_never_send_one_batch_twice(
-    shared: Backend, other: Backend, endpoint: Endpoint,
+    shared: Backend,
+    other: Backend,
+    endpoint: Endpoint,
 ) -> None:
     one = deliverer(shared.ledger, endpoint, batch=3)
     two = deliverer(other.ledger, endpoint, batch=3)
@@ -157,7 +172,9 @@ async def test_two_deliverers_at_once_never_send_one_batch_twice(
 
 
 async def test_a_refused_batch_is_given_up_and_counted(
-    shared: Backend, endpoint: Endpoint, caplog: pytest.LogCaptureFixture,
+    shared: Backend,
+    endpoint: Endpoint,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     endpoint.mode = "refuse"
     d = deliverer(shared.ledger, endpoint, batch=5)
@@ -170,7 +187,8 @@ async def test_a_refused_batch_is_given_up_and_counted(
 
 
 async def test_a_new_sink_starts_at_its_registration_and_skips_what_it_filters(
-    shared: Backend, endpoint: Endpoint,
+    shared: Backend,
+    endpoint: Endpoint,
 ) -> None:
     before = await write_run(shared.ledger, 4)
     d = deliverer(shared.ledger, endpoint, kinds=["step.1", "step.3"])

@@ -28,8 +28,12 @@ from stageline.templates import Template
 
 
 def make_run() -> Run:
-    return Run(run_id=f"r-{uuid.uuid4().hex[:10]}", template="tpl", template_version="1",
-               status=RunStatus.QUEUED)
+    return Run(
+        run_id=f"r-{uuid.uuid4().hex[:10]}",
+        template="tpl",
+        template_version="1",
+        status=RunStatus.QUEUED,
+    )
 
 
 Admin = Callable[[], psycopg.Connection[Any]]
@@ -44,7 +48,9 @@ def terminate(postgres_admin: Admin) -> Callable[[str], int]:
         with postgres_admin() as admin:
             rows = admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()", (db,)).fetchall()
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (db,),
+            ).fetchall()
         return len(rows)
 
     return kill
@@ -95,8 +101,12 @@ async def test_processes_starting_at_once_set_up_an_empty_database_once(
         for backend in opened:
             await backend.aclose()
     with psycopg.connect(postgres_empty_url) as conn:
-        versions = [v for (v,) in conn.execute(
-            "SELECT version FROM stageline_schema_version ORDER BY version")]
+        versions = [
+            v
+            for (v,) in conn.execute(
+                "SELECT version FROM stageline_schema_version ORDER BY version"
+            )
+        ]
     assert versions == list(range(1, len(MIGRATIONS) + 1))
 
 
@@ -157,8 +167,8 @@ def unprivileged_url(postgres_empty_url: str, postgres_admin: Admin) -> Iterator
             conn.execute(f'DROP OWNED BY "{role}"')
         with postgres_admin() as admin:
             admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                (role,))
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
+            )
             admin.execute(f'DROP ROLE "{role}"')
 
 
@@ -186,13 +196,20 @@ _DB: dict[str, str] = {}
 
 def _count_committed(url: str, run_id: str) -> dict[str, Any]:
     with psycopg.connect(url) as conn:
-        nodes = dict(conn.execute(
-            "SELECT node, status FROM stageline_node_records WHERE run_id = %s", (run_id,)
-        ).fetchall())
-        kinds = [k for (k,) in conn.execute(
-            "SELECT kind FROM stageline_events WHERE run_id = %s ORDER BY seq", (run_id,))]
+        nodes = dict(
+            conn.execute(
+                "SELECT node, status FROM stageline_node_records WHERE run_id = %s", (run_id,)
+            ).fetchall()
+        )
+        kinds = [
+            k
+            for (k,) in conn.execute(
+                "SELECT kind FROM stageline_events WHERE run_id = %s ORDER BY seq", (run_id,)
+            )
+        ]
         row = conn.execute(
-            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", (run_id,)).fetchone()
+            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", (run_id,)
+        ).fetchone()
     return {"nodes": nodes, "kinds": kinds, "checkpoints": row[0] if row else 0}
 
 
@@ -235,9 +252,18 @@ async def test_a_failed_checkpoint_write_keeps_the_staged_rows_for_the_next_one(
     try:
         run = make_run()
         await backend.ledger.create_run(run)
-        backend.ledger.stage_node(NodeRecord(
-            run_id=run.run_id, task_id="t", attempt=1, try_no=1, node="n", stage="m:n",
-            status=NodeStatus.RUNNING, started_at=time.time()))
+        backend.ledger.stage_node(
+            NodeRecord(
+                run_id=run.run_id,
+                task_id="t",
+                attempt=1,
+                try_no=1,
+                node="n",
+                stage="m:n",
+                status=NodeStatus.RUNNING,
+                started_at=time.time(),
+            )
+        )
         config: Any = {"configurable": {"thread_id": run.run_id, "checkpoint_ns": ""}}
         broken: Any = {"id": None, "channel_values": {}}  # NOT NULL: fails at the commit
         with pytest.raises(psycopg.errors.NotNullViolation):

@@ -60,8 +60,11 @@ async def table_counts(url: str) -> dict[str, int]:
         for table in metadata.sorted_tables:
             if table is schema_version:
                 continue
-            compiled = select(func.count().label("n")).select_from(table).compile(
-                dialect=ledger._x.dialect)
+            compiled = (
+                select(func.count().label("n"))
+                .select_from(table)
+                .compile(dialect=ledger._x.dialect)
+            )
             async with ledger._read() as x:
                 counts[table.name] = (await x.fetch(str(compiled), compiled.params))[0]["n"]
         return counts
@@ -75,7 +78,8 @@ def _reset() -> None:
 
 
 async def test_registered_types_cross_over_unchanged_and_the_run_retries_there(
-    sqlite_settings: Settings, postgres_settings: Settings,
+    sqlite_settings: Settings,
+    postgres_settings: Settings,
 ) -> None:
     FAIL.add("inspect")
     async with Runner.open(sqlite_settings) as runner:
@@ -130,4 +134,5 @@ async def test_a_run_that_a_live_process_advances_is_not_copied(
         await copy_database(sqlite_settings.database_url, postgres_settings.database_url)
     assert "elsewhere" in str(info.value)
     assert await table_counts(postgres_settings.database_url) == dict.fromkeys(
-        await table_counts(postgres_settings.database_url), 0)
+        await table_counts(postgres_settings.database_url), 0
+    )

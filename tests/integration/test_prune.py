@@ -40,9 +40,21 @@ async def test_prune_deletes_old_runs_and_their_checkpoints_and_keeps_outcomes(
     async with Runner.open(settings) as runner:
         old = await runner.start(template, {"seed": 1}, run_id="old")
         failed_old = await runner.create(template, {"seed": 2}, run_id="queued-old")
-        await runner.ledger.record_outcomes([Outcome(
-            run_id="old", task_id="extra", template="worker_nodes", node="n1", stage="n1",
-            status="succeeded", started_at=1.0, finished_at=2.0, latency=1.0)])
+        await runner.ledger.record_outcomes(
+            [
+                Outcome(
+                    run_id="old",
+                    task_id="extra",
+                    template="worker_nodes",
+                    node="n1",
+                    stage="n1",
+                    status="succeeded",
+                    started_at=1.0,
+                    finished_at=2.0,
+                    latency=1.0,
+                )
+            ]
+        )
         await asyncio.sleep(0.05)
         cutoff = time.time()
         await asyncio.sleep(0.05)

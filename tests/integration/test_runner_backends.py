@@ -53,8 +53,9 @@ def step(name: str, *, sleep: float = 0.0) -> Any:
     return body
 
 
-def chain(name: str, *nodes: str, version: str = "1", sleep: dict[str, float] | None = None
-          ) -> Template:
+def chain(
+    name: str, *nodes: str, version: str = "1", sleep: dict[str, float] | None = None
+) -> Template:
     template = Template(name, state=S, version=version)
     for n in nodes:
         template.add_stage(n, step(n, sleep=(sleep or {}).get(n, 0.0)))
@@ -94,7 +95,10 @@ async def test_a_run_succeeds_and_another_process_sees_it(settings: Settings) ->
         summary = await runner.start("pipeline", {"n": 1})
     assert summary.status is RunStatus.SUCCEEDED
     assert [(r.node, r.status) for r in summary.records] == [
-        ("a", NodeStatus.SUCCEEDED), ("b", NodeStatus.SUCCEEDED), ("c", NodeStatus.SUCCEEDED)]
+        ("a", NodeStatus.SUCCEEDED),
+        ("b", NodeStatus.SUCCEEDED),
+        ("c", NodeStatus.SUCCEEDED),
+    ]
     assert all(r.duration is not None and r.metrics == {"calls": 1.0} for r in summary.records)
     assert summary.state == {"n": 4, "trail": ["a", "b", "c"]}
 

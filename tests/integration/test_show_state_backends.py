@@ -48,7 +48,9 @@ async def _same(runner: Runner, run_id: str) -> dict[str, Any]:
 
 
 async def test_the_reader_reads_the_state_langgraph_reads(
-    shared_backend_url: str, settings_for: Callable[[str], Settings], tmp_path: Path,
+    shared_backend_url: str,
+    settings_for: Callable[[str], Settings],
+    tmp_path: Path,
 ) -> None:
     settings = settings_for(shared_backend_url)
     (tmp_path / "quick.yaml").write_text(YAML)
@@ -64,8 +66,9 @@ async def test_the_reader_reads_the_state_langgraph_reads(
         await runner.reject("b2")
         await _same(runner, "b2")
 
-        s1 = await runner.start("sdlc", {"task": "fix the login bug",
-                                         "review_threshold": 0}, run_id="s1")
+        s1 = await runner.start(
+            "sdlc", {"task": "fix the login bug", "review_threshold": 0}, run_id="s1"
+        )
         assert s1.status is RunStatus.WAITING
         await _same(runner, "s1")
 
@@ -81,14 +84,21 @@ class Typed(TypedDict, total=False):
 
 
 async def test_types_off_its_short_list_are_left_to_langgraph(
-    shared_backend_url: str, settings_for: Callable[[str], Settings],
+    shared_backend_url: str,
+    settings_for: Callable[[str], Settings],
 ) -> None:
     import datetime
     from decimal import Decimal
 
     async def stamp(state: Typed, ctx: StageContext) -> dict[str, Any]:
-        return {"when": {"at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
-                         "amount": Decimal("1.50"), "tags": {"a"}}, "trail": ["stamp"]}
+        return {
+            "when": {
+                "at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+                "amount": Decimal("1.50"),
+                "tags": {"a"},
+            },
+            "trail": ["stamp"],
+        }
 
     template = Template("typed", state=Typed).add_stage("stamp", stamp)
     template.add_sequence("stamp")
@@ -107,7 +117,8 @@ class Note:
 
 
 async def test_a_type_the_template_registers_is_read_through_langgraph(
-    shared_backend_url: str, settings_for: Callable[[str], Settings],
+    shared_backend_url: str,
+    settings_for: Callable[[str], Settings],
 ) -> None:
     async def write(state: Typed, ctx: StageContext) -> dict[str, Any]:
         return {"when": Note("hello")}
@@ -121,7 +132,9 @@ async def test_a_type_the_template_registers_is_read_through_langgraph(
 
 
 async def test_a_run_no_process_here_compiled_is_read_through_langgraph(
-    shared_backend_url: str, settings_for: Callable[[str], Settings], tmp_path: Path,
+    shared_backend_url: str,
+    settings_for: Callable[[str], Settings],
+    tmp_path: Path,
 ) -> None:
     settings = settings_for(shared_backend_url)
     async with Runner.open(settings) as runner:
@@ -131,10 +144,12 @@ async def test_a_run_no_process_here_compiled_is_read_through_langgraph(
 
 
 async def test_writes_langgraph_would_still_fold_in_are_read_through_langgraph(
-    shared_backend_url: str, settings_for: Callable[[str], Settings],
+    shared_backend_url: str,
+    settings_for: Callable[[str], Settings],
 ) -> None:
     """A fan-out whose one branch failed: the other's writes wait in the checkpoint, and only
     LangGraph's reducers can say what the state then shows."""
+
     def node(name: str, fail: bool = False) -> Any:
         async def body(state: Typed, ctx: StageContext) -> dict[str, Any]:
             if fail:

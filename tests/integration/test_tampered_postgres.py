@@ -51,13 +51,17 @@ Tamper = Callable[[psycopg.Connection[Any], str, Path], None]
 
 def _blob(db: psycopg.Connection[Any], run_id: str, kind: str, blob: bytes) -> None:
     """Replace the stored value of a channel LangGraph keeps as a blob (not inline)."""
-    db.execute("UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = %s AND "
-               "channel = 'stageline_loops'", (kind, blob, run_id))
+    db.execute(
+        "UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = %s AND "
+        "channel = 'stageline_loops'",
+        (kind, blob, run_id),
+    )
 
 
 def off_allowlist(db: psycopg.Connection[Any], run_id: str, marker: Path) -> None:
-    hostile = ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS,
-                            ormsgpack.packb(("os", "system", [f"touch {marker}"])))
+    hostile = ormsgpack.Ext(
+        EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(("os", "system", [f"touch {marker}"]))
+    )
     _blob(db, run_id, "msgpack", ormsgpack.packb(hostile))
 
 
@@ -75,7 +79,8 @@ def injected_write(db: psycopg.Connection[Any], run_id: str, marker: Path) -> No
         "task_path, idx, channel, type, blob) SELECT thread_id, checkpoint_ns, checkpoint_id, "
         "task_id, task_path, 9, 'draft', 'msgpack', %s FROM checkpoint_writes WHERE "
         "thread_id = %s AND channel = '__interrupt__'",
-        (ormsgpack.packb("a draft nobody reviewed"), run_id))
+        (ormsgpack.packb("a draft nobody reviewed"), run_id),
+    )
 
 
 TAMPERINGS: dict[str, Tamper] = {

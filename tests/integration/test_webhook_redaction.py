@@ -31,8 +31,11 @@ class Pasted(TypedDict, total=False):
 
 
 async def careless(state: Pasted, ctx: StageContext) -> dict[str, Any]:
-    ctx.log.info(f"cloned https://{URL_TOKEN}@git.example.com/org/repo.git",
-                 command=f"deploy --api_key={API_KEY}", header=f"Authorization: Basic {BASIC}")
+    ctx.log.info(
+        f"cloned https://{URL_TOKEN}@git.example.com/org/repo.git",
+        command=f"deploy --api_key={API_KEY}",
+        header=f"Authorization: Basic {BASIC}",
+    )
     ctx.log.warning(f"retrying with Bearer {BEARER}; password: {PASSWORD}")
     return {"done": True}
 
@@ -64,24 +67,32 @@ async def test_pasted_secrets_never_reach_a_webhook(
     sqlite_settings: Settings, received: tuple[str, list[bytes]]
 ) -> None:
     url, bodies = received
-    settings = with_overrides(sqlite_settings, sinks=(
-        {"type": "webhook", "format": "json", "url": url, "min_level": "debug", "linger": 0.05},
-        {"type": "webhook", "format": "slack", "url": url, "min_level": "debug",
-         "linger": 0.05},
-    ))
+    settings = with_overrides(
+        sqlite_settings,
+        sinks=(
+            {"type": "webhook", "format": "json", "url": url, "min_level": "debug", "linger": 0.05},
+            {
+                "type": "webhook",
+                "format": "slack",
+                "url": url,
+                "min_level": "debug",
+                "linger": 0.05,
+            },
+        ),
+    )
     template = Template("pasted", state=Pasted).add_stage("careless", careless)
     async with Runner.open(settings) as runner:
         summary = await runner.start(template, {"note": "hello"})
         assert summary.status is RunStatus.SUCCEEDED
-        logged = [e for e in await runner.ledger.events(summary.run.run_id)
-                  if e.kind == "stage.log"]
+        logged = [
+            e for e in await runner.ledger.events(summary.run.run_id) if e.kind == "stage.log"
+        ]
     assert any(URL_TOKEN in e.message for e in logged)  # the ledger keeps what was said
     assert bodies, "the webhook received nothing"
     payload = b"\n".join(bodies).decode()
     for secret in SECRETS:
         assert secret not in payload, secret
-    events = [e for body in bodies if b'"events"' in body
-              for e in json.loads(body)["events"]]
+    events = [e for body in bodies if b'"events"' in body for e in json.loads(body)["events"]]
     said = [e for e in events if e["kind"] == "stage.log"]
     assert "https://***@git.example.com/org/repo.git" in said[0]["message"]
     assert said[0]["data"]["command"] == "deploy --api_key=***"

@@ -94,8 +94,12 @@ def step(name: str, *, sleep: float = 0.0, fail: bool = False, chatty: bool = Fa
         if sleep:
             await asyncio.sleep(sleep)
         if chatty:  # a careless stage: secrets in its log data and message
-            ctx.log.info(f"called the API with {API_KEY}", api_key=API_KEY,
-                         headers={"Authorization": f"Bearer {API_KEY}"}, signing=HOOK_SECRET)
+            ctx.log.info(
+                f"called the API with {API_KEY}",
+                api_key=API_KEY,
+                headers={"Authorization": f"Bearer {API_KEY}"},
+                signing=HOOK_SECRET,
+            )
         if fail:
             raise RuntimeError(f"{name} broke while holding {API_KEY}")
         ctx.metric("input_tokens", 10)
@@ -121,7 +125,9 @@ def with_sinks(settings: Settings, *tables: dict[str, Any]) -> Settings:
 
 
 async def test_discord_slack_and_signed_json_reach_a_real_server(
-    hook: Hook, sqlite_settings: Settings, monkeypatch: pytest.MonkeyPatch,
+    hook: Hook,
+    sqlite_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="stageline")
@@ -133,12 +139,28 @@ async def test_discord_slack_and_signed_json_reach_a_real_server(
     settings = with_sinks(
         sqlite_settings,
         # routine progress to Discord; critical alerts to Slack; everything, signed, as JSON
-        {"type": "webhook", "format": "discord", "url_env": "TEST_DISCORD_URL",
-         "kinds": ["run.*", "node.*"], "linger": 0.05},
-        {"type": "webhook", "format": "slack", "url_env": "TEST_SLACK_URL",
-         "min_level": "error", "linger": 0.05},
-        {"type": "webhook", "format": "json", "url": hook.url("/json"),
-         "secret_env": "TEST_HOOK_SECRET", "min_level": "debug", "linger": 0.05},
+        {
+            "type": "webhook",
+            "format": "discord",
+            "url_env": "TEST_DISCORD_URL",
+            "kinds": ["run.*", "node.*"],
+            "linger": 0.05,
+        },
+        {
+            "type": "webhook",
+            "format": "slack",
+            "url_env": "TEST_SLACK_URL",
+            "min_level": "error",
+            "linger": 0.05,
+        },
+        {
+            "type": "webhook",
+            "format": "json",
+            "url": hook.url("/json"),
+            "secret_env": "TEST_HOOK_SECRET",
+            "min_level": "debug",
+            "linger": 0.05,
+        },
     )
     settings = with_overrides(settings, sink_exit_timeout=30.0)  # deliver all before exit
     async with Runner.open(settings) as runner:
@@ -149,19 +171,26 @@ async def test_discord_slack_and_signed_json_reach_a_real_server(
         deliverer = runner.deliverer
     assert deliverer is not None and deliverer.failures == 0
     assert all(s.dropped == 0 and s.delivered for s in deliverer.stats().values()), (
-        deliverer.stats())
+        deliverer.stats()
+    )
 
     # generic JSON: every event of both runs, seq 1..n, each request signed with the secret
     delivered: dict[str, list[dict[str, Any]]] = {}
     for request in hook.on("/json"):
         headers = {k.lower(): v for k, v in request.headers.items()}
         assert headers["content-type"] == "application/json"
-        assert verify_signature(HOOK_SECRET, body=request.body,
-                                timestamp=headers["x-stageline-timestamp"],
-                                signature=headers["x-stageline-signature"])
-        assert not verify_signature("not-the-secret", body=request.body,
-                                    timestamp=headers["x-stageline-timestamp"],
-                                    signature=headers["x-stageline-signature"])
+        assert verify_signature(
+            HOOK_SECRET,
+            body=request.body,
+            timestamp=headers["x-stageline-timestamp"],
+            signature=headers["x-stageline-signature"],
+        )
+        assert not verify_signature(
+            "not-the-secret",
+            body=request.body,
+            timestamp=headers["x-stageline-timestamp"],
+            signature=headers["x-stageline-signature"],
+        )
         assert headers["x-stageline-delivery"]
         payload = request.json()
         assert payload["source"] == "stageline"
@@ -177,8 +206,9 @@ async def test_discord_slack_and_signed_json_reach_a_real_server(
     # Discord: routine progress, one line per event, no log lines
     discord = [r.json() for r in hook.on(f"/api/webhooks/42/{DISCORD_TOKEN}")]
     text = "\n".join(p["content"] for p in discord)
-    assert all(p["username"] == "stageline" and p["allowed_mentions"] == {"parse": []}
-               for p in discord)
+    assert all(
+        p["username"] == "stageline" and p["allowed_mentions"] == {"parse": []} for p in discord
+    )
     assert f"**run.succeeded** `{good.run.run_id}`" in text
     assert text.count("**node.succeeded**") == 3 and "stage.log" not in text
 
@@ -210,28 +240,46 @@ async def test_discord_slack_and_signed_json_reach_a_real_server(
 @pytest.mark.timeout(60)  # a run or a close that waited on the endpoint would hang here
 @pytest.mark.parametrize("mode", ["fail", "hang"])
 async def test_a_failing_or_hanging_endpoint_holds_nobody_up_and_loses_nothing(
-    mode: str, sqlite_settings: Settings, caplog: pytest.LogCaptureFixture,
+    mode: str,
+    sqlite_settings: Settings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The run ends while the endpoint still fails or hangs; what it costs is measured in
     ``benchmarks/``, not here."""
     caplog.set_level(logging.DEBUG, logger="stageline.events")
     server = Hook(mode)
     try:
-        hooked = with_overrides(with_sinks(
-            sqlite_settings,
-            {"type": "webhook", "format": "json", "url": server.url("/hook"), "name": "json",
-             "secret": HOOK_SECRET, "min_level": "debug", "timeout": 0.3, "backoff": 0.05},
-            {"type": "webhook", "format": "discord", "url": server.url("/api/webhooks/1/tok"),
-             "name": "discord", "timeout": 0.3, "backoff": 0.05},
-        ), sink_exit_timeout=0.5)
+        hooked = with_overrides(
+            with_sinks(
+                sqlite_settings,
+                {
+                    "type": "webhook",
+                    "format": "json",
+                    "url": server.url("/hook"),
+                    "name": "json",
+                    "secret": HOOK_SECRET,
+                    "min_level": "debug",
+                    "timeout": 0.3,
+                    "backoff": 0.05,
+                },
+                {
+                    "type": "webhook",
+                    "format": "discord",
+                    "url": server.url("/api/webhooks/1/tok"),
+                    "name": "discord",
+                    "timeout": 0.3,
+                    "backoff": 0.05,
+                },
+            ),
+            sink_exit_timeout=0.5,
+        )
         async with Runner.open(hooked) as runner:
             summaries = [await runner.start(chain("ten", 10), {}) for _ in range(3)]
             assert all(s.status is RunStatus.SUCCEEDED for s in summaries)
             deliverer = runner.deliverer
             ledger = runner.ledger
             assert deliverer is not None
-            waiting = {s.run.run_id: (await ledger.events(s.run.run_id))[-1].seq
-                       for s in summaries}
+            waiting = {s.run.run_id: (await ledger.events(s.run.run_id))[-1].seq for s in summaries}
         # The runner closed without waiting for the endpoint's answer ...
         if mode == "hang":
             assert not server.release.is_set()
@@ -248,6 +296,7 @@ async def test_a_failing_or_hanging_endpoint_holds_nobody_up_and_loses_nothing(
                 assert (await reader.ledger.sink_cursor(sink, run_id) or 0) < waiting[run_id]
     failures = [r for r in caplog.records if "delivery of" in r.getMessage()]
     assert failures and all(r.levelno == logging.DEBUG for r in failures)
-    assert not any(r.levelno > logging.DEBUG for r in caplog.records
-                   if r.name.startswith("stageline.events"))
+    assert not any(
+        r.levelno > logging.DEBUG for r in caplog.records if r.name.startswith("stageline.events")
+    )
     assert not any("/api/webhooks/1/tok" in r.getMessage() for r in caplog.records)

@@ -49,8 +49,9 @@ def read_trail(tmp_path: Path) -> Trail:
 
 
 def cli(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60, check=True)
+    return subprocess.run(
+        [*CLI, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
 
 
 def status_of(tmp_path: Path, env: dict[str, str], run_id: str) -> dict[str, object]:
@@ -65,8 +66,9 @@ def run_status(env: dict[str, str], run_id: str) -> str | None:
         with psycopg.connect(url, autocommit=True) as conn:
             row = conn.execute(query + "%s", (run_id,)).fetchone()
     else:
-        with contextlib.closing(sqlite3.connect(
-                Path(env["STAGELINE_HOME"]) / "stageline.db", timeout=10)) as db:
+        with contextlib.closing(
+            sqlite3.connect(Path(env["STAGELINE_HOME"]) / "stageline.db", timeout=10)
+        ) as db:
             row = db.execute(query + "?", (run_id,)).fetchone()
     return None if row is None else str(row[0])
 
@@ -87,8 +89,14 @@ def workers(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], subprocess.Po
 
     def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
         log = (tmp_path / f"worker{len(started)}.log").open("w")
-        proc = subprocess.Popen([*CLI, "worker", *args], cwd=tmp_path, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [*CLI, "worker", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         log.close()
         started.append(proc)
         return proc
@@ -101,7 +109,9 @@ def workers(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], subprocess.Po
 
 
 def test_detach_on_postgres_queues_a_job_that_a_worker_finishes(
-    tmp_path: Path, postgres_url: str, workers: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
+    postgres_url: str,
+    workers: Callable[..., subprocess.Popen[str]],
 ) -> None:
     env = worker_env(tmp_path, postgres_url)
     out = cli(tmp_path, env, "run", str(FIXTURE), "-i", "seed:=5", "--detach", "--run-id", "d1")
@@ -112,17 +122,21 @@ def test_detach_on_postgres_queues_a_job_that_a_worker_finishes(
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0
     assert Counter(node for what, _, node, _ in read_trail(tmp_path) if what == "end") == {
-        n: 1 for n in NODES}
+        n: 1 for n in NODES
+    }
 
 
 def test_sigterm_drains_after_the_current_step_and_another_worker_finishes(
-    tmp_path: Path, postgres_url: str, workers: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
+    postgres_url: str,
+    workers: Callable[..., subprocess.Popen[str]],
 ) -> None:
     env = worker_env(tmp_path, postgres_url, sleep=0.4)
     cli(tmp_path, env, "run", str(FIXTURE), "--detach", "--run-id", "s1")
     first = workers(env)
-    wait_until(lambda: any(t[0] == "end" and t[2] == "n2" for t in read_trail(tmp_path)), 30,
-               "n2 to end")
+    wait_until(
+        lambda: any(t[0] == "end" and t[2] == "n2" for t in read_trail(tmp_path)), 30, "n2 to end"
+    )
     first.send_signal(signal.SIGTERM)
     assert first.wait(timeout=30) == 0
     shown = status_of(tmp_path, env, "s1")
@@ -135,8 +149,9 @@ def test_sigterm_drains_after_the_current_step_and_another_worker_finishes(
     assert events[-1]["kind"] == "run.drained"
 
     second = workers(env)
-    wait_until(lambda: run_status(env, "s1") == "succeeded", 30,
-               "the second worker to finish the run")
+    wait_until(
+        lambda: run_status(env, "s1") == "succeeded", 30, "the second worker to finish the run"
+    )
     trail = read_trail(tmp_path)
     assert Counter(t[2] for t in trail if t[0] == "start") == {n: 1 for n in NODES}  # none twice
     assert {t[3] for t in trail if t[2] in done} == {first.pid}
@@ -146,19 +161,27 @@ def test_sigterm_drains_after_the_current_step_and_another_worker_finishes(
 
 
 def test_a_killed_worker_leaves_a_stalled_job_that_another_worker_resumes(
-    tmp_path: Path, postgres_url: str, workers: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
+    postgres_url: str,
+    workers: Callable[..., subprocess.Popen[str]],
 ) -> None:
     env = worker_env(tmp_path, postgres_url, sleep=0.3)
     cli(tmp_path, env, "run", str(FIXTURE), "--detach", "--run-id", "k1")
     first = workers(env)
-    wait_until(lambda: any(t[0] == "start" and t[2] == "n4" for t in read_trail(tmp_path)), 30,
-               "n4 to start")
+    wait_until(
+        lambda: any(t[0] == "start" and t[2] == "n4" for t in read_trail(tmp_path)),
+        30,
+        "n4 to start",
+    )
     first.kill()
     first.wait(timeout=30)
     killed_at = len(read_trail(tmp_path))
     second = workers(env)
-    wait_until(lambda: run_status(env, "k1") == "succeeded", 40,
-               "another worker to pick up the stalled job")
+    wait_until(
+        lambda: run_status(env, "k1") == "succeeded",
+        40,
+        "another worker to pick up the stalled job",
+    )
     trail = read_trail(tmp_path)
     starts = Counter(t[2] for t in trail if t[0] == "start")
     repeated = {n for n, c in starts.items() if c > 1}
@@ -177,8 +200,11 @@ def test_detach_on_sqlite_goes_to_one_local_worker(tmp_path: Path) -> None:
     assert "started the local worker" in first.stdout
     cli(tmp_path, env, "run", str(FIXTURE), "--detach", "--run-id", "l2")
     for run_id in ("l1", "l2"):
-        wait_until(lambda r=run_id: run_status(env, r) == "succeeded", 30,  # type: ignore[misc]
-                   f"the local worker to finish {run_id}")
+        wait_until(
+            lambda r=run_id: run_status(env, r) == "succeeded",
+            30,  # type: ignore[misc]
+            f"the local worker to finish {run_id}",
+        )
     trail = read_trail(tmp_path)
     assert len({t[3] for t in trail}) == 1  # one worker process advanced both
     assert Counter(t[1] for t in trail if t[0] == "start") == {"l1": 10, "l2": 10}

@@ -17,10 +17,24 @@ import stageline
 
 PACKAGE = Path(stageline.__file__).parent
 
-OPERATION_MODULES = ("__init__.py", "_runner.py", "_classify.py", "_recorder.py", "_stage.py",
-                     "_models.py")
-HARNESS_MODULES = ("__init__.py", "_types.py", "_parsers.py", "_command.py", "_chat.py",
-                   "_scripted.py", "_scripted_agent.py", "_registry.py")
+OPERATION_MODULES = (
+    "__init__.py",
+    "_runner.py",
+    "_classify.py",
+    "_recorder.py",
+    "_stage.py",
+    "_models.py",
+)
+HARNESS_MODULES = (
+    "__init__.py",
+    "_types.py",
+    "_parsers.py",
+    "_command.py",
+    "_chat.py",
+    "_scripted.py",
+    "_scripted_agent.py",
+    "_registry.py",
+)
 
 PLUMBING = (
     "HarnessRequest",  # building harness requests
@@ -38,11 +52,24 @@ PLUMBING = (
 """Fragments of operation plumbing that belong to ``stageline.operations`` alone."""
 
 PUBLIC_TO_TEMPLATES = {
-    "operation_stage", "OperationContext", "OperationInputs", "PostStep", "FailurePhase",
-    "SERVICE_HARNESS", "SERVICE_LIVE", "SERVICE_SINKS", "HarnessEventSink", "LiveCallback",
-    "transcript_path", "SERVICE_FRESH",
+    "operation_stage",
+    "OperationContext",
+    "OperationInputs",
+    "PostStep",
+    "FailurePhase",
+    "SERVICE_HARNESS",
+    "SERVICE_LIVE",
+    "SERVICE_SINKS",
+    "HarnessEventSink",
+    "LiveCallback",
+    "transcript_path",
+    "SERVICE_FRESH",
     # isolation: templates prepare the worktree, commit or revert it, apply it to the checkout
-    "Isolation", "isolate", "commit_all", "revert", "apply_to_checkout",
+    "Isolation",
+    "isolate",
+    "commit_all",
+    "revert",
+    "apply_to_checkout",
 }
 """What templates and interfaces may import from ``stageline.operations``."""
 
@@ -109,5 +136,7 @@ def test_nothing_imports_a_built_in_template_statically() -> None:
 def test_harnesses_depend_on_no_stageline_layer_above_errors() -> None:
     for path in _modules("harnesses"):
         ours = {n for n in _imports(path) if n.startswith("stageline.")}
-        assert all(n.startswith(("stageline.errors", "stageline.harnesses")) for n in ours), \
-            (path.name, ours)
+        assert all(n.startswith(("stageline.errors", "stageline.harnesses")) for n in ours), (
+            path.name,
+            ours,
+        )

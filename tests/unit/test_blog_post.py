@@ -17,8 +17,16 @@ from stageline.stages import RunContext
 from stageline.templates import load_template
 from stageline.templates.builtin.blog_post import template
 
-NODES = ["research", "outline", "draft", "critic_a", "critic_b", "aggregate", "editor_approval",
-         "publish"]
+NODES = [
+    "research",
+    "outline",
+    "draft",
+    "critic_a",
+    "critic_b",
+    "aggregate",
+    "editor_approval",
+    "publish",
+]
 GATE = "editor_approval"
 LLM_NODES = NODES[:5]
 
@@ -54,12 +62,21 @@ class RecordingModel(OfflineModel):
 
 def decision(payload: dict[str, Any], kind: str = "approve", note: str = "") -> dict[str, Any]:
     """What the runner resumes a gate with, for the attempt and state the gate showed."""
-    return {"decision": kind, "note": note, "attempt": payload["attempt"],
-            "state_hash": payload["state_hash"], "token": "t"}
+    return {
+        "decision": kind,
+        "note": note,
+        "attempt": payload["attempt"],
+        "state_hash": payload["state_hash"],
+        "token": "t",
+    }
 
 
 async def run_blog(
-    run_dir: Path, inputs: dict[str, Any], *, model: Any = None, run_id: str = "run-1",
+    run_dir: Path,
+    inputs: dict[str, Any],
+    *,
+    model: Any = None,
+    run_id: str = "run-1",
     decisions: tuple[tuple[str, str], ...] = (("approve", ""),),
 ) -> tuple[dict[str, Any], FakeJournal]:
     """Run the template on LangGraph, deciding at the editor's gate each time it stops."""
@@ -150,7 +167,10 @@ async def test_a_run_publishes_markdown(tmp_path: Path) -> None:
 async def test_the_editor_stops_the_run_and_changes_go_back_to_draft(tmp_path: Path) -> None:
     model = RecordingModel()
     state, journal = await run_blog(
-        tmp_path, {"topic": "gates"}, model=model, decisions=(("changes", "Make it shorter."),),
+        tmp_path,
+        {"topic": "gates"},
+        model=model,
+        decisions=(("changes", "Make it shorter."),),
     )
     assert "post_path" not in state  # waiting at the gate again, after the second draft
     assert state["feedback"] == "Make it shorter."
@@ -160,8 +180,9 @@ async def test_the_editor_stops_the_run_and_changes_go_back_to_draft(tmp_path: P
     assert logged and logged[-1]["data"]["feedback"] == "Make it shorter."
     assert len(state["reviews"]) == 4  # a fresh round of reviews for the new draft
 
-    rejected, _ = await run_blog(tmp_path / "r", {"topic": "gates"}, run_id="r",
-                                 decisions=(("reject", "no"),))
+    rejected, _ = await run_blog(
+        tmp_path / "r", {"topic": "gates"}, run_id="r", decisions=(("reject", "no"),)
+    )
     assert "post_path" not in rejected and not (tmp_path / "r" / "post.md").exists()
 
 

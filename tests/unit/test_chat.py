@@ -25,21 +25,52 @@ from stageline.server.chat._sink import SlackSink
 
 
 def _gate(status: WaitStatus = WaitStatus.PENDING, **extra: Any) -> Wait:
-    return Wait(run_id="r1", wait_id="w1", kind=WaitKind.GATE, name="approval", node="approval",
-                attempt=1, interrupt_id="i1", status=status,
-                payload={"state_hash": "abc", "changes_to": "draft", "show": {"x": "<b>"}},
-                **extra)
+    return Wait(
+        run_id="r1",
+        wait_id="w1",
+        kind=WaitKind.GATE,
+        name="approval",
+        node="approval",
+        attempt=1,
+        interrupt_id="i1",
+        status=status,
+        payload={"state_hash": "abc", "changes_to": "draft", "show": {"x": "<b>"}},
+        **extra,
+    )
 
 
 def _questions() -> Wait:
-    return Wait(run_id="r1", wait_id="q1", kind=WaitKind.QUESTION, name="clarify",
-                node="clarify", attempt=1, interrupt_id="i2", payload={"question_set": {
-                    "questions": [
-                        {"id": "scope", "text": "Scope?", "kind": "text", "required": True},
-                        {"id": "prio", "text": "Priority?", "kind": "choice",
-                         "choices": ["low", "high"], "default": "low", "required": False},
-                        {"id": "conf", "text": "Config", "kind": "json",
-                         "schema": {"type": "object"}, "required": True}]}})
+    return Wait(
+        run_id="r1",
+        wait_id="q1",
+        kind=WaitKind.QUESTION,
+        name="clarify",
+        node="clarify",
+        attempt=1,
+        interrupt_id="i2",
+        payload={
+            "question_set": {
+                "questions": [
+                    {"id": "scope", "text": "Scope?", "kind": "text", "required": True},
+                    {
+                        "id": "prio",
+                        "text": "Priority?",
+                        "kind": "choice",
+                        "choices": ["low", "high"],
+                        "default": "low",
+                        "required": False,
+                    },
+                    {
+                        "id": "conf",
+                        "text": "Config",
+                        "kind": "json",
+                        "schema": {"type": "object"},
+                        "required": True,
+                    },
+                ]
+            }
+        },
+    )
 
 
 # -- decision links ----------------------------------------------------------------------------
@@ -53,7 +84,12 @@ async def test_a_link_is_checked_and_used_once() -> None:
     assert made["approve"] == f"https://ci.example/links/{token}"
     claim = await links.check(token)
     assert (claim.run_id, claim.wait_id, claim.attempt, claim.state_hash, claim.decision) == (
-        "r1", "w1", 1, "abc", "approve")
+        "r1",
+        "w1",
+        1,
+        "abc",
+        "approve",
+    )
     assert await links.use(token) and not await links.use(token)
 
 
@@ -65,8 +101,12 @@ async def test_tampered_foreign_and_expired_links_are_refused() -> None:
     claim = json.loads(__import__("base64").urlsafe_b64decode(body + "=" * (-len(body) % 4)))
     forged_body = json.dumps({**claim, "d": "reject"}, separators=(",", ":")).encode()
     forged = __import__("base64").urlsafe_b64encode(forged_body).decode().rstrip("=")
-    for bad, status in ((f"{forged}.{mac}", 403), (token[:-3] + "xyz", 403),
-                        ("garbage", 400), (f"{body}.", 403)):
+    for bad, status in (
+        (f"{forged}.{mac}", 403),
+        (token[:-3] + "xyz", 403),
+        ("garbage", 400),
+        (f"{body}.", 403),
+    ):
         with pytest.raises(LinkRefused) as refused:
             await links.check(bad)
         assert refused.value.status == status
@@ -83,7 +123,9 @@ async def test_a_gate_without_changes_gets_no_changes_link() -> None:
     gate = _gate()
     plain = Wait(**{**gate.__dict__, "payload": {"state_hash": "abc"}})
     assert set(await DecisionLinks("http://x", MemoryLedger()).for_wait(plain)) == {
-        "approve", "reject"}
+        "approve",
+        "reject",
+    }
 
 
 def test_webhook_payloads_carry_the_links_of_waiting_gates() -> None:
@@ -109,8 +151,14 @@ def test_a_gate_message_has_buttons_while_it_waits_and_says_who_decided_after() 
     value = json.loads(actions[0]["value"])
     assert value == {"r": "r1", "w": "w1", "a": 1, "h": "abc", "g": "approval", "c": "C1"}
     assert "&lt;b&gt;" in json.dumps(blocks)  # state shown is escaped, never markup
-    _, done = gate_blocks(_gate(WaitStatus.APPLIED, actor="slack:U1 (ann)",
-                                response={"decision": "reject"}, decided_at=0.0))
+    _, done = gate_blocks(
+        _gate(
+            WaitStatus.APPLIED,
+            actor="slack:U1 (ann)",
+            response={"decision": "reject"},
+            decided_at=0.0,
+        )
+    )
     text = json.dumps(done)
     assert "Rejected" in text and "slack:U1 (ann)" in text and "1970-01-01" in text
     assert not [e for b in done for e in b.get("elements", [])]
@@ -120,14 +168,20 @@ def test_question_modal_is_built_from_the_set_and_read_back() -> None:
     wait = _questions()
     view = question_modal("meta", wait)
     types = {b["block_id"]: b["element"]["type"] for b in view["blocks"]}
-    assert types == {"q:scope": "plain_text_input", "q:prio": "static_select",
-                     "q:conf": "plain_text_input"}
+    assert types == {
+        "q:scope": "plain_text_input",
+        "q:prio": "static_select",
+        "q:conf": "plain_text_input",
+    }
     assert view["blocks"][2]["element"]["multiline"] is True
     assert view["blocks"][1]["optional"] is True
-    state = {"values": {
-        "q:scope": {"value": {"type": "plain_text_input", "value": "all"}},
-        "q:prio": {"value": {"type": "static_select", "selected_option": {"value": "high"}}},
-        "q:conf": {"value": {"type": "plain_text_input", "value": ""}}}}
+    state = {
+        "values": {
+            "q:scope": {"value": {"type": "plain_text_input", "value": "all"}},
+            "q:prio": {"value": {"type": "static_select", "selected_option": {"value": "high"}}},
+            "q:conf": {"value": {"type": "plain_text_input", "value": ""}},
+        }
+    }
     assert modal_answers({"state": state}) == {"scope": "all", "prio": "high"}
     assert changes_modal("meta", "approval")["blocks"][0]["element"]["multiline"] is True
     _, blocks = question_blocks(wait)
@@ -156,22 +210,45 @@ class Client:
         number = len(self.calls)
         self.calls.append((method, json))
         if number in self.fail:
-            raise SlackApiError("no", AsyncSlackResponse(
-                client=None, http_verb="POST", api_url=method, req_args={},
-                data={"ok": False, "error": "internal_error"}, headers={}, status_code=200))
+            raise SlackApiError(
+                "no",
+                AsyncSlackResponse(
+                    client=None,
+                    http_verb="POST",
+                    api_url=method,
+                    req_args={},
+                    data={"ok": False, "error": "internal_error"},
+                    headers={},
+                    status_code=200,
+                ),
+            )
         return {"ok": True, "channel": json.get("channel"), "ts": f"{number}.0"}
 
 
 async def test_a_batch_retried_after_a_failure_posts_nothing_twice() -> None:
     ledger = MemoryLedger()
-    await ledger.create_run(Run(run_id="r1", template="t", template_version="1",
-                                status=RunStatus.QUEUED, attempt=1, inputs={},
-                                created_at=time.time(), updated_at=time.time()))
+    await ledger.create_run(
+        Run(
+            run_id="r1",
+            template="t",
+            template_version="1",
+            status=RunStatus.QUEUED,
+            attempt=1,
+            inputs={},
+            created_at=time.time(),
+            updated_at=time.time(),
+        )
+    )
     client = Client()
-    sink = SlackSink(ChatSettings(bot_token="x", signing_secret="y", channel="C1",
-                                  deciders=("U9",)), ledger, client=client)
-    events = [Event(run_id="r1", kind="run.started", seq=1, message="go"),
-              Event(run_id="r1", kind="gate.escalated", seq=2, message="late")]
+    sink = SlackSink(
+        ChatSettings(bot_token="x", signing_secret="y", channel="C1", deciders=("U9",)),
+        ledger,
+        client=client,
+    )
+    events = [
+        Event(run_id="r1", kind="run.started", seq=1, message="go"),
+        Event(run_id="r1", kind="gate.escalated", seq=2, message="late"),
+    ]
     client.fail = {3}  # the escalation's post
     with pytest.raises(Exception, match="internal_error"):
         await sink.deliver(events)

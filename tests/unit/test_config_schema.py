@@ -17,28 +17,39 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("text", "line", "says"), [
-    ("lease_ttl = [1]\n", 1, "lease_ttl: input should be a valid number (got [1])"),
-    ("# a comment\nhome = 5\n", 2, "home: input should be a valid string (got 5)"),
-    ("database_url = 5\n", 1, "database_url: input should be a valid string"),
-    ("model = 5\n", 1, "model: input should be a valid string"),
-    ('home = "h"\ndatabse_url = "sqlite:///x"\n', 2,
-     "databse_url: unknown key (did you mean 'database_url'?)"),
-    ("lease_ttl = -1\n", 1, "lease_ttl: input should be greater than 0 (got -1)"),
-    ("lease_ttl = true\n", 1, "lease_ttl: input should be a valid number"),
-    ("lease_ttl = nan\n", 1, "lease_ttl: input should be a finite number"),
-    ('template_dirs = "templates"\n', 1, "template_dirs: input should be a valid list"),
-    ('[stageline]\nhome = ".s"\nlease_ttl = "30"\n', 3, "lease_ttl: input should be a valid"),
-    ('services = "not a callable"\n', 1, "services: must be 'module:callable'"),
-    ('model = "x"\n\n[server]\nmax_body_bytes = 0\n', 4,
-     "server.max_body_bytes: input should be greater than 0"),
-    ('[slack]\nchanel = "#ops"\n', 2, "slack.chanel: unknown key (did you mean 'channel'?)"),
-    ('[slack]\ndeciders = "U1"\n', 2, "slack.deciders: input should be a valid list"),
-    ('[[sinks]]\ntype = "console"\n[[sinks]]\n', None, None),
-    ("sinks = 5\n", 1, "sinks: input should be a valid list"),
-], ids=lambda v: v if isinstance(v, str) else None)
-def test_a_bad_file_names_file_line_and_key(tmp_path: Path, text: str, line: int | None,
-                                            says: str | None) -> None:
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ("lease_ttl = [1]\n", 1, "lease_ttl: input should be a valid number (got [1])"),
+        ("# a comment\nhome = 5\n", 2, "home: input should be a valid string (got 5)"),
+        ("database_url = 5\n", 1, "database_url: input should be a valid string"),
+        ("model = 5\n", 1, "model: input should be a valid string"),
+        (
+            'home = "h"\ndatabse_url = "sqlite:///x"\n',
+            2,
+            "databse_url: unknown key (did you mean 'database_url'?)",
+        ),
+        ("lease_ttl = -1\n", 1, "lease_ttl: input should be greater than 0 (got -1)"),
+        ("lease_ttl = true\n", 1, "lease_ttl: input should be a valid number"),
+        ("lease_ttl = nan\n", 1, "lease_ttl: input should be a finite number"),
+        ('template_dirs = "templates"\n', 1, "template_dirs: input should be a valid list"),
+        ('[stageline]\nhome = ".s"\nlease_ttl = "30"\n', 3, "lease_ttl: input should be a valid"),
+        ('services = "not a callable"\n', 1, "services: must be 'module:callable'"),
+        (
+            'model = "x"\n\n[server]\nmax_body_bytes = 0\n',
+            4,
+            "server.max_body_bytes: input should be greater than 0",
+        ),
+        ('[slack]\nchanel = "#ops"\n', 2, "slack.chanel: unknown key (did you mean 'channel'?)"),
+        ('[slack]\ndeciders = "U1"\n', 2, "slack.deciders: input should be a valid list"),
+        ('[[sinks]]\ntype = "console"\n[[sinks]]\n', None, None),
+        ("sinks = 5\n", 1, "sinks: input should be a valid list"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_a_bad_file_names_file_line_and_key(
+    tmp_path: Path, text: str, line: int | None, says: str | None
+) -> None:
     path = write(tmp_path, text)
     if says is None:
         load_settings(cwd=tmp_path, env={})
@@ -56,18 +67,21 @@ def test_an_unknown_key_without_a_close_match_lists_the_known(tmp_path: Path) ->
 
 
 def test_a_huge_value_is_not_echoed(tmp_path: Path) -> None:
-    write(tmp_path, f"lease_ttl = \"{'9' * 100_000}\"\n")
+    write(tmp_path, f'lease_ttl = "{"9" * 100_000}"\n')
     with pytest.raises(ConfigError) as caught:
         load_settings(cwd=tmp_path, env={})
     assert len(str(caught.value)) < 300
 
 
-@pytest.mark.parametrize(("env", "says"), [
-    ({"STAGELINE_LEASE_TTL": "abc"}, "STAGELINE_LEASE_TTL: input should be a valid number"),
-    ({"STAGELINE_LEASE_TTL": "-3"}, "STAGELINE_LEASE_TTL: input should be greater than 0"),
-    ({"STAGELINE_LEASE_TTL": "inf"}, "STAGELINE_LEASE_TTL: input should be a finite number"),
-    ({"STAGELINE_SERVICES": "x y"}, "STAGELINE_SERVICES: must be 'module:callable'"),
-])
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"STAGELINE_LEASE_TTL": "abc"}, "STAGELINE_LEASE_TTL: input should be a valid number"),
+        ({"STAGELINE_LEASE_TTL": "-3"}, "STAGELINE_LEASE_TTL: input should be greater than 0"),
+        ({"STAGELINE_LEASE_TTL": "inf"}, "STAGELINE_LEASE_TTL: input should be a finite number"),
+        ({"STAGELINE_SERVICES": "x y"}, "STAGELINE_SERVICES: must be 'module:callable'"),
+    ],
+)
 def test_environment_values_are_checked_by_the_same_schema(
     tmp_path: Path, env: dict[str, str], says: str
 ) -> None:
@@ -76,7 +90,9 @@ def test_environment_values_are_checked_by_the_same_schema(
 
 
 def test_a_good_file_and_environment_resolve(tmp_path: Path) -> None:
-    write(tmp_path, """
+    write(
+        tmp_path,
+        """
         home = "state"
         model = "offline"
         lease_ttl = 12
@@ -98,10 +114,12 @@ def test_a_good_file_and_environment_resolve(tmp_path: Path) -> None:
 
         [[sinks]]
         type = "console"
-        """)
+        """,
+    )
     (tmp_path / "sub").mkdir()  # found by searching upward
-    settings = load_settings(cwd=tmp_path / "sub",
-                             env={"STAGELINE_LEASE_TTL": "7.5", "UNRELATED": "x"})
+    settings = load_settings(
+        cwd=tmp_path / "sub", env={"STAGELINE_LEASE_TTL": "7.5", "UNRELATED": "x"}
+    )
     assert settings.home == tmp_path / "state"
     assert settings.database_url == f"sqlite:///{tmp_path / 'state' / 'stageline.db'}"
     assert settings.model is None and settings.lease_ttl == 7.5

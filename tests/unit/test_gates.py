@@ -75,13 +75,18 @@ def gated(name: str = "gated", **gate: Any) -> Template:
     return template
 
 
-async def test_a_gate_waits_then_approval_finishes_the_run(runner: Runner, sink: RecordingSink
-                                                            ) -> None:
+async def test_a_gate_waits_then_approval_finishes_the_run(
+    runner: Runner, sink: RecordingSink
+) -> None:
     first = await runner.start(gated(), {})
     assert first.status is RunStatus.WAITING
     [wait] = first.waiting
-    assert (wait.kind, wait.name, wait.node, wait.attempt) == (WaitKind.GATE, "approval",
-                                                              "approval", 1)
+    assert (wait.kind, wait.name, wait.node, wait.attempt) == (
+        WaitKind.GATE,
+        "approval",
+        "approval",
+        1,
+    )
     assert wait.payload["show"] == {"text": "draft 1"} and wait.state_hash
     assert wait.deadline_at == pytest.approx(wait.requested_at + 24 * 3600)
     assert await runner.pending() == [wait]
@@ -91,10 +96,19 @@ async def test_a_gate_waits_then_approval_finishes_the_run(runner: Runner, sink:
     assert done.state == {"text": "draft 1", "n": 1, "published": True}
     [decided] = (await runner.status(first.run.run_id)).waits
     assert (decided.status, decided.decision, decided.actor, decided.note) == (
-        WaitStatus.APPLIED, "approve", "ann", "good")
+        WaitStatus.APPLIED,
+        "approve",
+        "ann",
+        "good",
+    )
     kinds = sink.kinds(first.run.run_id)
-    assert kinds.index("gate.waiting") < kinds.index("run.waiting") < kinds.index(
-        "gate.decided") < kinds.index("run.resumed") < kinds.index("run.succeeded")
+    assert (
+        kinds.index("gate.waiting")
+        < kinds.index("run.waiting")
+        < kinds.index("gate.decided")
+        < kinds.index("run.resumed")
+        < kinds.index("run.succeeded")
+    )
     assert await runner.pending() == []
 
 
@@ -115,8 +129,9 @@ async def test_changes_go_back_with_the_note_and_are_bounded(runner: Runner) -> 
     assert rounds == [("changes", WaitStatus.APPLIED), ("approve", WaitStatus.APPLIED)]
 
 
-async def test_reject_ends_the_run_rejected_or_takes_the_reject_route(runner: Runner,
-                                                                     sink: RecordingSink) -> None:
+async def test_reject_ends_the_run_rejected_or_takes_the_reject_route(
+    runner: Runner, sink: RecordingSink
+) -> None:
     run_id = (await runner.start(gated(), {})).run.run_id
     rejected = await runner.reject(run_id, note="off topic", actor="bob")
     assert rejected.status is RunStatus.REJECTED and rejected.run.finished_at
@@ -132,8 +147,7 @@ async def test_reject_ends_the_run_rejected_or_takes_the_reject_route(runner: Ru
     assert done.state["archived"] is True and "published" not in done.state
 
 
-async def test_a_second_decision_is_a_conflict_and_nothing_else_is_recorded(runner: Runner
-                                                                            ) -> None:
+async def test_a_second_decision_is_a_conflict_and_nothing_else_is_recorded(runner: Runner) -> None:
     run_id = (await runner.start(gated(), {})).run.run_id
     await runner.approve(run_id, actor="ann")
     with pytest.raises(AlreadyDecided, match="already approved by ann") as info:
@@ -142,8 +156,7 @@ async def test_a_second_decision_is_a_conflict_and_nothing_else_is_recorded(runn
     assert len((await runner.status(run_id)).waits) == 1
 
 
-async def test_a_decision_for_another_attempt_or_state_is_refused_as_stale(runner: Runner
-                                                                           ) -> None:
+async def test_a_decision_for_another_attempt_or_state_is_refused_as_stale(runner: Runner) -> None:
     run_id = (await runner.start(gated(), {})).run.run_id
     [wait] = await runner.pending(run_id)
     with pytest.raises(StaleDecision, match="attempt 0"):
@@ -164,7 +177,10 @@ async def test_an_old_approval_never_passes_a_retried_run(runner: Runner) -> Non
     assert [e["step"] for e in swept] == ["remind", "escalate", "fail"]
     failed = await runner.ledger.get_run(run_id)
     assert (failed.status, failed.failure_phase, failed.failed_node) == (
-        RunStatus.FAILED, "deadline", "approval")
+        RunStatus.FAILED,
+        "deadline",
+        "approval",
+    )
 
     retried = await runner.retry(run_id)
     assert retried.status is RunStatus.WAITING and retried.run.attempt == 2
@@ -177,21 +193,28 @@ async def test_an_old_approval_never_passes_a_retried_run(runner: Runner) -> Non
     assert statuses == [(1, WaitStatus.EXPIRED), (2, WaitStatus.APPLIED)]
 
 
-async def test_the_gate_itself_refuses_a_stale_decision_and_asks_again(runner: Runner,
-                                                                       sink: RecordingSink
-                                                                       ) -> None:
+async def test_the_gate_itself_refuses_a_stale_decision_and_asks_again(
+    runner: Runner, sink: RecordingSink
+) -> None:
     """Belt and braces: a decision for another attempt that reaches the node (a rollback that
     was missed) does not pass the gate."""
     template = gated()
     run = (await runner.start(template, {})).run
     [wait] = await runner.pending(run.run_id)
-    stale = {"decision": "approve", "attempt": 7, "state_hash": wait.state_hash,
-             "token": wait.token, "actor": "mallory"}
-    await runner.ledger.decide_wait(run.run_id, wait.wait_id, wait.round, response=stale,
-                                    actor="mallory")
+    stale = {
+        "decision": "approve",
+        "attempt": 7,
+        "state_hash": wait.state_hash,
+        "token": wait.token,
+        "actor": "mallory",
+    }
+    await runner.ledger.decide_wait(
+        run.run_id, wait.wait_id, wait.round, response=stale, actor="mallory"
+    )
     holder = await runner._claim(run, template, "run.resumed")
-    after = await runner._advance(run, template, Command(resume={wait.interrupt_id: stale}), {},
-                                  holder=holder)
+    after = await runner._advance(
+        run, template, Command(resume={wait.interrupt_id: stale}), {}, holder=holder
+    )
     assert after.status is RunStatus.WAITING and "published" not in after.state
     refused, asked = (await runner.status(run.run_id)).waits
     assert refused.status is WaitStatus.REFUSED
@@ -233,8 +256,9 @@ async def test_a_decision_whose_process_died_is_rolled_back_when_the_run_is_resu
 ) -> None:
     run_id = (await runner.start(gated(), {})).run.run_id
     [wait] = await runner.pending(run_id)
-    await runner.ledger.decide_wait(run_id, wait.wait_id, wait.round,
-                                    response={"decision": "approve"}, actor="ghost")
+    await runner.ledger.decide_wait(
+        run_id, wait.wait_id, wait.round, response={"decision": "approve"}, actor="ghost"
+    )
     assert (await runner.resume(run_id)).status is RunStatus.WAITING
     ghost, again = (await runner.status(run_id)).waits
     assert ghost.status is WaitStatus.ROLLED_BACK and again.status is WaitStatus.PENDING
@@ -282,23 +306,36 @@ async def test_deadline_steps_come_in_order_and_once(runner: Runner, sink: Recor
     run = await runner.ledger.get_run(run_id)
     assert run.status is RunStatus.REJECTED
     kinds = [k for k in sink.kinds(run_id) if k.startswith(("gate.", "run.rejected"))]
-    assert kinds == ["gate.waiting", "gate.reminded", "gate.escalated", "gate.expired",
-                     "gate.decided", "run.rejected"]
+    assert kinds == [
+        "gate.waiting",
+        "gate.reminded",
+        "gate.escalated",
+        "gate.expired",
+        "gate.decided",
+        "run.rejected",
+    ]
     levels = {e.kind: e.level for e in sink.events if e.run_id == run_id}
     assert (levels["gate.reminded"], levels["gate.escalated"]) == ("warning", "critical")
     [decided] = (await runner.status(run_id)).waits
-    assert (decided.actor, decided.decision, decided.note) == ("stageline sweep", "reject",
-                                                               "deadline passed")
+    assert (decided.actor, decided.decision, decided.note) == (
+        "stageline sweep",
+        "reject",
+        "deadline passed",
+    )
 
 
 async def test_a_per_run_deadline_and_park(runner: Runner, sink: RecordingSink) -> None:
-    run_id = (await runner.start(gated(deadline="2d"), {}, deadlines={"approval": "10s"})
-              ).run.run_id
+    run_id = (
+        await runner.start(gated(deadline="2d"), {}, deadlines={"approval": "10s"})
+    ).run.run_id
     [wait] = await runner.pending(run_id)
     assert wait.deadline_at == pytest.approx(wait.requested_at + 10)
     done = await runner.sweep(now=wait.requested_at + 11)
     assert [(e["step"], e["outcome"]) for e in done] == [
-        ("remind", None), ("escalate", None), ("park", "parked")]
+        ("remind", None),
+        ("escalate", None),
+        ("park", "parked"),
+    ]
     assert (await runner.ledger.get_run(run_id)).status is RunStatus.WAITING
     assert await runner.sweep(now=wait.requested_at + 1000) == []
     assert (await runner.approve(run_id)).status is RunStatus.SUCCEEDED

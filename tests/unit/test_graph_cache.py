@@ -20,8 +20,10 @@ async def bump(state, ctx):
 
 
 def _yaml(name: str) -> str:
-    return (f"name: {name}\nstate:\n  n: int\nstages:\n  one: cache_test_stages:bump\n"
-            "  two: cache_test_stages:bump\nedges:\n  - [one, two]\n")
+    return (
+        f"name: {name}\nstate:\n  n: int\nstages:\n  one: cache_test_stages:bump\n"
+        "  two: cache_test_stages:bump\nedges:\n  - [one, two]\n"
+    )
 
 
 @pytest.fixture
@@ -46,8 +48,11 @@ async def test_a_yaml_template_given_by_path_is_compiled_once_for_many_runs(
             assert done.status == "succeeded"
         assert _cached(runner) == 1
 
-        path.write_text(_yaml("counting").replace("two]", "two]\n  - [two, three]").replace(
-            "edges:", "  three: cache_test_stages:bump\nedges:"))  # a new version
+        path.write_text(
+            _yaml("counting")
+            .replace("two]", "two]\n  - [two, three]")
+            .replace("edges:", "  three: cache_test_stages:bump\nedges:")
+        )  # a new version
         await runner.start(str(path), {"n": 0})
         assert _cached(runner) == 2
 

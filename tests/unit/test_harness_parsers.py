@@ -18,45 +18,118 @@ def _lines(*rows: object) -> list[str]:
 
 
 CLAUDE = _lines(
-    {"type": "system", "subtype": "init", "session_id": "s-1", "model": "claude-x",
-     "cwd": "/repo", "tools": ["Bash", "Edit"]},
-    {"type": "stream_event", "event": {"type": "content_block_delta",
-                                       "delta": {"type": "text_delta", "text": "Look"}}},
+    {
+        "type": "system",
+        "subtype": "init",
+        "session_id": "s-1",
+        "model": "claude-x",
+        "cwd": "/repo",
+        "tools": ["Bash", "Edit"],
+    },
+    {
+        "type": "stream_event",
+        "event": {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Look"}},
+    },
     {"type": "stream_event", "event": {"type": "message_start"}},
-    {"type": "assistant", "session_id": "s-1", "parent_tool_use_id": None, "message": {
-        "content": [{"type": "thinking", "thinking": "plan"},
-                    {"type": "text", "text": "Looking at the repo."},
-                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}},
-    {"type": "user", "message": {"content": [
-        {"type": "tool_result", "tool_use_id": "t1", "content": "README.md\n",
-         "is_error": False}]}},
-    {"type": "assistant", "parent_tool_use_id": "task-9", "message": {
-        "content": [{"type": "text", "text": "sub-agent here"}]}},
-    {"type": "result", "subtype": "success", "is_error": False, "result": "Wrote 2 pages.\nDone.",
-     "total_cost_usd": 0.25, "num_turns": 3, "duration_ms": 900, "session_id": "s-1",
-     "usage": {"input_tokens": 120, "output_tokens": 40, "service_tier": "standard"}},
+    {
+        "type": "assistant",
+        "session_id": "s-1",
+        "parent_tool_use_id": None,
+        "message": {
+            "content": [
+                {"type": "thinking", "thinking": "plan"},
+                {"type": "text", "text": "Looking at the repo."},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+            ]
+        },
+    },
+    {
+        "type": "user",
+        "message": {
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "README.md\n",
+                    "is_error": False,
+                }
+            ]
+        },
+    },
+    {
+        "type": "assistant",
+        "parent_tool_use_id": "task-9",
+        "message": {"content": [{"type": "text", "text": "sub-agent here"}]},
+    },
+    {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "Wrote 2 pages.\nDone.",
+        "total_cost_usd": 0.25,
+        "num_turns": 3,
+        "duration_ms": 900,
+        "session_id": "s-1",
+        "usage": {"input_tokens": 120, "output_tokens": 40, "service_tier": "standard"},
+    },
 )
 
 CODEX = _lines(
     {"type": "thread.started", "thread_id": "th-1"},
     {"type": "turn.started"},
-    {"type": "item.started", "item": {"id": "i0", "type": "command_execution",
-                                      "command": "bash -lc ls", "status": "in_progress"}},
-    {"type": "item.completed", "item": {"id": "i0", "type": "command_execution",
-                                        "command": "bash -lc ls", "aggregated_output": "a\nb\n",
-                                        "exit_code": 0, "status": "completed"}},
+    {
+        "type": "item.started",
+        "item": {
+            "id": "i0",
+            "type": "command_execution",
+            "command": "bash -lc ls",
+            "status": "in_progress",
+        },
+    },
+    {
+        "type": "item.completed",
+        "item": {
+            "id": "i0",
+            "type": "command_execution",
+            "command": "bash -lc ls",
+            "aggregated_output": "a\nb\n",
+            "exit_code": 0,
+            "status": "completed",
+        },
+    },
     {"type": "item.completed", "item": {"id": "i1", "type": "reasoning", "text": "thinking"}},
-    {"type": "item.completed", "item": {"id": "i2", "type": "file_change", "status": "completed",
-                                        "changes": [{"path": "wiki/a.md", "kind": "add"}]}},
-    {"type": "item.started", "item": {"id": "i3", "type": "mcp_tool_call", "server": "docs",
-                                      "tool": "search", "arguments": {"q": "x"}}},
-    {"type": "item.updated", "item": {"id": "i4", "type": "todo_list",
-                                      "items": [{"text": "write", "completed": False}]}},
+    {
+        "type": "item.completed",
+        "item": {
+            "id": "i2",
+            "type": "file_change",
+            "status": "completed",
+            "changes": [{"path": "wiki/a.md", "kind": "add"}],
+        },
+    },
+    {
+        "type": "item.started",
+        "item": {
+            "id": "i3",
+            "type": "mcp_tool_call",
+            "server": "docs",
+            "tool": "search",
+            "arguments": {"q": "x"},
+        },
+    },
+    {
+        "type": "item.updated",
+        "item": {"id": "i4", "type": "todo_list", "items": [{"text": "write", "completed": False}]},
+    },
     {"type": "item.completed", "item": {"id": "i5", "type": "error", "message": "retrying"}},
-    {"type": "item.completed", "item": {"id": "i6", "type": "agent_message",
-                                        "text": "Updated the wiki."}},
-    {"type": "turn.completed", "usage": {"input_tokens": 50, "cached_input_tokens": 10,
-                                         "output_tokens": 7}},
+    {
+        "type": "item.completed",
+        "item": {"id": "i6", "type": "agent_message", "text": "Updated the wiki."},
+    },
+    {
+        "type": "turn.completed",
+        "usage": {"input_tokens": 50, "cached_input_tokens": 10, "output_tokens": 7},
+    },
 )
 
 GENERIC = _lines(
@@ -90,10 +163,29 @@ def test_claude_session_every_event_classified() -> None:
     events, parser = parse_lines("claude", _fixture("claude_session.jsonl"))
     kinds = [e.kind for e in events]
     assert kinds == [
-        "provider_session", "reasoning", "usage", "message", "tool_use", "tool_result",
-        "tool_use", "usage", "helper_agent", "helper_agent", "helper_agent", "helper_agent",
-        "warning", "helper_agent", "tool_result", "tool_use", "usage", "tool_result", "message",
-        "usage", "usage", "result"]
+        "provider_session",
+        "reasoning",
+        "usage",
+        "message",
+        "tool_use",
+        "tool_result",
+        "tool_use",
+        "usage",
+        "helper_agent",
+        "helper_agent",
+        "helper_agent",
+        "helper_agent",
+        "warning",
+        "helper_agent",
+        "tool_result",
+        "tool_use",
+        "usage",
+        "tool_result",
+        "message",
+        "usage",
+        "usage",
+        "result",
+    ]
     assert {str(classify(e)) for e in events if e.kind == "helper_agent"} == {"tool"}
     started = events[8]
     assert started.text == "task_started: Survey the tests"
@@ -123,8 +215,17 @@ def test_claude_live_usage_estimates_cost_before_the_result() -> None:
 def test_claude_partial_messages_are_live_only() -> None:
     events, parser = parse_lines("claude", _fixture("claude_partial.jsonl"))
     assert [e.kind for e in events] == [
-        "provider_session", "text_delta", "text_delta", "message", "usage", "tool_use",
-        "tool_result", "status", "usage", "result"]
+        "provider_session",
+        "text_delta",
+        "text_delta",
+        "message",
+        "usage",
+        "tool_use",
+        "tool_result",
+        "status",
+        "usage",
+        "result",
+    ]
     assert [classify(e) for e in events].count(None) == 2
     assert events[5].text == "Bash pytest -q"
     assert parser.output_text == "The tests pass."
@@ -143,18 +244,45 @@ def test_claude_error_result_keeps_its_reasons_and_usage() -> None:
 
 
 def test_claude_is_error_fails_whatever_the_subtype() -> None:
-    _, parser = parse_lines("claude", _lines(
-        {"type": "result", "subtype": "success", "is_error": True, "result": "API Error: 529",
-         "errors": []}))
+    _, parser = parse_lines(
+        "claude",
+        _lines(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": True,
+                "result": "API Error: 529",
+                "errors": [],
+            }
+        ),
+    )
     assert parser.failure is not None and "API Error: 529" in parser.failure
 
 
 def test_codex_session_every_event_classified() -> None:
     events, parser = parse_lines("codex", _fixture("codex_session.jsonl"), model="gpt-5-codex")
     assert [e.kind for e in events] == [
-        "provider_session", "status", "reasoning", "tool_use", "tool_result", "status",
-        "tool_use", "tool_result", "status", "tool_use", "tool_result", "tool_use",
-        "tool_result", "warning", "warning", "warning", "status", "message", "usage", "status"]
+        "provider_session",
+        "status",
+        "reasoning",
+        "tool_use",
+        "tool_result",
+        "status",
+        "tool_use",
+        "tool_result",
+        "status",
+        "tool_use",
+        "tool_result",
+        "tool_use",
+        "tool_result",
+        "warning",
+        "warning",
+        "warning",
+        "status",
+        "message",
+        "usage",
+        "status",
+    ]
     changes = [e for e in events if e.data.get("name") == "file_change"]
     assert [e.kind for e in changes] == ["tool_use", "tool_result"]
     assert {str(classify(e)) for e in changes} == {"tool"}
@@ -174,21 +302,36 @@ def test_codex_session_every_event_classified() -> None:
 
 def test_codex_failed_turn() -> None:
     events, parser = parse_lines("codex", _fixture("codex_failed_turn.jsonl"))
-    assert [e.kind for e in events] == ["provider_session", "status", "reasoning", "warning",
-                                        "error", "error"]
+    assert [e.kind for e in events] == [
+        "provider_session",
+        "status",
+        "reasoning",
+        "warning",
+        "error",
+        "error",
+    ]
     assert parser.failure is not None and parser.failure.startswith("stream disconnected")
 
 
 def test_codex_error_without_a_turn_end_fails() -> None:
-    _, parser = parse_lines("codex", _lines({"type": "turn.started"},
-                                            {"type": "error", "message": "quota exceeded"}))
+    _, parser = parse_lines(
+        "codex", _lines({"type": "turn.started"}, {"type": "error", "message": "quota exceeded"})
+    )
     assert parser.failure == "quota exceeded"
 
 
 def test_generic_format() -> None:
     events, parser = parse_lines("generic", GENERIC)
-    assert [e.kind for e in events] == ["provider_session", "text_delta", "message", "tool_use",
-                                        "usage", "usage", "custom_progress", "result"]
+    assert [e.kind for e in events] == [
+        "provider_session",
+        "text_delta",
+        "message",
+        "tool_use",
+        "usage",
+        "usage",
+        "custom_progress",
+        "result",
+    ]
     assert events[3].data == {"name": "write_file", "input": {"path": "a.md"}}
     assert parser.usage == {"input_tokens": 4, "output_tokens": 4}
     assert parser.output_text == "final text"
@@ -196,8 +339,9 @@ def test_generic_format() -> None:
 
 
 def test_generic_failed_result() -> None:
-    _, parser = parse_lines("generic", _lines({"type": "result", "status": "failed",
-                                               "summary": "could not write"}))
+    _, parser = parse_lines(
+        "generic", _lines({"type": "result", "status": "failed", "summary": "could not write"})
+    )
     assert parser.failure == "could not write"
 
 
@@ -234,9 +378,15 @@ def test_a_stream_cut_mid_way_keeps_what_came_before(fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", sorted(PARSERS))
 def test_odd_shapes_never_raise(fmt: str) -> None:
-    odd = _lines({"type": "assistant", "message": {"content": 5}},
-                 {"type": "item.completed", "item": "x"}, {"type": None}, {}, {"type": 3},
-                 {"type": "user", "message": None}, {"type": "result", "usage": "lots"})
+    odd = _lines(
+        {"type": "assistant", "message": {"content": 5}},
+        {"type": "item.completed", "item": "x"},
+        {"type": None},
+        {},
+        {"type": 3},
+        {"type": "user", "message": None},
+        {"type": "result", "usage": "lots"},
+    )
     events, _ = parse_lines(fmt, [*odd, "\n", "   \n"])
     assert all(e.kind for e in events)
 

@@ -31,8 +31,13 @@ from stageline.harnesses import (
 
 
 def request(repo: Path, **changes: Any) -> HarnessRequest:
-    fields: dict[str, Any] = {"kind": "command", "model": None, "repo_root": repo,
-                              "prompt": "do the thing", "timeout": 30.0}
+    fields: dict[str, Any] = {
+        "kind": "command",
+        "model": None,
+        "repo_root": repo,
+        "prompt": "do the thing",
+        "timeout": 30.0,
+    }
     fields.update(changes)
     return HarnessRequest(**fields)
 
@@ -141,14 +146,17 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 async def test_timeout_kills_children_that_ignore_sigterm(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    harness = python(f"""
+    harness = python(
+        f"""
         import json, os, signal, subprocess, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         child = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60"])
         open({str(pidfile)!r}, "w").write(str(child.pid))
         print(json.dumps({{"type": "status", "pid": os.getpid()}}), flush=True)
         time.sleep(60)
-    """, kill_grace=0.3)
+    """,
+        kill_grace=0.3,
+    )
     events, result = await collect(harness, request(tmp_path, timeout=1.0))
     assert result.status is HarnessStatus.TIMED_OUT
     assert wait_gone([int(events[0].data["pid"]), int(pidfile.read_text())]) == []
@@ -192,8 +200,9 @@ async def test_missing_binary_is_not_ready(tmp_path: Path) -> None:
 async def test_required_environment_and_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    harness = CommandHarness([sys.executable], required_env=("STAGELINE_TEST_KEY",),
-                             needs_model=True)
+    harness = CommandHarness(
+        [sys.executable], required_env=("STAGELINE_TEST_KEY",), needs_model=True
+    )
     monkeypatch.delenv("STAGELINE_TEST_KEY", raising=False)
     with pytest.raises(HarnessNotReady, match="needs STAGELINE_TEST_KEY set"):
         await harness.ensure_ready(request(tmp_path))
@@ -221,12 +230,20 @@ def fake_agent(folder: Path, name: str, lines: list[dict[str, Any]]) -> Path:
 
 async def test_claude_preset_runs_a_claude_shaped_agent(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
-    fake_agent(bin_dir, "claude", [
-        {"type": "system", "subtype": "init", "session_id": "s"},
-        {"type": "assistant", "message": {"content": [{"type": "text", "text": "Done it."}]}},
-        {"type": "result", "subtype": "success", "result": "Done it.",
-         "usage": {"output_tokens": 5}},
-    ])
+    fake_agent(
+        bin_dir,
+        "claude",
+        [
+            {"type": "system", "subtype": "init", "session_id": "s"},
+            {"type": "assistant", "message": {"content": [{"type": "text", "text": "Done it."}]}},
+            {
+                "type": "result",
+                "subtype": "success",
+                "result": "Done it.",
+                "usage": {"output_tokens": 5},
+            },
+        ],
+    )
     harness = make_harness("command:claude")
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     req = request(tmp_path, model="sonnet")
@@ -255,9 +272,12 @@ def test_registry_names_each_kind() -> None:
     assert make_harness("scripted").kind == "scripted"
     assert make_harness("chat").kind == "chat"
     assert make_harness("command", argv=["x"]).kind == "command"
-    for bad, why in [("bogus", "unknown harness 'bogus'"),
-                     ("command:nope", "unknown command agent"),
-                     ("command", "needs an agent"), ("scripted:x", "takes no ':x'")]:
+    for bad, why in [
+        ("bogus", "unknown harness 'bogus'"),
+        ("command:nope", "unknown command agent"),
+        ("command", "needs an agent"),
+        ("scripted:x", "takes no ':x'"),
+    ]:
         with pytest.raises(HarnessNotReady, match=why):
             make_harness(bad)
 
@@ -266,11 +286,13 @@ def test_registry_names_each_kind() -> None:
 
 
 async def test_scripted_agent_really_edits_files(tmp_path: Path) -> None:
-    harness = ScriptedHarness([
-        {"event": {"type": "message", "text": "writing"}},
-        {"write": "wiki/page.md", "content": "hello\n"},
-        {"delete": "old.txt"},
-    ])
+    harness = ScriptedHarness(
+        [
+            {"event": {"type": "message", "text": "writing"}},
+            {"write": "wiki/page.md", "content": "hello\n"},
+            {"delete": "old.txt"},
+        ]
+    )
     (tmp_path / "old.txt").write_text("x")
     req = request(tmp_path, kind="scripted")
     await harness.ensure_ready(req)
@@ -284,8 +306,9 @@ async def test_scripted_agent_really_edits_files(tmp_path: Path) -> None:
 async def test_scripted_agent_refuses_paths_outside_the_repository(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _, result = await collect(ScriptedHarness([{"write": "../escape.md", "content": "x"}]),
-                              request(repo, kind="scripted"))
+    _, result = await collect(
+        ScriptedHarness([{"write": "../escape.md", "content": "x"}]), request(repo, kind="scripted")
+    )
     assert not result.ok and result.exit_code == 2
     assert not (tmp_path / "escape.md").exists()
 
@@ -303,14 +326,23 @@ async def test_scripted_needs_a_valid_script(tmp_path: Path) -> None:
 class UsageFakeChat(GenericFakeChatModel):
     """The fake chat model, ending its stream with a usage chunk as providers do."""
 
-    def _stream(self, messages: Any, stop: Any = None, run_manager: Any = None,
-                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
         for chunk in super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs):
             chunk.message.chunk_position = None  # type: ignore[attr-defined]
             yield chunk
-        yield ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata={
-            "input_tokens": 5, "output_tokens": 3, "total_tokens": 8,
-            "input_token_details": {"cache_read": 2}}))
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                usage_metadata={
+                    "input_tokens": 5,
+                    "output_tokens": 3,
+                    "total_tokens": 8,
+                    "input_token_details": {"cache_read": 2},
+                },
+            )
+        )
 
 
 class BrokenChat(GenericFakeChatModel):
@@ -328,8 +360,12 @@ async def test_chat_streams_text_deltas_then_message_and_usage(tmp_path: Path) -
     assert "".join(deltas) == "hello big world" and len(deltas) == 5
     assert [e.kind for e in events if e.kind != "text_delta"] == ["message", "usage"]
     assert result.ok and result.output_text == "hello big world"
-    assert result.usage == {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8,
-                            "cached_input_tokens": 2}
+    assert result.usage == {
+        "input_tokens": 5,
+        "output_tokens": 3,
+        "total_tokens": 8,
+        "cached_input_tokens": 2,
+    }
 
 
 async def test_chat_usage_has_a_cost_for_a_priced_model(tmp_path: Path) -> None:

@@ -73,11 +73,23 @@ async def test_a_value_that_does_not_fit_its_declared_type_is_refused_before_the
 
 
 async def test_exact_conversions_of_text_are_made_and_recorded(runner: Runner) -> None:
-    given = {"sleep": "2.5", "n": "3", "flag": "true", "topic": "x", "tags": ["a"],
-             "anything": "left as is"}
+    given = {
+        "sleep": "2.5",
+        "n": "3",
+        "flag": "true",
+        "topic": "x",
+        "tags": ["a"],
+        "anything": "left as is",
+    }
     summary = await runner.start(typed(), given)
-    assert summary.state == {"sleep": 2.5, "n": 3, "flag": True, "topic": "x", "tags": ["a"],
-                             "anything": "left as is"}
+    assert summary.state == {
+        "sleep": 2.5,
+        "n": 3,
+        "flag": True,
+        "topic": "x",
+        "tags": ["a"],
+        "anything": "left as is",
+    }
     assert type(summary.state["n"]) is int
     queued = await runner.create(typed(), {"n": "7"})
     assert queued.inputs["n"] == 7
@@ -93,13 +105,13 @@ async def test_a_pydantic_state_model_is_checked_field_by_field(runner: Runner) 
 
 async def test_a_yaml_state_type_is_checked(runner: Runner, tmp_path: Path) -> None:
     path = tmp_path / "sleepy.yaml"
-    path.write_text("name: sleepy\nstate:\n  sleep: float\n  n: int\n"
-                    "stages:\n  a: tests_input_types_echo\n")
+    path.write_text(
+        "name: sleepy\nstate:\n  sleep: float\n  n: int\nstages:\n  a: tests_input_types_echo\n"
+    )
     from stageline.stages import stage
 
     stage(name="tests_input_types_echo")(echo)
     template = load_yaml_template(path)
     with pytest.raises(InputError, match="input 'sleep' of template 'sleepy' must be a number"):
         await runner.start(template, {"sleep": "abc"})
-    assert (await runner.start(template, {"sleep": "0", "n": "2"})).state == {"sleep": 0.0,
-                                                                              "n": 2}
+    assert (await runner.start(template, {"sleep": "0", "n": "2"})).state == {"sleep": 0.0, "n": 2}

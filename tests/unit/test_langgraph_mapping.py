@@ -21,17 +21,21 @@ def _run(status: RunStatus, template: str = "blog_post") -> Run:
     return Run(run_id="r1", template=template, template_version="1", status=status)
 
 
-@pytest.mark.parametrize(("status", "thread", "api"), [
-    (RunStatus.QUEUED, "busy", ApiRunStatus.PENDING),
-    (RunStatus.RUNNING, "busy", ApiRunStatus.RUNNING),
-    (RunStatus.WAITING, "interrupted", ApiRunStatus.INTERRUPTED),
-    (RunStatus.SUCCEEDED, "idle", ApiRunStatus.SUCCESS),
-    (RunStatus.FAILED, "error", ApiRunStatus.ERROR),
-    (RunStatus.CANCELLED, "idle", ApiRunStatus.INTERRUPTED),
-    (RunStatus.REJECTED, "idle", ApiRunStatus.SUCCESS),
-])
-def test_run_statuses_map_to_thread_and_run_statuses(status: RunStatus, thread: str,
-                                                     api: ApiRunStatus) -> None:
+@pytest.mark.parametrize(
+    ("status", "thread", "api"),
+    [
+        (RunStatus.QUEUED, "busy", ApiRunStatus.PENDING),
+        (RunStatus.RUNNING, "busy", ApiRunStatus.RUNNING),
+        (RunStatus.WAITING, "interrupted", ApiRunStatus.INTERRUPTED),
+        (RunStatus.SUCCEEDED, "idle", ApiRunStatus.SUCCESS),
+        (RunStatus.FAILED, "error", ApiRunStatus.ERROR),
+        (RunStatus.CANCELLED, "idle", ApiRunStatus.INTERRUPTED),
+        (RunStatus.REJECTED, "idle", ApiRunStatus.SUCCESS),
+    ],
+)
+def test_run_statuses_map_to_thread_and_run_statuses(
+    status: RunStatus, thread: str, api: ApiRunStatus
+) -> None:
     assert thread_status(_run(status)) == thread
     assert api_status_of(_run(status)) is api
     assert status in runs_of_thread_status(thread)
@@ -53,27 +57,38 @@ def test_metadata_matches_by_containment() -> None:
 def test_a_thread_shows_its_metadata_with_the_assistant_it_runs() -> None:
     meta = ThreadMeta(run_id="r1", metadata={"team": "a"}, created_at=1.0, updated_at=2.0)
     shown = thread_json("r1", _run(RunStatus.WAITING), meta, None)
-    assert shown["metadata"] == {"team": "a", "graph_id": "blog_post",
-                                 "assistant_id": "blog_post"}
+    assert shown["metadata"] == {"team": "a", "graph_id": "blog_post", "assistant_id": "blog_post"}
     assert shown["status"] == "interrupted" and shown["created_at"].startswith("1970-01-01")
     assert thread_json("r2", None, None, None)["metadata"] == {}
     assert assistant_of(_run(RunStatus.QUEUED, "/srv/project/templates/mine.py")) == "mine"
 
 
-@pytest.mark.parametrize(("value", "decision", "note"), [
-    ("approve", "approve", None), ("reject", "reject", None),
-    ({"decision": "reject", "note": "off topic"}, "reject", "off topic"),
-    ({"decision": "changes", "note": "shorter"}, "changes", "shorter"),
-])
+@pytest.mark.parametrize(
+    ("value", "decision", "note"),
+    [
+        ("approve", "approve", None),
+        ("reject", "reject", None),
+        ({"decision": "reject", "note": "off topic"}, "reject", "off topic"),
+        ({"decision": "changes", "note": "shorter"}, "changes", "shorter"),
+    ],
+)
 def test_gate_resume_values(value: object, decision: str, note: str | None) -> None:
     assert _gate_decision(value) == (decision, note)
 
 
-@pytest.mark.parametrize("value", [
-    "maybe", True, None, ["approve"], {"decision": "changes"}, {"decision": "changes",
-                                                                 "note": "  "},
-    {"decision": "approve", "note": 5}, {"answer": "approve"},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "maybe",
+        True,
+        None,
+        ["approve"],
+        {"decision": "changes"},
+        {"decision": "changes", "note": "  "},
+        {"decision": "approve", "note": 5},
+        {"answer": "approve"},
+    ],
+)
 def test_bad_gate_resume_values_are_422(value: object) -> None:
     with pytest.raises(HTTPException) as refused:
         _gate_decision(value)
@@ -81,8 +96,17 @@ def test_bad_gate_resume_values_are_422(value: object) -> None:
 
 
 def _wait(interrupt_id: str, kind: WaitKind = WaitKind.GATE) -> Wait:
-    return Wait(run_id="r1", wait_id=f"w-{interrupt_id}", round=1, kind=kind, name="g",
-                node="g", attempt=1, interrupt_id=interrupt_id, payload={})
+    return Wait(
+        run_id="r1",
+        wait_id=f"w-{interrupt_id}",
+        round=1,
+        kind=kind,
+        name="g",
+        node="g",
+        attempt=1,
+        interrupt_id=interrupt_id,
+        payload={},
+    )
 
 
 def test_a_resume_is_for_the_interrupt_it_names_or_the_only_one() -> None:

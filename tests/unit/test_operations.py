@@ -62,8 +62,9 @@ async def runner(memory_settings: Settings) -> AsyncIterator[Runner]:
 
 
 def op_template(*post: PostStep, name: str = "op") -> Template:
-    work = operation_stage(name, prompt=lambda s, op: "work on it", repo=lambda s: s["repo"],
-                           post_steps=post)
+    work = operation_stage(
+        name, prompt=lambda s, op: "work on it", repo=lambda s: s["repo"], post_steps=post
+    )
     template = Template(name, state=OpState)
     template.add_stage("work", work)
     return template
@@ -94,12 +95,21 @@ def assert_failed_after_events(events: list[Event], phase: str) -> Event:
 
 @pytest.mark.parametrize(
     ("kind", "category"),
-    [("text_delta", None), ("error", EventCategory.ERROR), ("tool_use", EventCategory.TOOL),
-     ("tool_result", EventCategory.TOOL), ("tool_summary", EventCategory.TOOL),
-     ("usage", EventCategory.TOOL), ("provider_session", EventCategory.TOOL),
-     ("warning", EventCategory.TOOL), ("helper_agent", EventCategory.TOOL),
-     ("message", EventCategory.OUTPUT), ("file_change", EventCategory.OUTPUT),
-     ("result", EventCategory.OUTPUT), ("anything_else", EventCategory.OUTPUT)],
+    [
+        ("text_delta", None),
+        ("error", EventCategory.ERROR),
+        ("tool_use", EventCategory.TOOL),
+        ("tool_result", EventCategory.TOOL),
+        ("tool_summary", EventCategory.TOOL),
+        ("usage", EventCategory.TOOL),
+        ("provider_session", EventCategory.TOOL),
+        ("warning", EventCategory.TOOL),
+        ("helper_agent", EventCategory.TOOL),
+        ("message", EventCategory.OUTPUT),
+        ("file_change", EventCategory.OUTPUT),
+        ("result", EventCategory.OUTPUT),
+        ("anything_else", EventCategory.OUTPUT),
+    ],
 )
 def test_classification(kind: str, category: EventCategory | None) -> None:
     assert classify(HarnessEvent(kind=kind)) is category
@@ -115,14 +125,17 @@ def test_fallback_event_carries_status_and_output() -> None:
 
 async def test_success_records_events_transcript_and_summary(runner: Runner, repo: Path) -> None:
     seen: list[HarnessEvent] = []
-    script = [{"event": {"type": "text_delta", "text": "thin"}},
-              {"event": {"type": "text_delta", "text": "king"}},
-              {"event": {"type": "message", "text": "Thinking done."}},
-              {"write": "notes.md", "content": "hi"},
-              {"event": {"type": "usage", "input_tokens": 10, "output_tokens": 2}},
-              {"event": {"type": "result", "status": "succeeded", "summary": "wrote notes"}}]
-    summary = await runner.start(op_template(), {"repo": str(repo), "script": script},
-                                 services={SERVICE_LIVE: seen.append})
+    script = [
+        {"event": {"type": "text_delta", "text": "thin"}},
+        {"event": {"type": "text_delta", "text": "king"}},
+        {"event": {"type": "message", "text": "Thinking done."}},
+        {"write": "notes.md", "content": "hi"},
+        {"event": {"type": "usage", "input_tokens": 10, "output_tokens": 2}},
+        {"event": {"type": "result", "status": "succeeded", "summary": "wrote notes"}},
+    ]
+    summary = await runner.start(
+        op_template(), {"repo": str(repo), "script": script}, services={SERVICE_LIVE: seen.append}
+    )
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     assert summary.state["summary"] == "wrote notes"
     assert (repo / "notes.md").read_text() == "hi"
@@ -130,8 +143,12 @@ async def test_success_records_events_transcript_and_summary(runner: Runner, rep
     names = kinds(events)
     assert "harness.text_delta" not in names  # live only
     assert [e.text for e in seen if e.kind == "text_delta"] == ["thin", "king"]
-    assert names.index("operation.started") < names.index("harness.message") \
-        < names.index("operation.transcript") < names.index("operation.finished")
+    assert (
+        names.index("operation.started")
+        < names.index("harness.message")
+        < names.index("operation.transcript")
+        < names.index("operation.finished")
+    )
     by_kind = {e.kind: e for e in events}
     assert by_kind["harness.tool_use"].category is EventCategory.TOOL
     assert by_kind["harness.usage"].category is EventCategory.TOOL
@@ -149,8 +166,9 @@ async def test_a_silent_harness_gets_one_fallback_event(runner: Runner, repo: Pa
     summary = await runner.start(op_template(), {"repo": str(repo), "script": []})
     assert summary.status is RunStatus.SUCCEEDED
     harness = [e for e in await events_of(runner, summary) if e.kind.startswith("harness.")]
-    assert [(e.kind, e.message, e.data["fallback"]) for e in harness] == \
-        [("harness.result", "succeeded", True)]
+    assert [(e.kind, e.message, e.data["fallback"]) for e in harness] == [
+        ("harness.result", "succeeded", True)
+    ]
 
 
 # -- one test per failure phase -----------------------------------------------------------------
@@ -166,11 +184,17 @@ async def test_source_preparation(runner: Runner, tmp_path: Path) -> None:
 
 
 async def test_missing_agent_binary_is_harness_readiness(runner: Runner, repo: Path) -> None:
-    summary = await runner.start(op_template(), {"repo": str(repo)}, services={
-        SERVICE_HARNESS: CommandHarness(["no-such-agent-binary-xyz"])})
+    summary = await runner.start(
+        op_template(),
+        {"repo": str(repo)},
+        services={SERVICE_HARNESS: CommandHarness(["no-such-agent-binary-xyz"])},
+    )
     run = summary.run
-    assert (run.status, run.failure_phase, run.failed_node) == (RunStatus.FAILED,
-                                                               "harness_readiness", "work")
+    assert (run.status, run.failure_phase, run.failed_node) == (
+        RunStatus.FAILED,
+        "harness_readiness",
+        "work",
+    )
     assert "'no-such-agent-binary-xyz' not found" in (run.error or "")
     failed = assert_failed_after_events(await events_of(runner, summary), "harness_readiness")
     assert failed.message.startswith("agent binary 'no-such-agent-binary-xyz' not found")
@@ -185,9 +209,12 @@ async def test_unknown_harness_spec_is_harness_readiness(runner: Runner, repo: P
 async def test_non_zero_exit_is_provider_execution_with_transcript_and_events(
     runner: Runner, repo: Path
 ) -> None:
-    script = [{"event": {"type": "message", "text": "starting"}},
-              {"event": {"type": "tool_use", "text": "Bash", "name": "Bash"}},
-              {"stderr": "fatal: out of credits"}, {"exit": 3}]
+    script = [
+        {"event": {"type": "message", "text": "starting"}},
+        {"event": {"type": "tool_use", "text": "Bash", "name": "Bash"}},
+        {"stderr": "fatal: out of credits"},
+        {"exit": 3},
+    ]
     summary = await runner.start(op_template(), {"repo": str(repo), "script": script})
     run = summary.run
     assert (run.failure_phase, run.failed_node) == ("provider_execution", "work")
@@ -216,13 +243,17 @@ class RaisingHarness:
 
 
 async def test_an_adapter_that_raises_is_provider_execution(runner: Runner, repo: Path) -> None:
-    summary = await runner.start(op_template(), {"repo": str(repo)},
-                                 services={SERVICE_HARNESS: RaisingHarness()})
+    summary = await runner.start(
+        op_template(), {"repo": str(repo)}, services={SERVICE_HARNESS: RaisingHarness()}
+    )
     assert summary.run.failure_phase == "provider_execution"
     assert summary.run.error == "OperationFailed: adapter bug"
     names = kinds(await events_of(runner, summary))
-    assert names.index("harness.message") < names.index("operation.transcript") \
+    assert (
+        names.index("harness.message")
+        < names.index("operation.transcript")
         < names.index("operation.failed")
+    )
 
 
 def _broken_index(state: Any, op: Any, result: Any) -> None:
@@ -234,10 +265,14 @@ def _invalid(state: Any, op: Any, result: Any) -> None:
 
 
 async def test_index_refresh_raising_is_indexing(runner: Runner, repo: Path) -> None:
-    template = op_template(PostStep(name="index", phase=FailurePhase.INDEXING, run=_broken_index),
-                           PostStep(name="check", phase=FailurePhase.VALIDATION, run=_invalid))
-    summary = await runner.start(template, {"repo": str(repo), "script": [
-        {"event": {"type": "message", "text": "pages written"}}]})
+    template = op_template(
+        PostStep(name="index", phase=FailurePhase.INDEXING, run=_broken_index),
+        PostStep(name="check", phase=FailurePhase.VALIDATION, run=_invalid),
+    )
+    summary = await runner.start(
+        template,
+        {"repo": str(repo), "script": [{"event": {"type": "message", "text": "pages written"}}]},
+    )
     assert summary.run.failure_phase == "indexing"
     assert summary.run.error == "OperationFailed: disk full while writing index.md"
     events = await events_of(runner, summary)
@@ -249,8 +284,10 @@ async def test_invalid_output_is_validation(runner: Runner, repo: Path) -> None:
     async def index(state: Any, op: Any, result: Any) -> dict[str, Any]:
         return {"indexed": True}
 
-    template = op_template(PostStep(name="index", phase=FailurePhase.INDEXING, run=index),
-                           PostStep(name="check", phase=FailurePhase.VALIDATION, run=_invalid))
+    template = op_template(
+        PostStep(name="index", phase=FailurePhase.INDEXING, run=index),
+        PostStep(name="check", phase=FailurePhase.VALIDATION, run=_invalid),
+    )
     summary = await runner.start(template, {"repo": str(repo), "script": []})
     assert summary.run.failure_phase == "validation"
     assert summary.run.error == "OperationFailed: page a.md: broken link 'b.md'"
@@ -277,8 +314,9 @@ async def test_a_sink_raising_is_internal_error(runner: Runner, repo: Path) -> N
     script = [{"event": {"type": "message", "text": f"step {n}"}} for n in range(3)]
     script.append({"sleep": 30})  # the agent is stopped, not waited for
     sink = FlakySink()
-    summary = await runner.start(op_template(), {"repo": str(repo), "script": script},
-                                 services={SERVICE_SINKS: [sink]})
+    summary = await runner.start(
+        op_template(), {"repo": str(repo), "script": script}, services={SERVICE_SINKS: [sink]}
+    )
     assert summary.run.failure_phase == "internal_error"
     assert "event store unreachable" in (summary.run.error or "")
     events = await events_of(runner, summary)
@@ -300,9 +338,18 @@ class BrokenJournal:
 def test_fail_raises_the_terminal_failure_even_when_the_error_event_cannot_be_written(
     tmp_path: Path,
 ) -> None:
-    ctx = StageContext(node="work", run=RunContext(
-        run_id="r1", attempt=1, template="t", services={}, journal=BrokenJournal(),
-        run_dir=tmp_path, model=OfflineModel()))
+    ctx = StageContext(
+        node="work",
+        run=RunContext(
+            run_id="r1",
+            attempt=1,
+            template="t",
+            services={},
+            journal=BrokenJournal(),
+            run_dir=tmp_path,
+            model=OfflineModel(),
+        ),
+    )
     runner = OperationRunner(ctx)
 
     class Loud(Exception):
@@ -321,8 +368,11 @@ async def test_a_failing_live_callback_never_fails_the_run(runner: Runner, repo:
     def broken(event: HarnessEvent) -> None:
         raise RuntimeError("terminal closed")
 
-    summary = await runner.start(op_template(), {"repo": str(repo), "script": [
-        {"event": {"type": "text_delta", "text": "hi"}}]}, services={SERVICE_LIVE: broken})
+    summary = await runner.start(
+        op_template(),
+        {"repo": str(repo), "script": [{"event": {"type": "text_delta", "text": "hi"}}]},
+        services={SERVICE_LIVE: broken},
+    )
     assert summary.status is RunStatus.SUCCEEDED
 
 
@@ -332,24 +382,40 @@ async def test_a_failing_live_callback_never_fails_the_run(runner: Runner, repo:
 def _usage_script(*costs: float) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     for cost in costs:
-        steps += [{"event": {"type": "tool_use", "text": "shell ls"}},
-                  {"event": {"type": "usage", "input_tokens": 100, "cached_input_tokens": 40,
-                             "output_tokens": 10, "cost": cost}}]
+        steps += [
+            {"event": {"type": "tool_use", "text": "shell ls"}},
+            {
+                "event": {
+                    "type": "usage",
+                    "input_tokens": 100,
+                    "cached_input_tokens": 40,
+                    "output_tokens": 10,
+                    "cost": cost,
+                }
+            },
+        ]
     return [*steps, {"event": {"type": "result", "status": "succeeded", "summary": "done"}}]
 
 
 async def test_usage_becomes_the_node_metrics(runner: Runner, repo: Path) -> None:
-    done = await runner.start(op_template(), {"repo": str(repo),
-                                              "script": _usage_script(0.25, 0.5)})
+    done = await runner.start(
+        op_template(), {"repo": str(repo), "script": _usage_script(0.25, 0.5)}
+    )
     assert done.status is RunStatus.SUCCEEDED, done.run.error
     [record] = done.records
-    assert record.metrics == {"input_tokens": 200, "cached_input_tokens": 80,
-                              "output_tokens": 20, "cost": 0.75}
+    assert record.metrics == {
+        "input_tokens": 200,
+        "cached_input_tokens": 80,
+        "output_tokens": 20,
+        "cost": 0.75,
+    }
 
 
 async def test_a_failed_operation_keeps_what_it_spent(runner: Runner, repo: Path) -> None:
-    script = [*_usage_script(0.09)[:-1],
-              {"event": {"type": "result", "status": "failed", "summary": "gave up"}}]
+    script = [
+        *_usage_script(0.09)[:-1],
+        {"event": {"type": "result", "status": "failed", "summary": "gave up"}},
+    ]
     done = await runner.start(op_template(), {"repo": str(repo), "script": script})
     assert done.run.failure_phase == "provider_execution"
     assert done.records[-1].metrics["cost"] == pytest.approx(0.09)
@@ -358,9 +424,11 @@ async def test_a_failed_operation_keeps_what_it_spent(runner: Runner, repo: Path
 async def test_a_budget_past_mid_stream_stops_the_agent_at_the_budget_gate(
     runner: Runner, repo: Path
 ) -> None:
-    done = await runner.start(op_template(), {"repo": str(repo),
-                                              "script": _usage_script(0.3, 0.3, 0.3)},
-                              budget={"cost": 0.5, "ask_cost": 2.0})
+    done = await runner.start(
+        op_template(),
+        {"repo": str(repo), "script": _usage_script(0.3, 0.3, 0.3)},
+        budget={"cost": 0.5, "ask_cost": 2.0},
+    )
     assert done.status is RunStatus.WAITING
     assert [w.name for w in done.waiting] == ["budget"]
     log = await events_of(runner, done)
@@ -373,16 +441,26 @@ async def test_a_budget_past_mid_stream_stops_the_agent_at_the_budget_gate(
 
 
 async def test_an_operation_cap_stops_the_agent_and_fails(runner: Runner, repo: Path) -> None:
-    done = await runner.start(op_template(), {"repo": str(repo), "max_cost": 0.4,
-                                              "script": _usage_script(0.3, 0.3, 0.3)})
+    done = await runner.start(
+        op_template(), {"repo": str(repo), "max_cost": 0.4, "script": _usage_script(0.3, 0.3, 0.3)}
+    )
     assert done.run.failure_phase == "provider_execution"
     assert "the agent was stopped: the operation used 0.6 of its 0.4 in cost" in (
-        done.run.error or "")
+        done.run.error or ""
+    )
 
 
-@pytest.mark.parametrize(("given", "kept"), [
-    ("9f1c2b7e-3a4d-4c5e-8f60-1a2b3c4d5e6f", True), ("--dangerously-skip-permissions", False),
-    ("a b", False), ("", False), ("x" * 200, False), (5, False)])
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("9f1c2b7e-3a4d-4c5e-8f60-1a2b3c4d5e6f", True),
+        ("--dangerously-skip-permissions", False),
+        ("a b", False),
+        ("", False),
+        ("x" * 200, False),
+        (5, False),
+    ],
+)
 def test_only_a_plain_session_id_is_ever_resumed(tmp_path: Path, given: Any, kept: bool) -> None:
     from stageline.operations._session import SessionFile
 

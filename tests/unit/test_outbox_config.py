@@ -30,8 +30,9 @@ def test_an_inline_build_needs_no_outbox_secret() -> None:
 
 
 def test_a_sink_id_is_stable_and_ignores_filters_and_retry_settings() -> None:
-    assert sink_id(HOOK) == sink_id({**HOOK, "min_level": "error", "retries": 9,
-                                     "kinds": ["run.*"]})
+    assert sink_id(HOOK) == sink_id(
+        {**HOOK, "min_level": "error", "retries": 9, "kinds": ["run.*"]}
+    )
     assert sink_id(HOOK) != sink_id({**HOOK, "url_env": "OTHER_URL"})
     assert sink_id({**HOOK, "name": "alerts"}) == "alerts"
     assert "abc" not in sink_id({"type": "webhook", "url": "https://h/api/webhooks/1/abc"})
@@ -44,5 +45,6 @@ def test_a_deliverer_leaves_out_a_sink_without_its_secret(
     made = Deliverer.configured([named, CONSOLE], MemoryLedger(), env={})
     assert made.sink_ids == []
     assert "HOOK_URL" in made.unavailable["team"]
-    assert any("team" in r.getMessage() and "wait in the ledger" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "team" in r.getMessage() and "wait in the ledger" in r.getMessage() for r in caplog.records
+    )

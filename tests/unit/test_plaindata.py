@@ -41,27 +41,34 @@ BOMB = textwrap.dedent("""
     """).lstrip()
 
 
-@pytest.mark.parametrize(("value", "says"), [
-    (math.nan, "nan is not a JSON number"),
-    (math.inf, "inf is not a JSON number"),
-    ({"a": [1, -math.inf]}, "-inf is not a JSON number at ['a'][1]"),
-    ("a\x00b", "has a NUL character"),
-    ({"k\x00": 1}, "has a NUL character"),
-    ("\ud800", "lone surrogate"),
-    ({1: "a"}, "the key 1 is not text"),
-    ({"a": {2: "b"}}, "the key 2 at ['a'] is not text"),
-    ({1, 2}, "a set is not plain JSON"),
-    (b"bytes", "a bytes is not plain JSON"),
-    (datetime.date(2024, 1, 1), "a date is not plain JSON"),
-    ([datetime.datetime(2024, 1, 1)], "a datetime at [0] is not plain JSON"),
-], ids=repr)
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (math.nan, "nan is not a JSON number"),
+        (math.inf, "inf is not a JSON number"),
+        ({"a": [1, -math.inf]}, "-inf is not a JSON number at ['a'][1]"),
+        ("a\x00b", "has a NUL character"),
+        ({"k\x00": 1}, "has a NUL character"),
+        ("\ud800", "lone surrogate"),
+        ({1: "a"}, "the key 1 is not text"),
+        ({"a": {2: "b"}}, "the key 2 at ['a'] is not text"),
+        ({1, 2}, "a set is not plain JSON"),
+        (b"bytes", "a bytes is not plain JSON"),
+        (datetime.date(2024, 1, 1), "a date is not plain JSON"),
+        ([datetime.datetime(2024, 1, 1)], "a datetime at [0] is not plain JSON"),
+    ],
+    ids=repr,
+)
 def test_values_json_cannot_hold_are_named(value: Any, says: str) -> None:
     why = plain_problem(value)
     assert why is not None and says in why
 
 
-@pytest.mark.parametrize("value", [None, True, 0, -1.5, "text", [1, "a", None],
-                                   {"a": {"b": [1.0, {"c": "d"}]}}, (1, 2)], ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [None, True, 0, -1.5, "text", [1, "a", None], {"a": {"b": [1.0, {"c": "d"}]}}, (1, 2)],
+    ids=repr,
+)
 def test_plain_values_pass(value: Any) -> None:
     assert plain_problem(value) is None
 
@@ -85,25 +92,30 @@ def test_shown_cuts_long_values() -> None:
     assert len(shown("x" * 10_000)) == 80 and shown("x" * 10_000).endswith("...")
 
 
-@pytest.mark.parametrize("raw", ["topic:=NaN", "topic:=Infinity", "topic:=1e999",
-                                 "topic:=-1e999", 'topic:="a\\u0000b"'])
+@pytest.mark.parametrize(
+    "raw", ["topic:=NaN", "topic:=Infinity", "topic:=1e999", "topic:=-1e999", 'topic:="a\\u0000b"']
+)
 def test_cli_assignments_json_cannot_hold_are_refused_by_the_check(raw: str) -> None:
     key, value = parse_assignment(raw)
     with pytest.raises(InputError, match="input 'topic' cannot be stored"):
         check_plain_inputs({key: value})
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("topic: 2024-01-01\n", "a date or time on line 1 at ['topic']"),
-    ("topic: 2024-01-01T10:00:00Z\n", "a date or time on line 1"),
-    ("a: 1\ntopic: !!binary aGVsbG8=\n", "!!binary data on line 2 at ['topic']"),
-    ("topic: !!set {a, b}\n", "a !!set on line 1"),
-    ("topic: !!omap [{a: 1}]\n", "an !!omap on line 1"),
-    ("topic: .nan\n", "nan is not a JSON number at ['topic']"),
-    ("topic: .inf\n", "inf is not a JSON number"),
-    ("topic: {1: a}\n", "the key 1 at ['topic'] is not text"),
-    ('topic: "a\\0b"\n', "the text at ['topic'] has a NUL character"),
-], ids=lambda v: v if len(v) < 30 else None)
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("topic: 2024-01-01\n", "a date or time on line 1 at ['topic']"),
+        ("topic: 2024-01-01T10:00:00Z\n", "a date or time on line 1"),
+        ("a: 1\ntopic: !!binary aGVsbG8=\n", "!!binary data on line 2 at ['topic']"),
+        ("topic: !!set {a, b}\n", "a !!set on line 1"),
+        ("topic: !!omap [{a: 1}]\n", "an !!omap on line 1"),
+        ("topic: .nan\n", "nan is not a JSON number at ['topic']"),
+        ("topic: .inf\n", "inf is not a JSON number"),
+        ("topic: {1: a}\n", "the key 1 at ['topic'] is not text"),
+        ('topic: "a\\0b"\n', "the text at ['topic'] has a NUL character"),
+    ],
+    ids=lambda v: v if len(v) < 30 else None,
+)
 def test_input_files_hold_only_json_values(tmp_path: Path, text: str, says: str) -> None:
     path = tmp_path / "in.yaml"
     path.write_text(text)
@@ -122,7 +134,9 @@ def test_json_input_files_are_checked_too(tmp_path: Path) -> None:
 
 def test_plain_yaml_keeps_strings_and_small_aliases() -> None:
     assert load_plain_yaml("a: &x [1, '2024-01-01']\nb: *x\n") == {
-        "a": [1, "2024-01-01"], "b": [1, "2024-01-01"]}
+        "a": [1, "2024-01-01"],
+        "b": [1, "2024-01-01"],
+    }
 
 
 def test_a_billion_laughs_fails_at_once_naming_the_line(tmp_path: Path) -> None:
@@ -165,12 +179,21 @@ async def runner(memory_settings: Settings) -> AsyncIterator[Runner]:
         yield opened
 
 
-@pytest.mark.parametrize("inputs", [
-    {"topic": math.nan}, {"topic": "a\x00b"}, {"topic": {1, 2}},
-    {"topic": datetime.date(2024, 1, 1)}, {"topic": b"x"}, {"to\x00pic": "a"},
-], ids=repr)
-async def test_the_runner_refuses_before_a_run_exists(runner: Runner,
-                                                      inputs: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        {"topic": math.nan},
+        {"topic": "a\x00b"},
+        {"topic": {1, 2}},
+        {"topic": datetime.date(2024, 1, 1)},
+        {"topic": b"x"},
+        {"to\x00pic": "a"},
+    ],
+    ids=repr,
+)
+async def test_the_runner_refuses_before_a_run_exists(
+    runner: Runner, inputs: dict[str, Any]
+) -> None:
     with pytest.raises(InputError, match=r"topic|to\\x00pic"):
         await runner.start("blog_post", inputs)
     with pytest.raises(InputError):
@@ -178,11 +201,15 @@ async def test_the_runner_refuses_before_a_run_exists(runner: Runner,
     assert await runner.ledger.list_runs() == []
 
 
-@pytest.mark.parametrize(("question", "answer"), [
-    ({"id": "q", "text": "t", "kind": "json"}, "NaN"),
-    ({"id": "q", "text": "t", "kind": "json"}, '{"a": 1e999}'),
-    ({"id": "q", "text": "t"}, "a\x00b"),
-], ids=repr)
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ({"id": "q", "text": "t", "kind": "json"}, "NaN"),
+        ({"id": "q", "text": "t", "kind": "json"}, '{"a": 1e999}'),
+        ({"id": "q", "text": "t"}, "a\x00b"),
+    ],
+    ids=repr,
+)
 def test_answers_json_cannot_hold_are_refused(question: dict[str, Any], answer: str) -> None:
     with pytest.raises(AnswerInvalid, match="the answer to 'q' cannot be stored"):
         validate_answers([question], {"q": answer})

@@ -31,9 +31,16 @@ class Q(TypedDict, total=False):
 QUESTIONS = [
     {"id": "scope", "text": "What is in scope?"},
     {"id": "size", "text": "How big?", "choices": ["small", "large"], "default": "small"},
-    {"id": "limits", "text": "Limits?", "schema": {"type": "object", "required": ["rps"],
-                                                    "properties": {"rps": {"type": "integer"}}},
-     "required": False},
+    {
+        "id": "limits",
+        "text": "Limits?",
+        "schema": {
+            "type": "object",
+            "required": ["rps"],
+            "properties": {"rps": {"type": "integer"}},
+        },
+        "required": False,
+    },
 ]
 
 
@@ -74,7 +81,10 @@ async def test_a_question_set_waits_and_its_id_agrees_everywhere(runner: Runner)
     assert wait.kind is WaitKind.QUESTION and wait.wait_id == qid
     assert wait.payload["question_id"] == qid and wait.payload["turn"] == 0
     assert [q["kind"] for q in wait.payload["question_set"]["questions"]] == [
-        "text", "choice", "json"]
+        "text",
+        "choice",
+        "json",
+    ]
 
     done = await runner.answer(run_id, {"scope": "the API", "limits": '{"rps": 5}'}, actor="ann")
     assert done.status is RunStatus.SUCCEEDED
@@ -91,8 +101,10 @@ async def test_a_question_set_waits_and_its_id_agrees_everywhere(runner: Runner)
 @pytest.mark.parametrize(
     ("answers", "message"),
     [
-        ({"scope": "x", "size": "huge"}, "'huge' is not a choice of question 'size'; choose one "
-                                         "of: small, large"),
+        (
+            {"scope": "x", "size": "huge"},
+            "'huge' is not a choice of question 'size'; choose one of: small, large",
+        ),
         ({"size": "small"}, "question 'scope' needs an answer"),
         ({"scope": "x", "nope": 1}, "there is no question 'nope'"),
         ({"scope": 3}, "question 'scope' takes text"),
@@ -137,9 +149,12 @@ async def test_a_clarifier_asks_turn_after_turn_within_its_bound(runner: Runner)
 
 
 async def test_the_default_policy_answers_with_the_defaults(runner: Runner) -> None:
-    template = asking("defaults", questions=[{"id": "size", "text": "How big?",
-                                              "choices": ["s", "l"], "default": "s"}],
-                      deadline=30, on_deadline=["default"])
+    template = asking(
+        "defaults",
+        questions=[{"id": "size", "text": "How big?", "choices": ["s", "l"], "default": "s"}],
+        deadline=30,
+        on_deadline=["default"],
+    )
     run_id = (await runner.start(template, {})).run.run_id
     [wait] = await runner.pending(run_id)
     [step] = await runner.sweep(now=wait.requested_at + 31)
@@ -151,8 +166,9 @@ async def test_the_default_policy_answers_with_the_defaults(runner: Runner) -> N
 
 
 def test_question_sets_are_checked_when_declared() -> None:
-    assert normalize_questions("Why?") == [{"id": "q1", "text": "Why?", "kind": "text",
-                                            "required": True}]
+    assert normalize_questions("Why?") == [
+        {"id": "q1", "text": "Why?", "kind": "text", "required": True}
+    ]
     for bad, message in [
         ([{"text": ""}], "non-empty `text`"),
         ([{"text": "a", "choices": []}], "non-empty list"),
@@ -194,7 +210,11 @@ async def test_an_effect_before_an_interrupt_happens_once(runner: Runner) -> Non
     assert done.state == {"sent": {"message_id": 1}, "answers": {"q1": "yes"}}
     [effect] = await runner.ledger.effects(run_id)
     assert (effect.node, effect.key, effect.status, effect.result) == (
-        "notify", "notify", EffectStatus.DONE, {"message_id": 1})
+        "notify",
+        "notify",
+        EffectStatus.DONE,
+        {"message_id": 1},
+    )
 
 
 async def sends_once(state: Q, ctx: StageContext) -> dict[str, Any]:
@@ -210,8 +230,9 @@ async def test_an_effect_in_doubt_fails_the_run_naming_it_until_resolved(runner:
     template.add_stage("mail", sends_once)
     run_id = "doubt-1"
     await runner.ledger.create_run(_run(runner, run_id, template))
-    await runner.ledger.begin_effect(Effect(run_id=run_id, node="mail", key="email", attempt=1,
-                                            started_at=time.time() - 5))
+    await runner.ledger.begin_effect(
+        Effect(run_id=run_id, node="mail", key="email", attempt=1, started_at=time.time() - 5)
+    )
     failed = await runner.resume(run_id)
     assert failed.status is RunStatus.FAILED and failed.run.failure_phase == "effect_in_doubt"
     assert failed.run.error is not None and "effect 'email' of node 'mail'" in failed.run.error
@@ -255,5 +276,9 @@ def _run(runner: Runner, run_id: str, template: Template) -> Any:
     from stageline.ledger import Run
 
     runner.load(template)
-    return Run(run_id=run_id, template=template.name, template_version=template.full_version,
-               status=RunStatus.QUEUED)
+    return Run(
+        run_id=run_id,
+        template=template.name,
+        template_version=template.full_version,
+        status=RunStatus.QUEUED,
+    )

@@ -48,15 +48,15 @@ async def runner(memory_settings: Settings) -> AsyncIterator[Runner]:
 async def choices(runner: Runner, runs: int, seed: int) -> list[str]:
     template = routed_template(random.Random(seed))
     for i in range(runs):
-        await runner.start(template, {"topic": "t"}, run_id=f"r{i}",
-                           services={"router_seed": seed})
+        await runner.start(template, {"topic": "t"}, run_id=f"r{i}", services={"router_seed": seed})
     rows = await runner.ledger.outcomes(template="routed")
     assert len(rows) == runs
     return [str(o.alternative) for o in sorted(rows, key=lambda o: int(o.run_id[1:]))]
 
 
 async def test_router_converges_on_the_better_alternative_within_60_runs(
-    runner: Runner, memory_settings: Settings,
+    runner: Runner,
+    memory_settings: Settings,
 ) -> None:
     picked = await choices(runner, 60, seed=11)
     assert set(picked) == {"good", "poor"}  # it explored both
@@ -94,13 +94,25 @@ async def test_each_choice_is_an_event_and_survives_the_replay_of_the_node(
 
 
 def test_thompson_scores_weigh_cost_and_quality() -> None:
-    spec = Router(capability="c", alternatives={"a": None, "b": None},  # type: ignore[dict-item]
-                  cost_weight=10.0)
+    spec = Router(
+        capability="c",
+        alternatives={"a": None, "b": None},  # type: ignore[dict-item]
+        cost_weight=10.0,
+    )
 
     def row(alt: str, **kw: Any) -> Outcome:
-        return Outcome(run_id="r", task_id="t", template="t", node="n", stage="s",
-                       alternative=alt, started_at=0, finished_at=1, latency=1,
-                       **{"status": "succeeded", **kw})
+        return Outcome(
+            run_id="r",
+            task_id="t",
+            template="t",
+            node="n",
+            stage="s",
+            alternative=alt,
+            started_at=0,
+            finished_at=1,
+            latency=1,
+            **{"status": "succeeded", **kw},
+        )
 
     rows = [row("a", cost=1.0)] * 50 + [row("b", cost=0.0)] * 50
     scores = thompson_scores(rows, spec, random.Random(1))

@@ -16,8 +16,22 @@ from stageline.operations._recorder import transcript_path
 from stageline.runner import Runner
 from stageline.testing import memory_runner
 
-BAD_IDS = ["../../../escape", "/some/dir", "", ".", "..", "a/b", "a\\b", "a\x00b", " a",
-           "-a", ".hidden", "a" * 65, "run id", "é"]
+BAD_IDS = [
+    "../../../escape",
+    "/some/dir",
+    "",
+    ".",
+    "..",
+    "a/b",
+    "a\\b",
+    "a\x00b",
+    " a",
+    "-a",
+    ".hidden",
+    "a" * 65,
+    "run id",
+    "é",
+]
 GOOD_IDS = ["a", "0", "blog1", "a.b_c-d", "A" * 64, "f3c2a1b0d9e8"]
 
 
@@ -98,8 +112,14 @@ async def test_every_runner_method_refuses_a_malformed_id(
 async def test_the_ledger_refuses_to_create_or_read_a_malformed_id(runner: Runner) -> None:
     with pytest.raises(InputError):
         await runner.ledger.create_run(
-            Run(run_id="../x", template="t", template_version="1", status=RunStatus.QUEUED,
-                inputs={}))
+            Run(
+                run_id="../x",
+                template="t",
+                template_version="1",
+                status=RunStatus.QUEUED,
+                inputs={},
+            )
+        )
     with pytest.raises(InputError):
         await runner.ledger.get_run("/etc")
     assert await runner.ledger.list_runs() == []

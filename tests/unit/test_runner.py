@@ -133,8 +133,12 @@ async def test_retry_continues_from_the_checkpoint_as_the_next_attempt(runner: R
     assert CALLS == {"a": 1, "b": 2, "c": 1}  # a is not run again
     assert second.state == {"n": 3, "trail": ["a", "b", "c"]}
     got = sorted((r.node, r.attempt, r.status.value) for r in second.records)
-    assert got == [("a", 1, "succeeded"), ("b", 1, "failed"), ("b", 2, "succeeded"),
-                   ("c", 2, "succeeded")]
+    assert got == [
+        ("a", 1, "succeeded"),
+        ("b", 1, "failed"),
+        ("b", 2, "succeeded"),
+        ("c", 2, "succeeded"),
+    ]
     with pytest.raises(InvalidTransition, match="only a failed run"):
         await runner.retry(first.run.run_id)
 
@@ -158,8 +162,11 @@ async def test_a_stage_with_retries_that_fails_twice_then_succeeds(runner: Runne
     assert CALLS["flaky"] == 3
     assert summary.state["saw"] == "try 3"
     tries = [(r.try_no, r.status, r.error) for r in summary.records]
-    assert tries == [(1, NodeStatus.FAILED, "Flaky: try 1"), (2, NodeStatus.FAILED, "Flaky: try 2"),
-                     (3, NodeStatus.SUCCEEDED, None)]
+    assert tries == [
+        (1, NodeStatus.FAILED, "Flaky: try 1"),
+        (2, NodeStatus.FAILED, "Flaky: try 2"),
+        (3, NodeStatus.SUCCEEDED, None),
+    ]
 
 
 @stage(timeout=0.2)
@@ -297,8 +304,9 @@ def test_fan_in_without_a_reducer_is_refused_by_validate() -> None:
 
 
 async def test_an_undeclared_fan_in_conflict_fails_the_run_in_phase_fan_in(runner: Runner) -> None:
-    fast_flaky = flaky.with_options(retry={"max_attempts": 3, "initial_interval": 0.01,
-                                           "jitter": False})
+    fast_flaky = flaky.with_options(
+        retry={"max_attempts": 3, "initial_interval": 0.01, "jitter": False}
+    )
     template = Template("fan_in_runtime", state=S).add_stage("flaky", fast_flaky)
     template.add_stage("a", writes_out_a.with_options(writes=None))
     template.add_stage("b", writes_out_b.with_options(writes=None))
@@ -334,8 +342,9 @@ async def test_a_cancel_accepted_before_its_process_died_wins_on_resume(
     runner: Runner,
 ) -> None:
     run = await runner.create(chain("abc2", "a", "b"), {})
-    await runner.ledger.transition(run.run_id, RunStatus.RUNNING,
-                                   lease_holder="elsewhere:1:x", lease_expires_at=0.0)
+    await runner.ledger.transition(
+        run.run_id, RunStatus.RUNNING, lease_holder="elsewhere:1:x", lease_expires_at=0.0
+    )
     await runner.ledger.request_cancel(run.run_id)  # then that process died
     resumed = await runner.resume(run.run_id)
     assert resumed.status is RunStatus.CANCELLED
@@ -456,8 +465,12 @@ class LegacySync:
     def execute(self, context: dict[str, Any]) -> dict[str, Any]:
         CALLS["legacy_sync"] += 1
         assert context["db"] is LOCK  # services are merged into the legacy context
-        return {"n": context["n"] + 1, "db": "a live handle", "run_id": "nope",
-                "saw": context["run_id"]}
+        return {
+            "n": context["n"] + 1,
+            "db": "a live handle",
+            "run_id": "nope",
+            "saw": context["run_id"],
+        }
 
 
 class LegacyAsync:

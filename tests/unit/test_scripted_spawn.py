@@ -45,14 +45,22 @@ def op_template() -> Template:
 
 
 def spawn_script(marker: Path) -> list[dict[str, object]]:
-    return [{"spawn": ["touch", str(marker)]}, {"sleep": 0.3},
-            {"event": {"type": "result", "status": "succeeded", "summary": "done"}}]
+    return [
+        {"spawn": ["touch", str(marker)]},
+        {"sleep": 0.3},
+        {"event": {"type": "result", "status": "succeeded", "summary": "done"}},
+    ]
 
 
 async def test_a_spawn_step_from_the_inputs_is_refused(repo: Path, tmp_path: Path) -> None:
     marker = tmp_path / "spawned"
-    request = HarnessRequest(kind="scripted", model=None, repo_root=repo, prompt="p",
-                             options={"script": spawn_script(marker)})
+    request = HarnessRequest(
+        kind="scripted",
+        model=None,
+        repo_root=repo,
+        prompt="p",
+        options={"script": spawn_script(marker)},
+    )
     with pytest.raises(HarnessNotReady, match="step 1 would start a process"):
         await ScriptedHarness().ensure_ready(request)
     assert not marker.exists()
@@ -62,8 +70,7 @@ async def test_a_run_whose_script_input_spawns_fails_and_starts_nothing(
     runner: Runner, repo: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "spawned"
-    summary = await runner.start(op_template(),
-                                 {"repo": str(repo), "script": spawn_script(marker)})
+    summary = await runner.start(op_template(), {"repo": str(repo), "script": spawn_script(marker)})
     assert summary.status is RunStatus.FAILED
     assert summary.run.failure_phase == "harness_readiness"
     assert "would start a process" in (summary.run.error or "")
@@ -73,8 +80,9 @@ async def test_a_run_whose_script_input_spawns_fails_and_starts_nothing(
 async def test_code_may_opt_in_to_spawning(runner: Runner, repo: Path, tmp_path: Path) -> None:
     marker = tmp_path / "spawned"
     harness = ScriptedHarness(spawn_script(marker), allow_spawn=True)
-    summary = await runner.start(op_template(), {"repo": str(repo)},
-                                 services={SERVICE_HARNESS: harness})
+    summary = await runner.start(
+        op_template(), {"repo": str(repo)}, services={SERVICE_HARNESS: harness}
+    )
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     assert marker.exists()
 
@@ -83,13 +91,23 @@ def test_the_agent_itself_refuses_spawn_without_the_flag(repo: Path, tmp_path: P
     marker = tmp_path / "spawned"
     script = tmp_path / "script.json"
     script.write_text(json.dumps(spawn_script(marker)))
-    refused = subprocess.run([sys.executable, str(AGENT), str(script)], cwd=repo,
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                             timeout=60)
+    refused = subprocess.run(
+        [sys.executable, str(AGENT), str(script)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "would start a process" in refused.stderr
     assert not marker.exists()
-    allowed = subprocess.run([sys.executable, str(AGENT), "--allow-spawn", str(script)],
-                             cwd=repo, capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL, timeout=60)
+    allowed = subprocess.run(
+        [sys.executable, str(AGENT), "--allow-spawn", str(script)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
     assert allowed.returncode == 0, allowed.stderr
     assert marker.exists()

@@ -19,8 +19,11 @@ from stageline.templates.builtin._sdlc_build import SERVICE_CI_COMMAND, route_ve
 from stageline.testing import memory_runner
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sdlc_sample"
-ANSWERS = {"scope": "calc.py gains a subtract function", "priority": "normal",
-           "done_when": "CI passes"}
+ANSWERS = {
+    "scope": "calc.py gains a subtract function",
+    "priority": "normal",
+    "done_when": "CI passes",
+}
 
 
 @pytest.fixture
@@ -39,10 +42,12 @@ def sample(tmp_path: Path) -> Path:
     return repo
 
 
-async def run_answered(runner: Runner, inputs: dict[str, Any],
-                       services: dict[str, Any] | None = None) -> RunSummary:
-    waiting = await runner.start("sdlc", {"task": "Add subtract", "review_threshold": 0.0,
-                                          **inputs}, services=services)
+async def run_answered(
+    runner: Runner, inputs: dict[str, Any], services: dict[str, Any] | None = None
+) -> RunSummary:
+    waiting = await runner.start(
+        "sdlc", {"task": "Add subtract", "review_threshold": 0.0, **inputs}, services=services
+    )
     assert waiting.status is RunStatus.WAITING
     planned = await runner.answer(waiting.run.run_id, ANSWERS, services=services)
     assert planned.status is RunStatus.WAITING  # the plan-approval gate: a person decides
@@ -96,8 +101,10 @@ async def test_a_ci_file_the_agent_writes_in_the_worktree_is_not_run(
     runner: Runner, sample: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "pwned"
-    script = [{"write": ".stageline-ci", "content": f"touch {marker}\n"},
-              {"event": {"type": "result", "status": "succeeded", "summary": "ok"}}]
+    script = [
+        {"write": ".stageline-ci", "content": f"touch {marker}\n"},
+        {"event": {"type": "result", "status": "succeeded", "summary": "ok"}},
+    ]
     done = await run_answered(runner, {"repo": str(sample), "script": script})
     assert done.state["outcome"] == "approved", done.run.error  # the repository's own CI ran
     assert not marker.exists()
@@ -108,8 +115,11 @@ async def test_a_bad_repo_or_task_is_an_input_error_before_a_run_exists(
 ) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    for repo, why in ((plain, "is not inside a git repository"),
-                      (tmp_path / "gone", "does not exist"), (SAMPLE / "calc.py", "not a folder")):
+    for repo, why in (
+        (plain, "is not inside a git repository"),
+        (tmp_path / "gone", "does not exist"),
+        (SAMPLE / "calc.py", "not a folder"),
+    ):
         with pytest.raises(InputError, match=f"input 'repo': .*{why}"):
             await runner.start("sdlc", {"task": "Add subtract", "repo": str(repo)})
     with pytest.raises(InputError, match="missing required input 'task'"):
@@ -133,8 +143,7 @@ class _Model:
             text = "NONE"
         else:
             text = "1. Add subtract() to calc.py\n2. Test it with negatives"
-        return Completion(text=text, model=self.name, input_tokens=10, output_tokens=5,
-                          latency=0.0)
+        return Completion(text=text, model=self.name, input_tokens=10, output_tokens=5, latency=0.0)
 
 
 async def test_a_configured_model_writes_the_plan_and_review_and_the_build_uses_the_plan(
@@ -142,15 +151,19 @@ async def test_a_configured_model_writes_the_plan_and_review_and_the_build_uses_
 ) -> None:
     model = _Model()
     async with memory_runner(memory_settings, model=model) as runner:
-        waiting = await runner.start("sdlc", {"task": "Add subtract", "repo": str(sample)},
-                                     services={SERVICE_CI_COMMAND: "exit 0"})
+        waiting = await runner.start(
+            "sdlc",
+            {"task": "Add subtract", "repo": str(sample)},
+            services={SERVICE_CI_COMMAND: "exit 0"},
+        )
         planned = await runner.answer(waiting.run.run_id, ANSWERS)
         assert [w.name for w in planned.waiting] == ["plan_approval"]
         assert "1. Add subtract() to calc.py" in planned.state["plan"]
         assert planned.state["reviews"][-1]["score"] == 0.95
         assert any("reply with a JSON list" in p for p in model.prompts)  # clarify asked it
-        done = await runner.approve(waiting.run.run_id, gate="plan_approval",
-                                    services={SERVICE_CI_COMMAND: "exit 0"})
+        done = await runner.approve(
+            waiting.run.run_id, gate="plan_approval", services={SERVICE_CI_COMMAND: "exit 0"}
+        )
     assert done.status is RunStatus.SUCCEEDED and done.state["outcome"] == "approved"
     assert "1. Add subtract() to calc.py" in done.state["plan"]
 
@@ -158,8 +171,9 @@ async def test_a_configured_model_writes_the_plan_and_review_and_the_build_uses_
 async def test_changes_at_plan_approval_send_the_note_to_the_planner(runner: Runner) -> None:
     waiting = await runner.start("sdlc", {"task": "Add subtract", "review_threshold": 0.0})
     await runner.answer(waiting.run.run_id, ANSWERS)
-    again = await runner.request_changes(waiting.run.run_id, gate="plan_approval",
-                                         note="also handle overflow")
+    again = await runner.request_changes(
+        waiting.run.run_id, gate="plan_approval", note="also handle overflow"
+    )
     assert [w.name for w in again.waiting] == ["plan_approval"]
     assert again.state["plan_revision"] == 2
     assert "## Feedback addressed\n\nalso handle overflow" in again.state["plan"]

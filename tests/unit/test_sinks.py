@@ -39,8 +39,14 @@ from stageline.ledger import Event, EventCategory
 from stageline.testing import RecordingSink
 
 
-def ev(kind: str = "node.succeeded", *, level: str = "info", seq: int = 1, run: str = "r1",
-       **fields: Any) -> Event:
+def ev(
+    kind: str = "node.succeeded",
+    *,
+    level: str = "info",
+    seq: int = 1,
+    run: str = "r1",
+    **fields: Any,
+) -> Event:
     return Event(run_id=run, kind=kind, level=level, seq=seq, **fields)
 
 
@@ -54,8 +60,9 @@ def test_public_api_is_what_all_says() -> None:
 
 def test_a_filter_takes_levels_at_or_above_its_threshold() -> None:
     flt = EventFilter(min_level="error")
-    assert [flt.accepts(ev(level=lv)) for lv in ("debug", "info", "warning", "error", "critical")
-            ] == [False, False, False, True, True]
+    assert [
+        flt.accepts(ev(level=lv)) for lv in ("debug", "info", "warning", "error", "critical")
+    ] == [False, False, False, True, True]
     assert EventFilter(min_level="info").accepts(ev(level="odd"))  # unknown ranks as info
     with pytest.raises(ValueError, match="unknown level"):
         EventFilter(min_level="loud")
@@ -80,11 +87,30 @@ def test_a_filter_matches_kind_globs_and_categories() -> None:
 
 
 def test_secret_keys_are_told_from_token_counts() -> None:
-    for key in ("api_key", "apiKey", "OPENAI_API_KEY", "token", "access_token", "password",
-                "Authorization", "client_secret", "x-auth", "github_token", "cookie"):
+    for key in (
+        "api_key",
+        "apiKey",
+        "OPENAI_API_KEY",
+        "token",
+        "access_token",
+        "password",
+        "Authorization",
+        "client_secret",
+        "x-auth",
+        "github_token",
+        "cookie",
+    ):
         assert is_secret_key(key), key
-    for key in ("input_tokens", "output_tokens", "max_tokens", "author", "monkey", "keys",
-                "template", "duration"):
+    for key in (
+        "input_tokens",
+        "output_tokens",
+        "max_tokens",
+        "author",
+        "monkey",
+        "keys",
+        "template",
+        "duration",
+    ):
         assert not is_secret_key(key), key
 
 
@@ -92,15 +118,29 @@ def test_redaction_masks_secret_values_at_any_depth_and_in_text() -> None:
     redactor = Redactor(["hunter2-signing"])
     event = ev(
         message="posting to https://bob:pa55word@example.com/x?token=abc123&page=2 "
-                "with Bearer eyJhbGciOi.xyz and sk-abcdefghijklmnop1234",
-        data={"api_key": "sk-live", "nested": {"password": "p", "ok": 1, "list": [
-            {"Authorization": "Basic Zm9v"}, "the secret is hunter2-signing"]},
-            "metrics": {"input_tokens": 12.0}},
+        "with Bearer eyJhbGciOi.xyz and sk-abcdefghijklmnop1234",
+        data={
+            "api_key": "sk-live",
+            "nested": {
+                "password": "p",
+                "ok": 1,
+                "list": [{"Authorization": "Basic Zm9v"}, "the secret is hunter2-signing"],
+            },
+            "metrics": {"input_tokens": 12.0},
+        },
     )
     clean = redactor.event(event)
     text = json.dumps(clean.to_dict())
-    for secret in ("sk-live", "pa55word", "abc123", "eyJhbGciOi", "sk-abcdefghijklmnop1234",
-                   "Zm9v", "hunter2-signing", '"p"'):
+    for secret in (
+        "sk-live",
+        "pa55word",
+        "abc123",
+        "eyJhbGciOi",
+        "sk-abcdefghijklmnop1234",
+        "Zm9v",
+        "hunter2-signing",
+        '"p"',
+    ):
         assert secret not in text, secret
     assert clean.data["metrics"] == {"input_tokens": 12.0}
     assert "page=2" in clean.message and "bob:***@example.com" in clean.message
@@ -115,8 +155,10 @@ def test_an_event_without_secrets_is_passed_as_it_is() -> None:
 def test_webhook_urls_are_logged_by_host_only() -> None:
     assert mask_url("https://discord.com/api/webhooks/1/tok?wait=true") == "https://discord.com"
     assert mask_url("https://u:p@hooks.slack.com/services/T/B/X") == "https://hooks.slack.com"
-    text = Redactor().text("see https://discord.com/api/webhooks/123/SeCrEt-tok_en and "
-                           "https://hooks.slack.com/services/T0/B0/XyZ")
+    text = Redactor().text(
+        "see https://discord.com/api/webhooks/123/SeCrEt-tok_en and "
+        "https://hooks.slack.com/services/T0/B0/XyZ"
+    )
     assert "SeCrEt" not in text and "XyZ" not in text
 
 
@@ -126,10 +168,23 @@ def test_webhook_urls_are_logged_by_host_only() -> None:
 def test_sinks_are_built_from_toml_tables() -> None:
     specs = build_sinks(
         [
-            {"type": "webhook", "format": "discord", "url_env": "HOOK", "min_level": "info",
-             "kinds": ["run.*", "node.*"], "name": "progress"},
-            {"type": "webhook", "format": "json", "url": "http://127.0.0.1:9/x",
-             "secret_env": "SIGNING", "min_level": "error", "retries": 5, "backoff": 0.1},
+            {
+                "type": "webhook",
+                "format": "discord",
+                "url_env": "HOOK",
+                "min_level": "info",
+                "kinds": ["run.*", "node.*"],
+                "name": "progress",
+            },
+            {
+                "type": "webhook",
+                "format": "json",
+                "url": "http://127.0.0.1:9/x",
+                "secret_env": "SIGNING",
+                "min_level": "error",
+                "retries": 5,
+                "backoff": 0.1,
+            },
             {"type": "console", "min_level": "warning", "categories": ["error"]},
             {"type": "webhook", "url": "http://x", "enabled": False},
         ],
@@ -192,14 +247,25 @@ min_level = "warning"
 def test_the_readme_example_loads(tmp_path: Path) -> None:
     (tmp_path / "stageline.toml").write_text(README_TOML)
     settings = load_settings(cwd=tmp_path, env={})
-    env = {"DISCORD_WEBHOOK_URL": "https://discord.com/api/webhooks/1/x",
-           "SLACK_ALERTS_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/y",
-           "STAGELINE_WEBHOOK_SECRET": "0123456789abcdef"}
+    env = {
+        "DISCORD_WEBHOOK_URL": "https://discord.com/api/webhooks/1/x",
+        "SLACK_ALERTS_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/y",
+        "STAGELINE_WEBHOOK_SECRET": "0123456789abcdef",
+    }
     bus = EventBus.configured(settings.sinks, env=env)
     assert [type(s).__name__ for s in bus.sinks] == [
-        "ConsoleSink", "WebhookSink", "WebhookSink", "WebhookSink", "OtelSink"]
-    assert list(bus.stats()) == ["discord:https://discord.com", "slack:https://hooks.slack.com",
-                                 "json:https://ops.example.com", "otel"]
+        "ConsoleSink",
+        "WebhookSink",
+        "WebhookSink",
+        "WebhookSink",
+        "OtelSink",
+    ]
+    assert list(bus.stats()) == [
+        "discord:https://discord.com",
+        "slack:https://hooks.slack.com",
+        "json:https://ops.example.com",
+        "otel",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -275,8 +341,9 @@ def test_an_otel_sink_needs_no_endpoint() -> None:
 
 
 def test_discord_messages_stay_under_its_limit_and_mention_no_one() -> None:
-    many = [ev("stage.log", seq=i, node="draft", message="@everyone " + "x" * 300)
-            for i in range(1, 40)]
+    many = [
+        ev("stage.log", seq=i, node="draft", message="@everyone " + "x" * 300) for i in range(1, 40)
+    ]
     payloads = discord_payloads(many)
     assert len(payloads) > 1
     for payload in payloads:
@@ -300,10 +367,10 @@ def test_a_signature_verifies_only_with_the_secret_and_a_fresh_timestamp() -> No
     assert signature.startswith("sha256=") and len(signature) == 7 + 64
     assert verify_signature("k3y-value", body=body, timestamp=stamp, signature=signature)
     assert not verify_signature("other", body=body, timestamp=stamp, signature=signature)
-    assert not verify_signature("k3y-value", body=body + b" ", timestamp=stamp,
-                                signature=signature)
-    assert not verify_signature("k3y-value", body=body, timestamp=stamp, signature=signature,
-                                now=now + 3600)
+    assert not verify_signature("k3y-value", body=body + b" ", timestamp=stamp, signature=signature)
+    assert not verify_signature(
+        "k3y-value", body=body, timestamp=stamp, signature=signature, now=now + 3600
+    )
 
 
 def test_http_answers_map_to_retry_decisions() -> None:
@@ -433,8 +500,12 @@ async def test_events_published_from_another_thread_reach_the_queue() -> None:
 
 
 def test_queued_sinks_with_one_name_keep_apart_stats() -> None:
-    bus = EventBus([WebhookSink(url="https://discord.com/api/webhooks/1/a", format="discord"),
-                    WebhookSink(url="https://discord.com/api/webhooks/2/b", format="discord")])
+    bus = EventBus(
+        [
+            WebhookSink(url="https://discord.com/api/webhooks/1/a", format="discord"),
+            WebhookSink(url="https://discord.com/api/webhooks/2/b", format="discord"),
+        ]
+    )
     assert list(bus.stats()) == ["discord:https://discord.com", "discord:https://discord.com#2"]
 
 

@@ -37,7 +37,8 @@ def repo(tmp_path: Path) -> Path:
     (root / "docs").mkdir(parents=True)
     (root / "README.md").write_text(
         "# Sample project\n\nIt does [many things](docs/guide.md) well.\n\n## Install\n\n"
-        "pip install it\n\n## Use\n\n```\nrun [x](nowhere.md)\n```\n")
+        "pip install it\n\n## Use\n\n```\nrun [x](nowhere.md)\n```\n"
+    )
     (root / "docs" / "guide.md").write_text("---\ntitle: The guide\n---\n# Guide\n\nRead me.\n")
     (root / "docs" / "notes.txt").write_text("plain notes\n")
     (root / "src").mkdir()
@@ -56,8 +57,10 @@ async def runner(memory_settings: Settings) -> AsyncIterator[Runner]:
 
 def test_helpers_read_front_matter_titles_and_links(tmp_path: Path) -> None:
     page = tmp_path / "a.md"
-    text = ("---\ntitle: Alpha\n---\n# Heading\n[b](b.md) [web](https://x.y) [top](#top) "
-            "![img](img.png) [[Gamma|g]] `[code](no.md)`\n")
+    text = (
+        "---\ntitle: Alpha\n---\n# Heading\n[b](b.md) [web](https://x.y) [top](#top) "
+        "![img](img.png) [[Gamma|g]] `[code](no.md)`\n"
+    )
     assert front_matter(text) == {"title": "Alpha"}
     assert front_matter("# no front matter") is None
     assert title_of(page, text) == "Alpha"
@@ -75,8 +78,9 @@ async def test_ingest_a_folder_writes_pages_and_an_index_that_validate(
     runner: Runner, repo: Path
 ) -> None:
     wiki = repo / "wiki"
-    summary = await runner.start("wiki_ingest", {"source": str(repo / "docs"), "wiki": str(wiki),
-                                                 "apply": True})
+    summary = await runner.start(
+        "wiki_ingest", {"source": str(repo / "docs"), "wiki": str(wiki), "apply": True}
+    )
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     assert sorted(p.name for p in wiki.iterdir()) == ["guide.md", "index.md", "notes.md"]
     assert front_matter((wiki / "guide.md").read_text())["title"] == "The guide"  # type: ignore[index]
@@ -87,21 +91,25 @@ async def test_ingest_a_folder_writes_pages_and_an_index_that_validate(
 
 
 async def test_ingest_strips_links_an_excerpt_would_break(runner: Runner, repo: Path) -> None:
-    summary = await runner.start("wiki_ingest", {"source": str(repo / "README.md"),
-                                                 "wiki": str(repo / "kb"), "apply": True})
+    summary = await runner.start(
+        "wiki_ingest", {"source": str(repo / "README.md"), "wiki": str(repo / "kb"), "apply": True}
+    )
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     page = (repo / "kb" / "readme.md").read_text()
     assert "It does many things well." in page and "## Outline\n\n- Install\n- Use" in page
 
 
-@pytest.mark.parametrize(("inputs", "why"), [
-    ({"source": "nope.md", "wiki": "wiki"}, "input 'source': nope.md does not exist"),
-    ({"wiki": "wiki"}, "missing required input 'source'"),
-    ({"source": "README.md"}, "missing required input 'wiki'"),
-    ({"source": "README.md", "wiki": "README.md"}, "input 'wiki': README.md is a file"),
-    ({"source": "README.md", "wiki": "wiki", "harness": "robot"}, "unknown harness 'robot'"),
-    ({"source": "README.md", "wiki": 5}, "input 'wiki' must be text"),
-])
+@pytest.mark.parametrize(
+    ("inputs", "why"),
+    [
+        ({"source": "nope.md", "wiki": "wiki"}, "input 'source': nope.md does not exist"),
+        ({"wiki": "wiki"}, "missing required input 'source'"),
+        ({"source": "README.md"}, "missing required input 'wiki'"),
+        ({"source": "README.md", "wiki": "README.md"}, "input 'wiki': README.md is a file"),
+        ({"source": "README.md", "wiki": "wiki", "harness": "robot"}, "unknown harness 'robot'"),
+        ({"source": "README.md", "wiki": 5}, "input 'wiki' must be text"),
+    ],
+)
 async def test_input_errors_are_caught_before_a_run_exists(
     runner: Runner, repo: Path, monkeypatch: pytest.MonkeyPatch, inputs: dict[str, Any], why: str
 ) -> None:
@@ -122,9 +130,15 @@ async def test_broken_link_fails_validation_naming_page_and_link(
     runner: Runner, repo: Path
 ) -> None:
     script = [{"write": "wiki/a.md", "content": "---\ntitle: A\n---\nSee [gone](gone.md).\n"}]
-    summary = await runner.start("wiki_ingest", {"source": str(repo / "README.md"),
-                                                 "wiki": str(repo / "wiki"), "script": script,
-                                                 "apply": True})
+    summary = await runner.start(
+        "wiki_ingest",
+        {
+            "source": str(repo / "README.md"),
+            "wiki": str(repo / "wiki"),
+            "script": script,
+            "apply": True,
+        },
+    )
     assert summary.run.failure_phase == "validation"
     assert summary.run.error == "OperationFailed: wiki/a.md: broken link 'gone.md'"
     assert not (repo / "wiki").exists()  # the agent worked on its branch; nothing came back
@@ -133,10 +147,13 @@ async def test_broken_link_fails_validation_naming_page_and_link(
 async def test_missing_front_matter_and_writes_outside_fail_validation(
     runner: Runner, repo: Path
 ) -> None:
-    script = [{"write": "wiki/bare.md", "content": "# Bare\n"},
-              {"write": "src/app.py", "content": "print('changed')\n"}]
-    summary = await runner.start("wiki_build", {"wiki": str(repo / "wiki"), "script": script,
-                                                "apply": True})
+    script = [
+        {"write": "wiki/bare.md", "content": "# Bare\n"},
+        {"write": "src/app.py", "content": "print('changed')\n"},
+    ]
+    summary = await runner.start(
+        "wiki_build", {"wiki": str(repo / "wiki"), "script": script, "apply": True}
+    )
     error = summary.run.error or ""
     assert summary.run.failure_phase == "validation"
     assert "wiki/bare.md: no front matter" in error
@@ -160,7 +177,8 @@ async def test_build_then_garden_repairs_a_damaged_wiki(runner: Runner, repo: Pa
     assert "See missing and Nowhere." in loose
     assert "- [Loose page](loose.md)" in (wiki / "index.md").read_text()
     assert garden.state["summary"].endswith(
-        "front matter added to 1 page(s), 2 broken link(s) unlinked")
+        "front matter added to 1 page(s), 2 broken link(s) unlinked"
+    )
 
 
 def test_the_wiki_templates_are_built_ins() -> None:
@@ -177,6 +195,7 @@ async def test_apply_gate_never_overwrites_the_checkout(runner: Runner, repo: Pa
     done = await runner.approve(waiting.run.run_id)
     assert done.status is RunStatus.FAILED
     assert f"merge the branch yourself: git merge stageline/{waiting.run.run_id}" in (
-        done.run.error or "")
+        done.run.error or ""
+    )
     assert (repo / "wiki" / "overview.md").read_text() == "mine, not committed\n"
     assert sorted(p.name for p in (repo / "wiki").iterdir()) == ["overview.md"]

@@ -18,8 +18,10 @@ def test_the_docstring_example_parses_as_yaml_with_only_known_keys() -> None:
     assert isinstance(data, dict)
     assert set(data) <= set(_yaml.TOP_KEYS)
     assert data["name"] == "review_pipeline"
-    assert all(isinstance(t, str) and t in _yaml.TYPES for t in
-               (v if isinstance(v, str) else v["type"] for v in data["state"].values()))
+    assert all(
+        isinstance(t, str) and t in _yaml.TYPES
+        for t in (v if isinstance(v, str) else v["type"] for v in data["state"].values())
+    )
     questions = data["questions"]["clarify"]["questions"]
     assert [q["text"] for q in questions] == ["What is in scope?", "How big?", "Limits?"]
     assert data["gates"]["approval"]["on_deadline"] == "reject"

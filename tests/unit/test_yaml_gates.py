@@ -57,13 +57,17 @@ async def test_a_yaml_template_with_a_question_and_a_gate_runs(
 ) -> None:
     (tmp_path / "yaml_gate_stages.py").write_text(
         "async def draft(state, ctx):\n"
-        "    return {'draft': f\"for {state['answers']['audience']}: {state.get('feedback')}\"}\n")
+        "    return {'draft': f\"for {state['answers']['audience']}: {state.get('feedback')}\"}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     template = load_yaml_template(write(tmp_path, GATED))
     assert template.nodes == ["draft", "approval", "clarify"]
     gate = template.gates["approval"]
-    assert (gate.changes_to, gate.deadline, gate.on_deadline) == ("draft", 86400.0,
-                                                                  ("escalate", "reject"))
+    assert (gate.changes_to, gate.deadline, gate.on_deadline) == (
+        "draft",
+        86400.0,
+        ("escalate", "reject"),
+    )
     asked = template.questions["clarify"]
     assert (asked.deadline, asked.on_deadline) == (7200.0, ("remind", "escalate", "default"))
     async with memory_runner(memory_settings) as runner:
@@ -90,8 +94,11 @@ async def test_a_yaml_template_with_a_question_and_a_gate_runs(
         ("gates:\n  g: {max_changes: many}\n", 8, "max_changes must be a whole number"),
         ("questions:\n  q: {}\n", 8, "takes `questions` or `ask`"),
         ("questions:\n  q: {questions: [{text: a, choices: []}]}\n", 8, "non-empty list"),
-        ("questions:\n  q: {ask: yaml_stages:keep_max, questions: [a]}\n", 8,
-         "takes 2 positional arguments, not 3"),
+        (
+            "questions:\n  q: {ask: yaml_stages:keep_max, questions: [a]}\n",
+            8,
+            "takes 2 positional arguments, not 3",
+        ),
         ("questions:\n  q: {questions: [a], history: nope}\n", 8, "state key 'nope'"),
     ],
 )
@@ -104,5 +111,3 @@ def test_mistakes_in_gates_and_questions_name_the_line(
         load_yaml_template(write(tmp_path, head + text))
     if line is not None:
         assert f"t.yaml:{line}:" in str(info.value), str(info.value)
-
-

@@ -47,11 +47,19 @@ class Journal:
 async def run(template: Any, inputs: Mapping[str, Any], tmp_path: Path) -> tuple[dict, Journal]:
     graph = template.build().compile(checkpointer=InMemorySaver())
     journal = Journal()
-    ctx = RunContext(run_id="r1", attempt=1, template=template.name, services={},
-                     journal=journal, run_dir=tmp_path, model=OfflineModel())
+    ctx = RunContext(
+        run_id="r1",
+        attempt=1,
+        template=template.name,
+        services={},
+        journal=journal,
+        run_dir=tmp_path,
+        model=OfflineModel(),
+    )
     config = {"configurable": {"thread_id": "t1"}, "recursion_limit": 100}
-    async for _ in graph.astream(dict(inputs), config, context=ctx, stream_mode="updates",
-                                 durability="sync"):
+    async for _ in graph.astream(
+        dict(inputs), config, context=ctx, stream_mode="updates", durability="sync"
+    ):
         pass
     return dict(graph.get_state(config).values), journal
 
@@ -72,7 +80,11 @@ def test_valid_template_loads_with_nodes_state_options_and_lines() -> None:
     assert (retry_b.max_attempts, retry_b.jitter, retry_b.retry_on) == (3, False, ValueError)
     [loop] = t.loops
     assert (loop.name, loop.head, loop.max_iterations, loop.on_exhausted) == (
-        "plan_review", "plan", 3, "parked")
+        "plan_review",
+        "plan",
+        3,
+        "parked",
+    )
     assert loop.where == (str(PIPELINE), line_of("{name: plan_review"))
     hints = get_type_hints(t.state, include_extras=True)
     assert hints["topic"] is str
@@ -93,11 +105,14 @@ def test_every_builder_call_names_its_yaml_line() -> None:
     t = load_yaml_template(PIPELINE)
     src = str(PIPELINE)
     assert {n: t._nodes[n].where for n in t.nodes} == {
-        n: (src, line_of(f"  {n}:", after=line_of("stages:"))) for n in t.nodes}
+        n: (src, line_of(f"  {n}:", after=line_of("stages:"))) for n in t.nodes
+    }
     assert t._start == ("plan", (src, line_of("start: plan")))
-    assert t._edges == [("plan", "draft", (src, line_of("[plan, draft]"))),
-                        ("aggregate", "review", (src, line_of("{from: aggregate"))),
-                        ("parked", END, (src, line_of("[parked, END]")))]
+    assert t._edges == [
+        ("plan", "draft", (src, line_of("[plan, draft]"))),
+        ("aggregate", "review", (src, line_of("{from: aggregate"))),
+        ("parked", END, (src, line_of("[parked, END]"))),
+    ]
     assert [f.where for f in t._fanouts] == [(src, line_of("{from: draft"))]
     assert [r.where for r in t._routes] == [(src, line_of("{from: review"))]
 
@@ -117,8 +132,9 @@ async def test_bounded_loop_runs_end_to_end_and_parks(tmp_path: Path) -> None:
     assert state["log"].count("review") == 3
     assert ("finished", "parked", "succeeded") in journal.calls
     assert ("stage.log", "critic_a", "critic a read the draft") in journal.calls
-    assert all(status in ("", "succeeded") for kind, _, status in journal.calls
-               if kind == "finished")
+    assert all(
+        status in ("", "succeeded") for kind, _, status in journal.calls if kind == "finished"
+    )
 
 
 async def test_route_to_end_finishes_after_one_round(tmp_path: Path) -> None:
@@ -136,7 +152,9 @@ def write(tmp_path: Path, text: str, name: str = "t.yaml") -> Path:
 
 
 def test_defaults_and_alternative_spellings(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: small
         state:
           n: {type: int}
@@ -151,7 +169,8 @@ def test_defaults_and_alternative_spellings(tmp_path: Path) -> None:
             to: second
           - {from: second, to: end}
         routes: []
-        """)
+        """,
+    )
     t = load_yaml_template(path)
     assert (t.version, t.description, t.nodes, t.loops) == ("1", "", ["first", "second"], [])
     assert t._start == ("first", (str(path), 6))
@@ -162,7 +181,9 @@ def test_defaults_and_alternative_spellings(tmp_path: Path) -> None:
 
 
 def test_route_list_and_yes_no_keys(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: r
         stages:
           a: yaml_stages:plan
@@ -173,7 +194,8 @@ def test_route_list_and_yes_no_keys(tmp_path: Path) -> None:
           - from: b
             by: yaml_stages:route_review
             to: {yes: c, no: END}
-        """)
+        """,
+    )
     t = load_yaml_template(path)
     first, second = t._routes
     assert first.targets == {"b": "b", "c": "c"}
@@ -200,104 +222,164 @@ def case(body: str, message: str) -> Any:
 
 
 ERRORS = {
-    "yaml syntax": case("""
+    "yaml syntax": case(
+        """
         name: t
         stages:
           a: yaml_stages:plan
         edges:
           - [a, b]]  # <-
-        """, "invalid YAML: while parsing a block collection, expected <block end>, "
-             "but found ']' (column 11)"),
-    "yaml bad indent": case("""
+        """,
+        "invalid YAML: while parsing a block collection, expected <block end>, "
+        "but found ']' (column 11)",
+    ),
+    "yaml bad indent": case(
+        """
         name: t
         stages:
           a: x
          b: y  # <-
-        """, "invalid YAML"),
-    "duplicate stage": case("""
+        """,
+        "invalid YAML",
+    ),
+    "duplicate stage": case(
+        """
         name: t
         stages:
           a: yaml_stages:plan
           a: yaml_stages:review  # <-
-        """, "duplicate key 'a'"),
-    "unhashable key": case("""
+        """,
+        "duplicate key 'a'",
+    ),
+    "unhashable key": case(
+        """
         name: t
         stages:
           a: yaml_stages:plan
           [b]: yaml_stages:review  # <-
-        """, "unhashable key"),
-    "empty file": case("""
+        """,
+        "unhashable key",
+    ),
+    "empty file": case(
+        """
         # <-
-        """, "the file is empty"),
-    "not a mapping": case("""
+        """,
+        "the file is empty",
+    ),
+    "not a mapping": case(
+        """
         - name: t  # <-
-        """, "a template must be a mapping"),
-    "missing name": case("""
+        """,
+        "a template must be a mapping",
+    ),
+    "missing name": case(
+        """
         # a comment
         stages:  # <-
           a: yaml_stages:plan
-        """, "a template needs `name`"),
-    "missing stages": case("""
+        """,
+        "a template needs `name`",
+    ),
+    "missing stages": case(
+        """
         name: t  # <-
-        """, "a template needs `stages`"),
-    "unknown top-level key": case(GOOD_HEAD + """
+        """,
+        "a template needs `stages`",
+    ),
+    "unknown top-level key": case(
+        GOOD_HEAD
+        + """
         fan_out: []  # <-
-        """, "unknown key 'fan_out' in a template; allowed keys: name, version, description"),
-    "unknown stage": case("""
+        """,
+        "unknown key 'fan_out' in a template; allowed keys: name, version, description",
+    ),
+    "unknown stage": case(
+        """
         name: t
         stages:
           a: yaml_stages:plan
           draft: nope  # <-
-        """, "unknown stage 'nope' for node 'draft': not registered and not an import path"),
-    "unknown stage attribute": case("""
+        """,
+        "unknown stage 'nope' for node 'draft': not registered and not an import path",
+    ),
+    "unknown stage attribute": case(
+        """
         name: t
         stages:
           a: yaml_stages:plan
           draft:
             use: yaml_stages:nope  # <-
-        """, "unknown stage 'yaml_stages:nope' for node 'draft': yaml_stages has no 'nope'"),
-    "unknown stage module": case("""
+        """,
+        "unknown stage 'yaml_stages:nope' for node 'draft': yaml_stages has no 'nope'",
+    ),
+    "unknown stage module": case(
+        """
         name: t
         stages:
           a: {use: no_such_module.x}  # <-
-        """, "unknown stage 'no_such_module.x' for node 'a': cannot import 'no_such_module'"),
-    "stage key typo": case("""
+        """,
+        "unknown stage 'no_such_module.x' for node 'a': cannot import 'no_such_module'",
+    ),
+    "stage key typo": case(
+        """
         name: t
         stages:
           a: {use: yaml_stages:plan, retries: 2}  # <-
-        """, "unknown key 'retries' in stage 'a'; allowed keys: use, retry, timeout, writes"),
-    "stage without use": case("""
+        """,
+        "unknown key 'retries' in stage 'a'; allowed keys: use, retry, timeout, writes",
+    ),
+    "stage without use": case(
+        """
         name: t
         stages:
           a:  # <-
             retry: 2
-        """, "stage 'a' needs `use`"),
-    "bad node name": case("""
+        """,
+        "stage 'a' needs `use`",
+    ),
+    "bad node name": case(
+        """
         name: t
         stages:
           a:b: yaml_stages:plan  # <-
-        """, "bad node name 'a:b'"),
-    "node named end": case("""
+        """,
+        "bad node name 'a:b'",
+    ),
+    "node named end": case(
+        """
         name: t
         stages:
           end: yaml_stages:plan  # <-
-        """, "bad node name 'end'"),
-    "name not a string": case("""
+        """,
+        "bad node name 'end'",
+    ),
+    "name not a string": case(
+        """
         name: [t]  # <-
         stages:
           a: yaml_stages:plan
-        """, "name must be a non-empty string"),
-    "version float": case(GOOD_HEAD + """
+        """,
+        "name must be a non-empty string",
+    ),
+    "version float": case(
+        GOOD_HEAD
+        + """
         version: 1.10  # <-
-        """, "version must be a string (quote it), got 1.1"),
-    "bad type name": case("""
+        """,
+        "version must be a string (quote it), got 1.1",
+    ),
+    "bad type name": case(
+        """
         name: t
         state:
           text: string  # <-
         stages:
           a: yaml_stages:plan
-        """, "state key 'text' has unknown type 'string'; types: str, int, float, bool"),
-    "bad type in a mapping": case("""
+        """,
+        "state key 'text' has unknown type 'string'; types: str, int, float, bool",
+    ),
+    "bad type in a mapping": case(
+        """
         name: t
         state:
           text:
@@ -305,22 +387,31 @@ ERRORS = {
             type: [list]  # <-
         stages:
           a: yaml_stages:plan
-        """, "state key 'text' has unknown type ['list']"),
-    "reserved state key": case("""
+        """,
+        "state key 'text' has unknown type ['list']",
+    ),
+    "reserved state key": case(
+        """
         name: t
         state:
           stageline_loops: dict  # <-
         stages:
           a: yaml_stages:plan
-        """, "bad state key 'stageline_loops'"),
-    "unknown reducer": case("""
+        """,
+        "bad state key 'stageline_loops'",
+    ),
+    "unknown reducer": case(
+        """
         name: t
         state:
           text: {type: list, reducer: concat}  # <-
         stages:
           a: yaml_stages:plan
-        """, "state key 'text' has unknown reducer 'concat'; use append, merge or an import"),
-    "reducer path that does not resolve": case("""
+        """,
+        "state key 'text' has unknown reducer 'concat'; use append, merge or an import",
+    ),
+    "reducer path that does not resolve": case(
+        """
         name: t
         state:
           text:
@@ -328,141 +419,246 @@ ERRORS = {
             reducer: yaml_stages:gone  # <-
         stages:
           a: yaml_stages:plan
-        """, "cannot resolve reducer of state key 'text' 'yaml_stages:gone': AttributeError"),
-    "reducer that is not callable": case("""
+        """,
+        "cannot resolve reducer of state key 'text' 'yaml_stages:gone': AttributeError",
+    ),
+    "reducer that is not callable": case(
+        """
         name: t
         state:
           text: {reducer: yaml_stages.NOT_CALLABLE}  # <-
         stages:
           a: yaml_stages:plan
-        """, "int object is not callable"),
-    "reducer with one argument": case("""
+        """,
+        "int object is not callable",
+    ),
+    "reducer with one argument": case(
+        """
         name: t
         state:
           text: {reducer: yaml_stages:not_a_reducer}  # <-
         stages:
           a: yaml_stages:plan
-        """, "takes 1 positional arguments, not 2"),
-    "writes an undeclared key": case(GOOD_HEAD + """
+        """,
+        "takes 1 positional arguments, not 2",
+    ),
+    "writes an undeclared key": case(
+        GOOD_HEAD
+        + """
           b: {use: yaml_stages:review, writes: [text, out]}  # <-
-        """, "node 'b' writes 'out', not declared under state: (text)"),
-    "retry zero": case(GOOD_HEAD + """
+        """,
+        "node 'b' writes 'out', not declared under state: (text)",
+    ),
+    "retry zero": case(
+        GOOD_HEAD
+        + """
           b: {use: yaml_stages:review, retry: 0}  # <-
-        """, "node 'b': bad retry: retry must allow at least 1 attempt, got 0"),
-    "retry text": case(GOOD_HEAD + """
+        """,
+        "node 'b': bad retry: retry must allow at least 1 attempt, got 0",
+    ),
+    "retry text": case(
+        GOOD_HEAD
+        + """
           b:
             use: yaml_stages:review
             retry: often  # <-
-        """, "node 'b': retry (a number of attempts or a mapping) must be a mapping"),
-    "retry unknown field": case(GOOD_HEAD + """
+        """,
+        "node 'b': retry (a number of attempts or a mapping) must be a mapping",
+    ),
+    "retry unknown field": case(
+        GOOD_HEAD
+        + """
           b: {use: yaml_stages:review, retry: {attempts: 2}}  # <-
-        """, "unknown key 'attempts' in node 'b': retry"),
-    "retry bad max_attempts": case(GOOD_HEAD + """
+        """,
+        "unknown key 'attempts' in node 'b': retry",
+    ),
+    "retry bad max_attempts": case(
+        GOOD_HEAD
+        + """
           b:
             use: yaml_stages:review
             retry:
               max_attempts: -1  # <-
-        """, "node 'b': retry max_attempts must be a positive integer, got -1"),
-    "retry bad jitter": case(GOOD_HEAD + """
+        """,
+        "node 'b': retry max_attempts must be a positive integer, got -1",
+    ),
+    "retry bad jitter": case(
+        GOOD_HEAD
+        + """
           b:
             use: yaml_stages:review
             retry: {jitter: maybe}  # <-
-        """, "node 'b': retry jitter must be true or false, got 'maybe'"),
-    "retry_on that does not resolve": case(GOOD_HEAD + """
+        """,
+        "node 'b': retry jitter must be true or false, got 'maybe'",
+    ),
+    "retry_on that does not resolve": case(
+        GOOD_HEAD
+        + """
           b: {use: yaml_stages:review, retry: {retry_on: [NoSuchError]}}  # <-
-        """, "cannot resolve node 'b': retry retry_on 'NoSuchError': ValueError: not an import"),
-    "timeout negative": case(GOOD_HEAD + """
+        """,
+        "cannot resolve node 'b': retry retry_on 'NoSuchError': ValueError: not an import",
+    ),
+    "timeout negative": case(
+        GOOD_HEAD
+        + """
           b:
             use: yaml_stages:review
             timeout: -5  # <-
-        """, "node 'b': bad timeout: timeout must be positive, got -5.0"),
-    "timeout text": case(GOOD_HEAD + """
+        """,
+        "node 'b': bad timeout: timeout must be positive, got -5.0",
+    ),
+    "timeout text": case(
+        GOOD_HEAD
+        + """
           b: {use: yaml_stages:review, timeout: soon}  # <-
-        """, "node 'b': timeout must be a number of seconds, got 'soon'"),
-    "start is not a node": case(GOOD_HEAD + """
+        """,
+        "node 'b': timeout must be a number of seconds, got 'soon'",
+    ),
+    "start is not a node": case(
+        GOOD_HEAD
+        + """
         start: z  # <-
-        """, "start node 'z' is not a stage of this template"),
-    "edges not a list": case(GOOD_HEAD + """
+        """,
+        "start node 'z' is not a stage of this template",
+    ),
+    "edges not a list": case(
+        GOOD_HEAD
+        + """
         edges:  # <-
           a: b
-        """, "`edges` must be a list"),
-    "edge of three": case(GOOD_HEAD + """
+        """,
+        "`edges` must be a list",
+    ),
+    "edge of three": case(
+        GOOD_HEAD
+        + """
           b: yaml_stages:review
         edges:
           - [a, b, c]  # <-
-        """, "an edge is [from, to] or {from: a, to: b}"),
-    "edge to a missing node": case(GOOD_HEAD + """
+        """,
+        "an edge is [from, to] or {from: a, to: b}",
+    ),
+    "edge to a missing node": case(
+        GOOD_HEAD
+        + """
           b: yaml_stages:review
         edges:
           - [a, b]
           - from: b  # <-
             to: c
-        """, "edge to 'c' is not a node of this template (nodes: a, b)"),
-    "unreachable node": case(GOOD_HEAD + """
+        """,
+        "edge to 'c' is not a node of this template (nodes: a, b)",
+    ),
+    "unreachable node": case(
+        GOOD_HEAD
+        + """
           b: yaml_stages:review  # <-
         edges:
           - [a, END]
-        """, "node 'b' is unreachable from the start node 'a'"),
-    "route to a missing node": case(GOOD_HEAD + """
+        """,
+        "node 'b' is unreachable from the start node 'a'",
+    ),
+    "route to a missing node": case(
+        GOOD_HEAD
+        + """
           b: yaml_stages:review
         edges:
           - [a, b]
         routes:
           - {from: b, by: yaml_stages:route_review, to: {again: a, done: c}}  # <-
-        """, "route to 'c' is not a node of this template"),
-    "router that does not resolve": case(GOOD_HEAD + """
+        """,
+        "route to 'c' is not a node of this template",
+    ),
+    "router that does not resolve": case(
+        GOOD_HEAD
+        + """
         routes:
           - {from: a, by: yaml_stages:nothing, to: [a]}  # <-
-        """, "cannot resolve router of the route from 'a' 'yaml_stages:nothing'"),
-    "route without by": case(GOOD_HEAD + """
+        """,
+        "cannot resolve router of the route from 'a' 'yaml_stages:nothing'",
+    ),
+    "route without by": case(
+        GOOD_HEAD
+        + """
         routes:
           - from: a  # <-
             to: [END]
-        """, "a route needs `by`"),
-    "cycle of edges without a loop": case(GOOD_HEAD + """
+        """,
+        "a route needs `by`",
+    ),
+    "cycle of edges without a loop": case(
+        GOOD_HEAD
+        + """
           b: yaml_stages:review
         edges:
           - [a, b]  # <-
           - [b, a]  # <-
-        """, "loop through a -> b has no declared bound"),
-    "cycle through a route without a loop": case(GOOD_HEAD + """
+        """,
+        "loop through a -> b has no declared bound",
+    ),
+    "cycle through a route without a loop": case(
+        GOOD_HEAD
+        + """
           b: yaml_stages:review
         edges:
           - [a, b]  # <-
         routes:
           - {from: b, by: yaml_stages:route_review, to: {again: a, done: END}}  # <-
-        """, "loop through a -> b has no declared bound"),
-    "loop max zero": case(GOOD_HEAD + """
+        """,
+        "loop through a -> b has no declared bound",
+    ),
+    "loop max zero": case(
+        GOOD_HEAD
+        + """
           b: yaml_stages:review
         edges: [[a, b], [b, a]]
         loops:
           - name: l
             head: a
             max: 0  # <-
-        """, "loop 'l': `max` must be a positive integer, got 0"),
-    "loop max text": case(GOOD_HEAD + """
+        """,
+        "loop 'l': `max` must be a positive integer, got 0",
+    ),
+    "loop max text": case(
+        GOOD_HEAD
+        + """
         edges: [[a, a]]
         loops:
           - {head: a, max: three}  # <-
-        """, "loop 'a': `max` must be a positive integer, got 'three'"),
-    "loop without max": case(GOOD_HEAD + """
+        """,
+        "loop 'a': `max` must be a positive integer, got 'three'",
+    ),
+    "loop without max": case(
+        GOOD_HEAD
+        + """
         edges: [[a, a]]
         loops:
           - {head: a}  # <-
-        """, "a loop needs `max`"),
-    "loop head is not a node": case(GOOD_HEAD + """
+        """,
+        "a loop needs `max`",
+    ),
+    "loop head is not a node": case(
+        GOOD_HEAD
+        + """
         edges: [[a, a]]
         loops:
           - {head: a, max: 2}
           - {name: other, head: z, max: 2}  # <-
-        """, "loop 'other' head 'z' is not a node"),
-    "loop declared twice": case(GOOD_HEAD + """
+        """,
+        "loop 'other' head 'z' is not a node",
+    ),
+    "loop declared twice": case(
+        GOOD_HEAD
+        + """
         edges: [[a, a]]
         loops:
           - {head: a, max: 2}
           - {head: a, max: 3}  # <-
-        """, "loop 'a' is declared twice"),
-    "fan-in without a reducer": case("""
+        """,
+        "loop 'a' is declared twice",
+    ),
+    "fan-in without a reducer": case(
+        """
         name: t
         state:
           reviews: list
@@ -474,7 +670,9 @@ ERRORS = {
           d: yaml_test.critic_b
         fanout:
           - {from: a, to: [c, d]}  # <-
-        """, "parallel stages c, d all write 'reviews', which has no reducer"),
+        """,
+        "parallel stages c, d all write 'reviews', which has no reducer",
+    ),
 }
 
 

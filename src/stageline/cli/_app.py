@@ -160,22 +160,35 @@ def run(
     ] = None,
     ephemeral: Annotated[
         bool,
-        typer.Option("--ephemeral", envvar="STAGELINE_EPHEMERAL",
-                     help="Keep the run in memory only, on purpose: nothing of it survives."),
+        typer.Option(
+            "--ephemeral",
+            envvar="STAGELINE_EPHEMERAL",
+            help="Keep the run in memory only, on purpose: nothing of it survives.",
+        ),
     ] = False,
     budget_tokens: Annotated[
         float | None,
-        typer.Option("--budget-tokens", metavar="N",
-                     help="This run's token budget; past it the run waits at a budget gate."),
+        typer.Option(
+            "--budget-tokens",
+            metavar="N",
+            help="This run's token budget; past it the run waits at a budget gate.",
+        ),
     ] = None,
     budget_cost: Annotated[
         float | None,
-        typer.Option("--budget-cost", metavar="X",
-                     help="This run's cost budget; past it the run waits at a budget gate."),
+        typer.Option(
+            "--budget-cost",
+            metavar="X",
+            help="This run's cost budget; past it the run waits at a budget gate.",
+        ),
     ] = None,
     apply: Annotated[
-        bool, typer.Option("--apply", help="Wiki templates: bring the result into the "
-                           "checkout at once instead of waiting at the apply gate.")
+        bool,
+        typer.Option(
+            "--apply",
+            help="Wiki templates: bring the result into the "
+            "checkout at once instead of waiting at the apply gate.",
+        ),
     ] = False,
 ) -> None:
     """Start a run of TEMPLATE and follow it to its end (or queue it with --detach).
@@ -196,12 +209,20 @@ def run(
     if detach:
         asyncio.run(_detach(template, values, rid, deadlines, budget))
         return
-    _advance(rid, lambda runner: runner.start(template, values, run_id=rid, deadlines=deadlines,
-                                              budget=budget))
+    _advance(
+        rid,
+        lambda runner: runner.start(
+            template, values, run_id=rid, deadlines=deadlines, budget=budget
+        ),
+    )
 
 
-FreshFlag = Annotated[bool, typer.Option(
-    "--fresh", help="Start agents afresh instead of continuing their recorded session.")]
+FreshFlag = Annotated[
+    bool,
+    typer.Option(
+        "--fresh", help="Start agents afresh instead of continuing their recorded session."
+    ),
+]
 
 
 def _agent_services(fresh: bool) -> dict[str, object]:
@@ -214,16 +235,18 @@ def _agent_services(fresh: bool) -> dict[str, object]:
 def resume(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) -> None:
     """Continue a run from its last checkpoint (a queued run, or one whose process died); an
     agent that was interrupted continues its own session unless --fresh."""
-    _advance(run_id, lambda runner: runner.resume(run_id, force=force,
-                                                  services=_agent_services(fresh)))
+    _advance(
+        run_id, lambda runner: runner.resume(run_id, force=force, services=_agent_services(fresh))
+    )
 
 
 @app.command()
 def retry(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) -> None:
     """Re-run a failed run from its failed node, as the next attempt; an agent that failed
     continues its own session (claude --resume, codex exec resume) unless --fresh."""
-    _advance(run_id, lambda runner: runner.retry(run_id, force=force,
-                                                 services=_agent_services(fresh)))
+    _advance(
+        run_id, lambda runner: runner.retry(run_id, force=force, services=_agent_services(fresh))
+    )
 
 
 @app.command()

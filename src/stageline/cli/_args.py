@@ -16,9 +16,7 @@ def checked_run_id(value: str | None) -> str | None:
     return None if value is None else check_run_id(value, "RUN")
 
 
-RunArg = Annotated[
-    str, typer.Argument(metavar="RUN", help="A run id.", callback=checked_run_id)
-]
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run id.", callback=checked_run_id)]
 OptionalRunArg = Annotated[
     str | None,
     typer.Argument(metavar="[RUN]", help="Only this run.", callback=checked_run_id),

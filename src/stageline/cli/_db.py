@@ -36,8 +36,11 @@ def upgrade() -> None:
 
     url = load_settings().database_url
     report = asyncio.run(upgrade_database(url))
-    done = (f"applied migration(s) {', '.join(map(str, report.applied))}" if report.applied
-            else "already up to date")
+    done = (
+        f"applied migration(s) {', '.join(map(str, report.applied))}"
+        if report.applied
+        else "already up to date"
+    )
     typer.echo(f"{mask_url(url)}: schema version {report.version} ({done})")
     if is_postgres(url) and asyncio.run(ensure_queue_schema(url)):
         typer.echo(f"{mask_url(url)}: created the job queue's tables (procrastinate)")
@@ -50,8 +53,12 @@ def copy(
     ],
     from_url: Annotated[
         str | None,
-        typer.Option("--from", metavar="URL", help="The database to copy from (default: the "
-                     "configured one, database_url or STAGELINE_DATABASE_URL)."),
+        typer.Option(
+            "--from",
+            metavar="URL",
+            help="The database to copy from (default: the "
+            "configured one, database_url or STAGELINE_DATABASE_URL).",
+        ),
     ] = None,
 ) -> None:
     """Copy runs, node records, events and checkpoints to another database.
@@ -67,8 +74,10 @@ def copy(
         copy_database(source, to_url, progress=lambda line: typer.echo(f"  {line}"))
     )
     runs = report.tables.get("stageline_runs", 0)
-    typer.echo(f"copied {runs} run(s) and {report.checkpoints} checkpoint(s); to use the copy, "
-               f"set database_url (or STAGELINE_DATABASE_URL) to {mask_url(to_url)}")
+    typer.echo(
+        f"copied {runs} run(s) and {report.checkpoints} checkpoint(s); to use the copy, "
+        f"set database_url (or STAGELINE_DATABASE_URL) to {mask_url(to_url)}"
+    )
 
 
 def use_memory(*, detach: bool) -> None:

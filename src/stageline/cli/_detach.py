@@ -23,15 +23,19 @@ LOCAL_IDLE_EXIT = 60.0
 
 
 async def detach(
-    template: str, values: dict[str, object], run_id: str, deadlines: dict[str, str],
+    template: str,
+    values: dict[str, object],
+    run_id: str,
+    deadlines: dict[str, str],
     budget: dict[str, float] | None = None,
 ) -> None:
     """Queue a run and hand it to a worker; print how to follow it."""
     from stageline.runner import Runner
 
     async with Runner.open() as runner:  # delivers run.queued (and registers new sinks)
-        queued = await runner.create(template, values, run_id=run_id, deadlines=deadlines,
-                                     budget=budget)
+        queued = await runner.create(
+            template, values, run_id=run_id, deadlines=deadlines, budget=budget
+        )
         settings = runner.settings
     await hand_off(settings, queued.run_id)
 
@@ -68,8 +72,15 @@ def spawn_local_worker(home: Path, log: Path) -> int | None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         child = subprocess.Popen(
-            [sys.executable, "-m", "stageline.cli", "worker", "--local",
-             "--idle-exit", str(LOCAL_IDLE_EXIT)],
+            [
+                sys.executable,
+                "-m",
+                "stageline.cli",
+                "worker",
+                "--local",
+                "--idle-exit",
+                str(LOCAL_IDLE_EXIT),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -18,8 +18,15 @@ from stageline.ledger import EventCategory, open_ledger
 
 __all__ = ["transcript"]
 
-_STYLES = {"error": "red", "warning": "yellow", "tool_use": "cyan", "tool_result": "cyan",
-           "message": "bold", "harness.result": "bold", "operation.begin": "dim"}
+_STYLES = {
+    "error": "red",
+    "warning": "yellow",
+    "tool_use": "cyan",
+    "tool_result": "cyan",
+    "message": "bold",
+    "harness.result": "bold",
+    "operation.begin": "dim",
+}
 
 
 def transcript(
@@ -83,8 +90,10 @@ def _line(line: str) -> Text:
     kind = str(row.get("type", "?"))
     stamp = when(row["ts"], "%H:%M:%S") if isinstance(row.get("ts"), int | float) else "        "
     if kind == "operation.begin":
-        text = (f"attempt {row.get('attempt')} try {row.get('try')}: {row.get('harness')}"
-                f"{' ' + str(row['model']) if row.get('model') else ''} in {row.get('repo')}")
+        text = (
+            f"attempt {row.get('attempt')} try {row.get('try')}: {row.get('harness')}"
+            f"{' ' + str(row['model']) if row.get('model') else ''} in {row.get('repo')}"
+        )
         if row.get("resume"):
             text += f", continuing session {row['resume']}"
     elif kind == "harness.result":

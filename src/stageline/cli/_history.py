@@ -49,12 +49,16 @@ async def _history(run_id: str, as_json: bool) -> None:
 def _table(found: list[CheckpointInfo]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("step", "node", "next", "time", "checkpoint"):
-        table.add_column(column, no_wrap=column in ("step", "time", "checkpoint"),
-                         overflow="fold")
+        table.add_column(column, no_wrap=column in ("step", "time", "checkpoint"), overflow="fold")
     for c in found:
         node = ", ".join(c.nodes) or ("(input)" if c.source == "input" else f"({c.source})")
-        table.add_row(str(c.step), node, ", ".join(c.next) or "-", when(c.created_at, "%H:%M:%S"),
-                      c.checkpoint_id)
+        table.add_row(
+            str(c.step),
+            node,
+            ", ".join(c.next) or "-",
+            when(c.created_at, "%H:%M:%S"),
+            c.checkpoint_id,
+        )
     return table
 
 
@@ -62,8 +66,11 @@ def fork(
     run_id: RunArg,
     at: Annotated[
         int | None,
-        typer.Option("--at", metavar="STEP",
-                     help="Run step STEP again, from the checkpoint before it (see `history`)."),
+        typer.Option(
+            "--at",
+            metavar="STEP",
+            help="Run step STEP again, from the checkpoint before it (see `history`).",
+        ),
     ] = None,
     checkpoint: Annotated[
         str | None,
@@ -71,14 +78,20 @@ def fork(
     ] = None,
     inputs: Annotated[
         list[str] | None,
-        typer.Option("--input", "-i", metavar="KEY=VALUE",
-                     help="Change a state value: key=value (a string) or key:=<json>. "
-                          "Repeatable."),
+        typer.Option(
+            "--input",
+            "-i",
+            metavar="KEY=VALUE",
+            help="Change a state value: key=value (a string) or key:=<json>. Repeatable.",
+        ),
     ] = None,
     input_file: Annotated[
         str | None,
-        typer.Option("--input-file", metavar="FILE",
-                     help="A JSON or YAML mapping of state changes ('-' reads stdin); -i wins."),
+        typer.Option(
+            "--input-file",
+            metavar="FILE",
+            help="A JSON or YAML mapping of state changes ('-' reads stdin); -i wins.",
+        ),
     ] = None,
     new_id: Annotated[
         str | None,
@@ -103,18 +116,35 @@ def fork(
         asyncio.run(_fork_detached(run_id, at, checkpoint, changes, rid, force))
         return
     console().print(f"forking run {run_id} as run {rid}")
-    advance_in_foreground(rid, lambda runner: runner.fork(
-        run_id, at_step=at, checkpoint_id=checkpoint, changes=changes, fork_id=rid, force=force))
+    advance_in_foreground(
+        rid,
+        lambda runner: runner.fork(
+            run_id, at_step=at, checkpoint_id=checkpoint, changes=changes, fork_id=rid, force=force
+        ),
+    )
 
 
-async def _fork_detached(run_id: str, at: int | None, checkpoint: str | None,
-                         changes: dict[str, object], rid: str, force: bool) -> None:
+async def _fork_detached(
+    run_id: str,
+    at: int | None,
+    checkpoint: str | None,
+    changes: dict[str, object],
+    rid: str,
+    force: bool,
+) -> None:
     from stageline.cli._detach import hand_off
     from stageline.runner import Runner
 
     async with Runner.open() as runner:
-        made = await runner.fork(run_id, at_step=at, checkpoint_id=checkpoint, changes=changes,
-                                 fork_id=rid, advance=False, force=force)
+        made = await runner.fork(
+            run_id,
+            at_step=at,
+            checkpoint_id=checkpoint,
+            changes=changes,
+            fork_id=rid,
+            advance=False,
+            force=force,
+        )
         settings = runner.settings
     lineage = made.lineage
     step = f" at step {lineage.parent_step}" if lineage else ""
@@ -127,8 +157,10 @@ def lineage_lines(summary: RunSummary) -> list[str]:
     lines: list[str] = []
     if summary.lineage is not None:
         lin = summary.lineage
-        lines.append(f"forked from run {lin.parent_run_id} at step {lin.parent_step} "
-                     f"(checkpoint {lin.parent_checkpoint_id})")
+        lines.append(
+            f"forked from run {lin.parent_run_id} at step {lin.parent_step} "
+            f"(checkpoint {lin.parent_checkpoint_id})"
+        )
     if summary.forks:
         forks = ", ".join(f"{f.run_id} (at step {f.parent_step})" for f in summary.forks)
         lines.append(f"forks: {forks}")

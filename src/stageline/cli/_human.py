@@ -35,14 +35,20 @@ AsOpt = Annotated[
 ]
 AttemptOpt = Annotated[
     int | None,
-    typer.Option("--attempt", metavar="N",
-                 help="The attempt the decision is for; refused as stale if the run moved on."),
+    typer.Option(
+        "--attempt",
+        metavar="N",
+        help="The attempt the decision is for; refused as stale if the run moved on.",
+    ),
 ]
 HashOpt = Annotated[
     str | None,
-    typer.Option("--state-hash", metavar="HASH",
-                 help="The state hash the decision is for (`pending --json`); refused as stale "
-                      "if the state changed."),
+    typer.Option(
+        "--state-hash",
+        metavar="HASH",
+        help="The state hash the decision is for (`pending --json`); refused as stale "
+        "if the state changed.",
+    ),
 ]
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Continue even though the template changed since.")
@@ -78,56 +84,116 @@ async def _pending(run_id: str | None, as_json: bool) -> None:
             out.print(line)
 
 
-def approve(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: AsOpt = None,
-            attempt: AttemptOpt = None, state_hash: HashOpt = None,
-            force: ForceOpt = False) -> None:
+def approve(
+    run_id: RunArg,
+    gate: GateOpt = None,
+    note: NoteOpt = None,
+    actor: AsOpt = None,
+    attempt: AttemptOpt = None,
+    state_hash: HashOpt = None,
+    force: ForceOpt = False,
+) -> None:
     """Approve the gate RUN waits at; the run goes on, followed here."""
     seen = began()  # binds the decision to the visit waiting then, not to a later one
-    advance_in_foreground(run_id, lambda runner: runner.approve(
-        run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force, seen_at=seen))
+    advance_in_foreground(
+        run_id,
+        lambda runner: runner.approve(
+            run_id,
+            gate=gate,
+            note=note,
+            actor=actor,
+            attempt=attempt,
+            state_hash=state_hash,
+            force=force,
+            seen_at=seen,
+        ),
+    )
 
 
-def reject(run_id: RunArg, gate: GateOpt = None, note: NoteOpt = None, actor: AsOpt = None,
-           attempt: AttemptOpt = None, state_hash: HashOpt = None,
-           force: ForceOpt = False) -> None:
+def reject(
+    run_id: RunArg,
+    gate: GateOpt = None,
+    note: NoteOpt = None,
+    actor: AsOpt = None,
+    attempt: AttemptOpt = None,
+    state_hash: HashOpt = None,
+    force: ForceOpt = False,
+) -> None:
     """Reject at the gate RUN waits at: the run ends rejected (or takes the reject route)."""
     seen = began()
-    advance_in_foreground(run_id, lambda runner: runner.reject(
-        run_id, gate=gate, note=note, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force, seen_at=seen), ok=(RunStatus.REJECTED,))
+    advance_in_foreground(
+        run_id,
+        lambda runner: runner.reject(
+            run_id,
+            gate=gate,
+            note=note,
+            actor=actor,
+            attempt=attempt,
+            state_hash=state_hash,
+            force=force,
+            seen_at=seen,
+        ),
+        ok=(RunStatus.REJECTED,),
+    )
 
 
 def changes(
     run_id: RunArg,
-    note: Annotated[str, typer.Option("--note", metavar="TEXT",
-                                      help="What to change; the node it goes back to sees it.")],
-    gate: GateOpt = None, actor: AsOpt = None, attempt: AttemptOpt = None,
-    state_hash: HashOpt = None, force: ForceOpt = False,
+    note: Annotated[
+        str,
+        typer.Option(
+            "--note", metavar="TEXT", help="What to change; the node it goes back to sees it."
+        ),
+    ],
+    gate: GateOpt = None,
+    actor: AsOpt = None,
+    attempt: AttemptOpt = None,
+    state_hash: HashOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Request changes at the gate RUN waits at: back to the gate's changes node with the note."""
     seen = began()
-    advance_in_foreground(run_id, lambda runner: runner.request_changes(
-        run_id, note=note, gate=gate, actor=actor, attempt=attempt, state_hash=state_hash,
-        force=force, seen_at=seen))
+    advance_in_foreground(
+        run_id,
+        lambda runner: runner.request_changes(
+            run_id,
+            note=note,
+            gate=gate,
+            actor=actor,
+            attempt=attempt,
+            state_hash=state_hash,
+            force=force,
+            seen_at=seen,
+        ),
+    )
 
 
 def answer(
     run_id: RunArg,
     answers: Annotated[
         list[str] | None,
-        typer.Option("--answer", "-a", metavar="ID=VALUE",
-                     help="An answer: id=value, or id:=<json>. Repeatable."),
+        typer.Option(
+            "--answer",
+            "-a",
+            metavar="ID=VALUE",
+            help="An answer: id=value, or id:=<json>. Repeatable.",
+        ),
     ] = None,
     answer_file: Annotated[
         str | None,
-        typer.Option("--answer-file", metavar="FILE",
-                     help="A JSON or YAML mapping of answers ('-' reads stdin); -a wins."),
+        typer.Option(
+            "--answer-file",
+            metavar="FILE",
+            help="A JSON or YAML mapping of answers ('-' reads stdin); -a wins.",
+        ),
     ] = None,
     question: Annotated[
         str | None,
-        typer.Option("--question", metavar="ID",
-                     help="Which question set (its id, or a prefix), if several wait."),
+        typer.Option(
+            "--question",
+            metavar="ID",
+            help="Which question set (its id, or a prefix), if several wait.",
+        ),
     ] = None,
     actor: AsOpt = None,
     force: ForceOpt = False,
@@ -137,21 +203,31 @@ def answer(
     given = parse_answers(answers or (), answer_file)
     if not given and not answer_file:
         given = _prompt(asyncio.run(_question(run_id, question)))
-    advance_in_foreground(run_id, lambda runner: runner.answer(
-        run_id, given, question_id=question, actor=actor, force=force, seen_at=seen))
+    advance_in_foreground(
+        run_id,
+        lambda runner: runner.answer(
+            run_id, given, question_id=question, actor=actor, force=force, seen_at=seen
+        ),
+    )
 
 
 async def _question(run_id: str, question: str | None) -> Wait:
     async with open_ledger(load_settings().database_url) as ledger:
         await ledger.get_run(run_id)
-        found = [w for w in await pending_waits(ledger, run_id) if w.kind is WaitKind.QUESTION
-                 and (question is None or w.wait_id.startswith(question))]
+        found = [
+            w
+            for w in await pending_waits(ledger, run_id)
+            if w.kind is WaitKind.QUESTION and (question is None or w.wait_id.startswith(question))
+        ]
     if not found:
-        raise UsageError(f"run {run_id} waits on no question set"
-                         + (f" {question!r}" if question else ""))
+        raise UsageError(
+            f"run {run_id} waits on no question set" + (f" {question!r}" if question else "")
+        )
     if len(found) > 1:
-        raise UsageError(f"run {run_id} waits on {len(found)} question sets; say which with "
-                         "--question: " + ", ".join(w.wait_id for w in found))
+        raise UsageError(
+            f"run {run_id} waits on {len(found)} question sets; say which with "
+            "--question: " + ", ".join(w.wait_id for w in found)
+        )
     return found[0]
 
 
@@ -163,14 +239,24 @@ def _prompt(wait: Wait) -> dict[str, Any]:
     out.print(f"question set {wait.wait_id} (turn {wait.payload.get('turn')})")
     given: dict[str, Any] = {}
     for q in wait.payload.get("question_set", {}).get("questions", []):
-        hint = (f" [{' / '.join(q['choices'])}]" if q.get("kind") == "choice"
-                else " (JSON)" if q.get("kind") == "json" else "")
+        hint = (
+            f" [{' / '.join(q['choices'])}]"
+            if q.get("kind") == "choice"
+            else " (JSON)"
+            if q.get("kind") == "json"
+            else ""
+        )
         default = q.get("default")
         while True:
-            raw = typer.prompt(f"{q['text']}{hint}",
-                               default=None if default is None else json.dumps(default)
-                               if q.get("kind") == "json" else str(default),
-                               show_default=default is not None)
+            raw = typer.prompt(
+                f"{q['text']}{hint}",
+                default=None
+                if default is None
+                else json.dumps(default)
+                if q.get("kind") == "json"
+                else str(default),
+                show_default=default is not None,
+            )
             try:
                 given.update(validate_answers([{**q, "required": True}], {q["id"]: raw}))
                 break
@@ -204,8 +290,9 @@ def effect(
     run_id: RunArg,
     node: Annotated[str, typer.Argument(metavar="NODE", help="The node that ran the effect.")],
     key: Annotated[str, typer.Argument(metavar="KEY", help="The effect's key.")],
-    done: Annotated[bool, typer.Option("--done", help="It happened: keep RESULT as its result.")]
-    = False,
+    done: Annotated[
+        bool, typer.Option("--done", help="It happened: keep RESULT as its result.")
+    ] = False,
     redo: Annotated[bool, typer.Option("--redo", help="It did not happen: run it again.")] = False,
     result: Annotated[
         str | None, typer.Option("--result", metavar="JSON", help="Its result, with --done.")
@@ -219,9 +306,11 @@ def effect(
     except json.JSONDecodeError as exc:
         raise UsageError(f"--result is not JSON: {exc}") from exc
     asyncio.run(_effect(run_id, node, key, done, value))
-    console().print(f"effect {key!r} of node {node!r}: "
-                    + ("kept as done" if done else "will run again")
-                    + f"; continue with `stageline retry {run_id}`")
+    console().print(
+        f"effect {key!r} of node {node!r}: "
+        + ("kept as done" if done else "will run again")
+        + f"; continue with `stageline retry {run_id}`"
+    )
 
 
 async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> None:

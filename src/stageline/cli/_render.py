@@ -171,11 +171,16 @@ def _progress(event: Event) -> Text | None:
         return Text(f"run stopped between steps: {event.message}", style="yellow")
     if event.kind in _AGENT_LINES:  # what the agent does, as it does it: one line each
         mark, style = _AGENT_LINES[event.kind]
-        return Text.assemble(("  " + mark + " ", style), (node, "dim"), " ",
-                             (_first_line(event.message) or event.kind[8:], style))
+        return Text.assemble(
+            ("  " + mark + " ", style),
+            (node, "dim"),
+            " ",
+            (_first_line(event.message) or event.kind[8:], style),
+        )
     if event.kind == "operation.stopped":
-        return Text.assemble(("  ■ ", "yellow"), node, ": agent stopped: ",
-                             (event.message, "yellow"))
+        return Text.assemble(
+            ("  ■ ", "yellow"), node, ": agent stopped: ", (event.message, "yellow")
+        )
     return None
 
 
@@ -215,9 +220,13 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
     if status is RunStatus.QUEUED:
         lines.append(Text(f"  continue with: stageline resume {run.run_id}", style="dim"))
     if status is RunStatus.PARKED:
-        lines.append(Text("  parked: out of rounds. approve grants more rounds (changes --note: "
-                          "with your guidance); reject ends the run so you can take over",
-                          style="yellow"))
+        lines.append(
+            Text(
+                "  parked: out of rounds. approve grants more rounds (changes --note: "
+                "with your guidance); reject ends the run so you can take over",
+                style="yellow",
+            )
+        )
     lines.append(Text(f"  details: stageline show {run.run_id}", style="dim"))
     return lines
 
@@ -256,8 +265,7 @@ def runs_table(runs: Iterable[Run], width: int | None = None) -> RenderableType:
         cells: list[Any] = [run.run_id, run.template, status_text(run.status)]
         if retried:
             cells.append(str(run.attempt))
-        cells += [when(run.created_at, "%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M"),
-                  seconds(took)]
+        cells += [when(run.created_at, "%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M"), seconds(took)]
         if wide:
             cells.append(_first_line(run.error))
         elif run.error:
@@ -304,8 +312,9 @@ def records_table(records: Iterable[NodeRecord], width: int | None = None) -> Re
         *(["error"] if wide else []),
     ]
     for column in columns:
-        table.add_column(column, no_wrap=column not in ("node", "metrics", "error"),
-                         overflow="fold")
+        table.add_column(
+            column, no_wrap=column not in ("node", "metrics", "error"), overflow="fold"
+        )
     errors: list[tuple[str, str]] = []
     for record in rows:
         error = _first_line(record.error)

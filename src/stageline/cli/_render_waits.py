@@ -40,36 +40,61 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
     lines: list[Text] = []
     for wait in waits:
         if wait.kind is WaitKind.GATE:
-            lines.append(Text.assemble(
-                "  waiting at gate ", (wait.name, "bold"),
-                f" (attempt {wait.attempt}, deadline {_deadline(wait)})"))
+            lines.append(
+                Text.assemble(
+                    "  waiting at gate ",
+                    (wait.name, "bold"),
+                    f" (attempt {wait.attempt}, deadline {_deadline(wait)})",
+                )
+            )
             for key, value in (wait.payload.get("show") or {}).items():
                 lines.append(Text(f"    {key}: {_short(value)}", style="dim"))
             gate = f" --gate {wait.name}" if len(waits) > 1 else ""
-            lines.append(Text(f"  approve: stageline approve {run_id}{gate} [--note TEXT]",
-                              style="dim"))
+            lines.append(
+                Text(f"  approve: stageline approve {run_id}{gate} [--note TEXT]", style="dim")
+            )
             if wait.payload.get("changes_to") and wait.payload.get("changes_left") != 0:
                 left = wait.payload.get("changes_left")
-                lines.append(Text(
-                    f"  changes: stageline changes {run_id}{gate} --note TEXT "
-                    f"(back to {wait.payload['changes_to']}; {left} round(s) left)", style="dim"))
-            lines.append(Text(f"  reject:  stageline reject {run_id}{gate} [--note TEXT]",
-                              style="dim"))
+                lines.append(
+                    Text(
+                        f"  changes: stageline changes {run_id}{gate} --note TEXT "
+                        f"(back to {wait.payload['changes_to']}; {left} round(s) left)",
+                        style="dim",
+                    )
+                )
+            lines.append(
+                Text(f"  reject:  stageline reject {run_id}{gate} [--note TEXT]", style="dim")
+            )
             continue
         questions = wait.payload.get("question_set", {}).get("questions", [])
-        lines.append(Text.assemble(
-            "  waiting for answers to question set ", (wait.wait_id, "bold"),
-            f" (turn {wait.payload.get('turn')}, deadline {_deadline(wait)})"))
+        lines.append(
+            Text.assemble(
+                "  waiting for answers to question set ",
+                (wait.wait_id, "bold"),
+                f" (turn {wait.payload.get('turn')}, deadline {_deadline(wait)})",
+            )
+        )
         for q in questions:
-            extra = (f" [{' | '.join(q['choices'])}]" if q.get("kind") == "choice"
-                     else " [JSON]" if q.get("kind") == "json" else "")
+            extra = (
+                f" [{' | '.join(q['choices'])}]"
+                if q.get("kind") == "choice"
+                else " [JSON]"
+                if q.get("kind") == "json"
+                else ""
+            )
             optional = "" if q.get("required", True) else " (optional)"
-            lines.append(Text(f"    {q['id']}: {_short(q['text'], 100)}{extra}{optional}",
-                              style="dim"))
+            lines.append(
+                Text(f"    {q['id']}: {_short(q['text'], 100)}{extra}{optional}", style="dim")
+            )
         example = " ".join(f"-a {q['id']}=..." for q in questions if q.get("required", True))
         which = f" --question {wait.wait_id}" if len(waits) > 1 else ""
-        lines.append(Text(f"  answer:  stageline answer {run_id}{which}   (asks each question; "
-                          f"or {example or '-a ID=VALUE'})", style="dim"))
+        lines.append(
+            Text(
+                f"  answer:  stageline answer {run_id}{which}   (asks each question; "
+                f"or {example or '-a ID=VALUE'})",
+                style="dim",
+            )
+        )
     return lines
 
 
@@ -81,28 +106,50 @@ def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> Table:
     now = time.time()
     cells = []
     for wait in rows:
-        label = (f"gate {wait.name}" if wait.kind is WaitKind.GATE
-                 else f"question {wait.name} (turn {wait.payload.get('turn')})")
-        cells.append([wait.run_id, templates.get(wait.run_id, "?"), label,
-                      *([str(wait.attempt)] if retried else []),
-                      seconds(now - wait.requested_at), _deadline(wait, now), wait.wait_id[:12]])
+        label = (
+            f"gate {wait.name}"
+            if wait.kind is WaitKind.GATE
+            else f"question {wait.name} (turn {wait.payload.get('turn')})"
+        )
+        cells.append(
+            [
+                wait.run_id,
+                templates.get(wait.run_id, "?"),
+                label,
+                *([str(wait.attempt)] if retried else []),
+                seconds(now - wait.requested_at),
+                _deadline(wait, now),
+                wait.wait_id[:12],
+            ]
+        )
     asks = any(w.kind is WaitKind.QUESTION for w in rows)  # the id picks a question set
     if not asks:
         cells = [row[:-1] for row in cells]
-    columns = ["run", "template", "waits at", *(["attempt"] if retried else []), "age",
-               "deadline", *(["id"] if asks else [])]
+    columns = [
+        "run",
+        "template",
+        "waits at",
+        *(["attempt"] if retried else []),
+        "age",
+        "deadline",
+        *(["id"] if asks else []),
+    ]
     return _fitted(columns, cells, wrap=("template", "waits at"), keep=("template",))
 
 
-def _fitted(columns: Sequence[str], rows: Sequence[Sequence[Any]], wrap: Sequence[str],
-            keep: Sequence[str] = ()) -> Table:
+def _fitted(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    wrap: Sequence[str],
+    keep: Sequence[str] = (),
+) -> Table:
     """A table whose ``wrap`` columns share what is left after the others take their width;
     those also in ``keep`` wrap only past 24 characters, where the console is wide enough."""
     widest = [max([len(c), *(len(str(r[i])) for r in rows)]) for i, c in enumerate(columns)]
-    least = [min(w, max(8, len(c))) if c in wrap else w
-             for c, w in zip(columns, widest, strict=True)]
-    kept = [min(w, 24) if c in keep else m
-            for c, w, m in zip(columns, widest, least, strict=True)]
+    least = [
+        min(w, max(8, len(c))) if c in wrap else w for c, w in zip(columns, widest, strict=True)
+    ]
+    kept = [min(w, 24) if c in keep else m for c, w, m in zip(columns, widest, least, strict=True)]
     if sum(kept) + 2 * (len(columns) - 1) <= console().width:
         least = kept
     table = _table()
@@ -129,11 +176,24 @@ def decisions_table(waits: Iterable[Wait]) -> Table:
         if wait.reason:
             note = f"{note} [{wait.reason}]".strip()
         number = asked[(wait.name, wait.attempt)] = asked.get((wait.name, wait.attempt), 0) + 1
-        rows.append([wait.name, str(wait.attempt), str(number), status_text(wait.status),
-                     wait.decision or "-", wait.actor or "-", when(wait.decided_at, "%H:%M:%S"),
-                     " ".join(note.split())])
-    return _fitted(("gate", "attempt", "round", "status", "decision", "by", "at", "note"), rows,
-                   wrap=("gate", "by", "note"), keep=("gate",))
+        rows.append(
+            [
+                wait.name,
+                str(wait.attempt),
+                str(number),
+                status_text(wait.status),
+                wait.decision or "-",
+                wait.actor or "-",
+                when(wait.decided_at, "%H:%M:%S"),
+                " ".join(note.split()),
+            ]
+        )
+    return _fitted(
+        ("gate", "attempt", "round", "status", "decision", "by", "at", "note"),
+        rows,
+        wrap=("gate", "by", "note"),
+        keep=("gate",),
+    )
 
 
 def qa_lines(waits: Iterable[Wait]) -> list[Text]:
@@ -142,9 +202,14 @@ def qa_lines(waits: Iterable[Wait]) -> list[Text]:
     for wait in waits:
         by = f" by {wait.actor}" if wait.actor else ""
         reason = f" [{wait.reason}]" if wait.reason else ""
-        lines.append(Text.assemble(
-            (f"turn {wait.payload.get('turn')} ", "bold"), f"{wait.wait_id} round {wait.round} ",
-            status_text(wait.status), f"{by}{reason}"))
+        lines.append(
+            Text.assemble(
+                (f"turn {wait.payload.get('turn')} ", "bold"),
+                f"{wait.wait_id} round {wait.round} ",
+                status_text(wait.status),
+                f"{by}{reason}",
+            )
+        )
         answers = (wait.response or {}).get("answers", {})
         for q in wait.payload.get("question_set", {}).get("questions", []):
             lines.append(Text(f"  Q {q['id']}: {_short(q['text'], 100)}"))

@@ -21,8 +21,11 @@ def stats(
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", metavar="D",
-                     help="Only node runs since then: 7d, 12h, or a date such as 2026-11-01."),
+        typer.Option(
+            "--since",
+            metavar="D",
+            help="Only node runs since then: 7d, 12h, or a date such as 2026-11-01.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
@@ -49,8 +52,14 @@ def stats(
 def stats_table(nodes: list[dict[str, Any]]) -> Table:
     """One template's nodes (and their router alternatives): readable at 80 columns, nothing
     cut. Token, cost, quality and failure-phase columns appear only where some row has one."""
-    rows = [r for node in nodes for r in ((node["node"], node), *(
-        (f"  -> {alt['alternative']}", alt) for alt in node["alternatives"]))]
+    rows = [
+        r
+        for node in nodes
+        for r in (
+            (node["node"], node),
+            *((f"  -> {alt['alternative']}", alt) for alt in node["alternatives"]),
+        )
+    ]
     groups = [g for _, g in rows]
     optional = {
         "tokens": any(g["tokens"] for g in groups),
@@ -64,21 +73,49 @@ def stats_table(nodes: list[dict[str, Any]]) -> Table:
         table.add_column(column, justify="right", no_wrap=True)
     for column, shown in optional.items():
         if shown:
-            table.add_column(column, overflow="fold",
-                             justify="left" if column == "failures by phase" else "right")
+            table.add_column(
+                column,
+                overflow="fold",
+                justify="left" if column == "failures by phase" else "right",
+            )
     for name, g in rows:
-        cells = dict(zip(("runs", "failed", "p50 s", "p95 s", "failures by phase", "tokens",
-                          "cost", "quality"), _cells(g), strict=True))
-        table.add_row(name, *(cells[c] for c in ("runs", "failed", "p50 s", "p95 s")),
-                      *(cells[c] for c, shown in optional.items() if shown))
+        cells = dict(
+            zip(
+                (
+                    "runs",
+                    "failed",
+                    "p50 s",
+                    "p95 s",
+                    "failures by phase",
+                    "tokens",
+                    "cost",
+                    "quality",
+                ),
+                _cells(g),
+                strict=True,
+            )
+        )
+        table.add_row(
+            name,
+            *(cells[c] for c in ("runs", "failed", "p50 s", "p95 s")),
+            *(cells[c] for c, shown in optional.items() if shown),
+        )
     return table
 
 
 def _cells(g: dict[str, Any]) -> list[str]:
     phases = ", ".join(f"{k} {v:.0%}" for k, v in g["failure_rate_by_phase"].items())
     quality = "" if g["quality_mean"] is None else f"{g['quality_mean']:.2f}"
-    return [str(g["count"]), f"{g['failure_rate']:.0%}", f"{g['latency_p50']:.3f}",
-            f"{g['latency_p95']:.3f}", phases, f"{g['tokens']:g}", f"{g['cost']:.4g}", quality]
+    return [
+        str(g["count"]),
+        f"{g['failure_rate']:.0%}",
+        f"{g['latency_p50']:.3f}",
+        f"{g['latency_p95']:.3f}",
+        phases,
+        f"{g['tokens']:g}",
+        f"{g['cost']:.4g}",
+        quality,
+    ]
 
 
 async def _stats(template: str | None, since: float | None) -> dict[str, Any]:

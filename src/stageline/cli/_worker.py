@@ -29,22 +29,39 @@ def _retention(value: str) -> float | None:
 
 def worker(
     concurrency: Annotated[
-        int | None, typer.Option("--concurrency", "-c", min=1, metavar="N",
-                                 help="Runs this worker advances at once (default: 1; "
-                                      "2 with --local).")
+        int | None,
+        typer.Option(
+            "--concurrency",
+            "-c",
+            min=1,
+            metavar="N",
+            help="Runs this worker advances at once (default: 1; 2 with --local).",
+        ),
     ] = None,
     local: Annotated[
-        bool, typer.Option("--local", help="The one local worker of a SQLite project: "
-                           "advances its queued runs, --concurrency at a time.")
+        bool,
+        typer.Option(
+            "--local",
+            help="The one local worker of a SQLite project: "
+            "advances its queued runs, --concurrency at a time.",
+        ),
     ] = False,
     idle_exit: Annotated[
-        float | None, typer.Option("--idle-exit", metavar="SECONDS",
-                                   help="With --local: exit after this long without work.")
+        float | None,
+        typer.Option(
+            "--idle-exit",
+            metavar="SECONDS",
+            help="With --local: exit after this long without work.",
+        ),
     ] = None,
     retention: Annotated[
-        str, typer.Option("--retention", metavar="DURATION", envvar="STAGELINE_RETENTION",
-                          help="Prune finished runs idle longer than this, hourly "
-                               "(e.g. 30d; off: never).")
+        str,
+        typer.Option(
+            "--retention",
+            metavar="DURATION",
+            envvar="STAGELINE_RETENTION",
+            help="Prune finished runs idle longer than this, hourly (e.g. 30d; off: never).",
+        ),
     ] = RETENTION_DEFAULT,
 ) -> None:
     """Advance queued runs in the background until SIGTERM, which drains: runs in flight stop
@@ -55,8 +72,11 @@ def worker(
     if local:
         from stageline.worker._local import DEFAULT_CONCURRENCY
 
-        started = asyncio.run(run_local_worker(
-            idle_exit=idle_exit, retention=keep, concurrency=concurrency or DEFAULT_CONCURRENCY))
+        started = asyncio.run(
+            run_local_worker(
+                idle_exit=idle_exit, retention=keep, concurrency=concurrency or DEFAULT_CONCURRENCY
+            )
+        )
         if not started:
             typer.echo("a local worker already runs for this project", err=True)
         return
@@ -67,13 +87,20 @@ def worker(
 
 def prune(
     older_than: Annotated[
-        str, typer.Option("--older-than", metavar="DURATION",
-                          help="Delete runs not updated for this long, e.g. 30d, 12h.")
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="DURATION",
+            help="Delete runs not updated for this long, e.g. 30d, 12h.",
+        ),
     ],
     status: Annotated[
-        str, typer.Option("--status", metavar="STATUS,...",
-                          help="Only runs with these statuses (default: "
-                               + ",".join(PRUNED_BY_DEFAULT) + ").")
+        str,
+        typer.Option(
+            "--status",
+            metavar="STATUS,...",
+            help="Only runs with these statuses (default: " + ",".join(PRUNED_BY_DEFAULT) + ").",
+        ),
     ] = ",".join(PRUNED_BY_DEFAULT),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:

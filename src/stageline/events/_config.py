@@ -33,13 +33,23 @@ from stageline.events._otel import OtelSink
 from stageline.events._webhook import WebhookSink
 
 __all__ = [
-    "SecretMissing", "SinkFactory", "SinkOptions", "build_sinks", "register_sink_type",
+    "SecretMissing",
+    "SinkFactory",
+    "SinkOptions",
+    "build_sinks",
+    "register_sink_type",
     "sink_types",
 ]
 
 _COMMON = frozenset({"type", "name", "min_level", "kinds", "categories", "enabled"})
-_POLICY = {"queue_size": int, "batch": int, "linger": float, "retries": int, "backoff": float,
-           "timeout": float}
+_POLICY = {
+    "queue_size": int,
+    "batch": int,
+    "linger": float,
+    "retries": int,
+    "backoff": float,
+    "timeout": float,
+}
 
 
 class SecretMissing(ConfigError):
@@ -60,8 +70,9 @@ class SinkOptions:
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
         value = self._left.pop(key, default)
         if value is not default and not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(
-                k.__name__ for k in kind)
+            names = (
+                kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            )
             raise self.error(f"{key} must be a {names}")
         return value
 
@@ -75,7 +86,8 @@ class SinkOptions:
             value = self.env.get(var)
             if not value:
                 raise SecretMissing(
-                    f"{self.label}: environment variable {var} (from {key}_env) is not set")
+                    f"{self.label}: environment variable {var} (from {key}_env) is not set"
+                )
             return value
         if inline is None and required:
             raise self.error(f"{key} (or {key}_env) is required")
@@ -125,8 +137,11 @@ def sink_types() -> list[str]:
 
 
 def build_sinks(
-    entries: Iterable[Mapping[str, Any]], *, env: Mapping[str, str] | None = None,
-    which: str = "all", missing: list[tuple[str, str]] | None = None,
+    entries: Iterable[Mapping[str, Any]],
+    *,
+    env: Mapping[str, str] | None = None,
+    which: str = "all",
+    missing: list[tuple[str, str]] | None = None,
     extras: Mapping[str, Any] | None = None,
 ) -> list[SinkSpec]:
     """One ``SinkSpec`` per enabled ``[[sinks]]`` table, in order: ``which`` is ``all``,
@@ -163,8 +178,15 @@ def build_sinks(
         if "name" in table and hasattr(sink, "name"):
             sink.name = str(table["name"])
         give_up = table.get("retries") if kind not in _INLINE else None
-        specs.append(SinkSpec(sink=sink, filter=event_filter, policy=delivery,
-                              sink_id=sink_id(table), give_up_after=give_up))
+        specs.append(
+            SinkSpec(
+                sink=sink,
+                filter=event_filter,
+                policy=delivery,
+                sink_id=sink_id(table),
+                give_up_after=give_up,
+            )
+        )
     return specs
 
 
@@ -173,8 +195,9 @@ def sink_id(table: Mapping[str, Any]) -> str:
     and a digest of what says where it delivers (not its filter or retry settings)."""
     if "name" in table:
         return str(table["name"])
-    where = {k: v for k, v in table.items()
-             if k not in _COMMON and k not in _POLICY and k != "username"}
+    where = {
+        k: v for k, v in table.items() if k not in _COMMON and k not in _POLICY and k != "username"
+    }
     digest = hashlib.sha256(json.dumps(where, sort_keys=True, default=str).encode()).hexdigest()
     return f"{table.get('type')}:{digest[:12]}"
 
@@ -191,8 +214,9 @@ def _filter(label: str, table: Mapping[str, Any], default_level: str) -> EventFi
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{label}: {key} must be a list of strings")
         lists[key] = tuple(value)
-    return EventFilter(min_level=level.lower(), kinds=lists["kinds"],
-                       categories=lists["categories"])
+    return EventFilter(
+        min_level=level.lower(), kinds=lists["kinds"], categories=lists["categories"]
+    )
 
 
 def _policy(label: str, table: Mapping[str, Any], default: DeliveryPolicy) -> DeliveryPolicy:
@@ -201,8 +225,12 @@ def _policy(label: str, table: Mapping[str, Any], default: DeliveryPolicy) -> De
         if key not in table:
             continue
         value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (
-                kind is int and not isinstance(value, int)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or value < 0
+            or (kind is int and not isinstance(value, int))
+        ):
             raise ConfigError(f"{label}: {key} must be a non-negative {kind.__name__}")
         changes[key] = kind(value)
     if changes.get("queue_size") == 0 or changes.get("batch") == 0:
@@ -228,17 +256,25 @@ def _webhook(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: A
     if secret and fmt != "json":
         raise options.error("secret signs the json format only; Discord and Slack ignore it")
     username = options.get("username", str, "stageline")
-    return WebhookSink(url=url or "", format=fmt, secret=secret, username=username,
-                       timeout=policy.timeout, links=future_kwargs.get("links"))
+    return WebhookSink(
+        url=url or "",
+        format=fmt,
+        secret=secret,
+        username=username,
+        timeout=policy.timeout,
+        links=future_kwargs.get("links"),
+    )
 
 
 def _otel(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: Any) -> AsyncSink:
     headers = options.get("headers", dict, {})
     if not all(isinstance(v, str) for v in headers.values()):
         raise options.error("headers must map names to strings")
-    return OtelSink(endpoint=options.get("endpoint", str),
-                    service_name=options.get("service_name", str, "stageline"),
-                    headers=headers)
+    return OtelSink(
+        endpoint=options.get("endpoint", str),
+        service_name=options.get("service_name", str, "stageline"),
+        headers=headers,
+    )
 
 
 register_sink_type("console", _console, min_level="info", inline=True)

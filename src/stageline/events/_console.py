@@ -26,7 +26,9 @@ class ConsoleSink:
             raise ValueError("a console sink's stream is stderr or stdout")
         self._console = console or Console(
             file=sys.stderr if stream == "stderr" else sys.stdout,
-            highlight=False, markup=False, soft_wrap=True,
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
         )
 
     def emit(self, event: Event, **future_kwargs: Any) -> None:

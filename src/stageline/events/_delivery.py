@@ -154,8 +154,13 @@ class Delivery:
     def _drop(self, n: int, why: str) -> None:
         self.stats.dropped += n
         if self.stats.dropped == n or self.stats.dropped % 100 < n:  # the first, then every 100th
-            _log.debug("sink %s: dropped %d event(s): %s (%d so far)", self.name, n, why,
-                       self.stats.dropped)
+            _log.debug(
+                "sink %s: dropped %d event(s): %s (%d so far)",
+                self.name,
+                n,
+                why,
+                self.stats.dropped,
+            )
 
     # -- the worker's side ---------------------------------------------------------------------
 
@@ -192,8 +197,12 @@ class Delivery:
                 retryable = getattr(exc, "retryable", True)
                 last = attempt >= policy.retries or not retryable
                 _log.debug(
-                    "sink %s: delivery of %d event(s) failed (%s); try %d of %d%s", self.name,
-                    len(batch), _why(exc, policy.timeout), attempt + 1, policy.retries + 1,
+                    "sink %s: delivery of %d event(s) failed (%s); try %d of %d%s",
+                    self.name,
+                    len(batch),
+                    _why(exc, policy.timeout),
+                    attempt + 1,
+                    policy.retries + 1,
                     ", giving up" if last else "",
                 )
                 if last:

@@ -31,9 +31,7 @@ class EventFilter:
 
     def __post_init__(self) -> None:
         if self.min_level.lower() not in LEVELS:
-            raise ValueError(
-                f"unknown level {self.min_level!r}; use one of {', '.join(LEVELS)}"
-            )
+            raise ValueError(f"unknown level {self.min_level!r}; use one of {', '.join(LEVELS)}")
 
     @classmethod
     def of(

@@ -22,10 +22,19 @@ SLACK_TEXT = 3000
 LINE_LIMIT = 400
 
 _KIND_ICONS = {
-    "started": "▶️", "resumed": "▶️", "retried": "🔁", "succeeded": "✅", "failed": "❌",
-    "waiting": "⏸️", "queued": "🕓", "cancelled": "⏹️", "rejected": "⛔", "drained": "⏏️",
+    "started": "▶️",
+    "resumed": "▶️",
+    "retried": "🔁",
+    "succeeded": "✅",
+    "failed": "❌",
+    "waiting": "⏸️",
+    "queued": "🕓",
+    "cancelled": "⏹️",
+    "rejected": "⛔",
+    "drained": "⏏️",
     "parked": "🅿️",
-    "approved": "👍", "escalated": "🚨",
+    "approved": "👍",
+    "escalated": "🚨",
 }
 _LEVEL_ICONS = {"critical": "🚨", "error": "❌", "warning": "⚠️"}
 
@@ -114,12 +123,16 @@ def slack_payloads(events: Sequence[Event]) -> list[dict[str, Any]]:
     lines = [_slack_line(e)[:SLACK_TEXT] for e in events]
     out = []
     for start in range(0, len(lines), SLACK_BLOCKS):
-        part = lines[start:start + SLACK_BLOCKS]
+        part = lines[start : start + SLACK_BLOCKS]
         fallback = part[0] if len(part) == 1 else f"{part[0]} (+{len(part) - 1} more)"
-        out.append({
-            "text": fallback,
-            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": ln}} for ln in part],
-        })
+        out.append(
+            {
+                "text": fallback,
+                "blocks": [
+                    {"type": "section", "text": {"type": "mrkdwn", "text": ln}} for ln in part
+                ],
+            }
+        )
     return out
 
 

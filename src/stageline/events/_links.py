@@ -56,15 +56,29 @@ class LinkClaim:
     expires_at: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"r": self.run_id, "n": self.node, "g": self.gate, "w": self.wait_id,
-                "a": self.attempt, "h": self.state_hash, "d": self.decision,
-                "e": int(self.expires_at)}
+        return {
+            "r": self.run_id,
+            "n": self.node,
+            "g": self.gate,
+            "w": self.wait_id,
+            "a": self.attempt,
+            "h": self.state_hash,
+            "d": self.decision,
+            "e": int(self.expires_at),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LinkClaim:
-        return cls(run_id=str(data["r"]), node=str(data["n"]), gate=str(data["g"]),
-                   wait_id=str(data["w"]), attempt=int(data["a"]), state_hash=str(data["h"]),
-                   decision=str(data["d"]), expires_at=float(data["e"]))
+        return cls(
+            run_id=str(data["r"]),
+            node=str(data["n"]),
+            gate=str(data["g"]),
+            wait_id=str(data["w"]),
+            attempt=int(data["a"]),
+            state_hash=str(data["h"]),
+            decision=str(data["d"]),
+            expires_at=float(data["e"]),
+        )
 
 
 def _b64(raw: bytes) -> str:
@@ -103,10 +117,16 @@ class DecisionLinks:
         for decision in LINK_DECISIONS:
             if decision == "changes" and wait.payload.get("changes_to") is None:
                 continue
-            claim = LinkClaim(run_id=wait.run_id, node=wait.node, gate=wait.name,
-                              wait_id=wait.wait_id, attempt=wait.attempt,
-                              state_hash=wait.state_hash or "", decision=decision,
-                              expires_at=expires)
+            claim = LinkClaim(
+                run_id=wait.run_id,
+                node=wait.node,
+                gate=wait.name,
+                wait_id=wait.wait_id,
+                attempt=wait.attempt,
+                state_hash=wait.state_hash or "",
+                decision=decision,
+                expires_at=expires,
+            )
             out[decision] = f"{self.public_url}/links/{await self.sign(claim)}"
         return out
 
@@ -125,17 +145,23 @@ class DecisionLinks:
             data = json.loads(_unb64(body))
             claim = LinkClaim.from_json(data)
         except (ValueError, KeyError, TypeError):
-            raise LinkRefused("this link is not a stageline decision link (it is cut short "
-                              "or was changed)") from None
+            raise LinkRefused(
+                "this link is not a stageline decision link (it is cut short or was changed)"
+            ) from None
         wanted = hmac.new(await self._secret(), body.encode(), hashlib.sha256).digest()
         if not hmac.compare_digest(wanted, given):
-            raise LinkRefused("this link's signature does not match: it was changed, or it was "
-                              "not made by this server", status=403)
+            raise LinkRefused(
+                "this link's signature does not match: it was changed, or it was "
+                "not made by this server",
+                status=403,
+            )
         if claim.decision not in LINK_DECISIONS:
             raise LinkRefused("this link names no decision")
         if claim.expires_at < (time.time() if now is None else now):
-            raise LinkRefused("this link has expired; decide with `stageline approve` or "
-                              "ask for a new link", status=410)
+            raise LinkRefused(
+                "this link has expired; decide with `stageline approve` or ask for a new link",
+                status=410,
+            )
         return claim
 
     async def use(self, token: str) -> bool:
@@ -151,8 +177,12 @@ async def find_wait(ledger: LedgerStore, event: Event) -> Wait | None:
     if wait_id:
         waits = [w for w in waits if w.wait_id == wait_id]
     else:
-        waits = [w for w in waits if w.attempt == event.data.get("attempt")
-                 and w.state_hash == event.data.get("state_hash")]
+        waits = [
+            w
+            for w in waits
+            if w.attempt == event.data.get("attempt")
+            and w.state_hash == event.data.get("state_hash")
+        ]
     if not waits:
         return None
     return max(waits, key=lambda w: (w.requested_at, w.round))

@@ -20,8 +20,14 @@ from stageline.ledger.records import Event
 __all__ = ["OtelSink"]
 
 _RUN_OPEN = frozenset({"run.started", "run.resumed", "run.retried"})
-_RUN_CLOSE = {"run.succeeded": "succeeded", "run.failed": "failed", "run.cancelled": "cancelled",
-              "run.waiting": "waiting", "run.drained": "drained", "run.rejected": "rejected"}
+_RUN_CLOSE = {
+    "run.succeeded": "succeeded",
+    "run.failed": "failed",
+    "run.cancelled": "cancelled",
+    "run.waiting": "waiting",
+    "run.drained": "drained",
+    "run.rejected": "rejected",
+}
 _NODE_CLOSE = {"node.succeeded": "succeeded", "node.failed": "failed", "node.waiting": "waiting"}
 _TOKEN_KEYS = ("input_tokens", "output_tokens")
 _COST_KEYS = ("cost", "cost_usd")
@@ -34,6 +40,7 @@ def _ns(ts: float) -> int:
 
 def _usage(metrics: Mapping[str, Any]) -> tuple[float, float, float, float]:
     """(input tokens, output tokens, total tokens, cost) from a node's metrics."""
+
     def num(key: str) -> float:
         value = metrics.get(key, 0)
         return float(value) if isinstance(value, int | float) else 0.0
@@ -73,6 +80,7 @@ class OtelSink:
     ) -> None:
         try:
             import opentelemetry.trace
+
             if endpoint is not None:
                 import opentelemetry.exporter.otlp.proto.http.trace_exporter
                 import opentelemetry.sdk.trace  # noqa: F401
@@ -107,8 +115,9 @@ class OtelSink:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         provider = TracerProvider(resource=Resource.create({"service.name": self._service}))
-        exporter = OTLPSpanExporter(endpoint=self._endpoint, headers=self._headers or None,
-                                    timeout=self._export_timeout)
+        exporter = OTLPSpanExporter(
+            endpoint=self._endpoint, headers=self._headers or None, timeout=self._export_timeout
+        )
         provider.add_span_processor(BatchSpanProcessor(exporter))
         return provider
 
@@ -138,10 +147,15 @@ class OtelSink:
         template = str(event.data.get("template", "") or "")
         attempt = _int(event.data.get("attempt"), 1)
         span = self._get_tracer().start_span(
-            f"run {template}".strip(), start_time=_ns(event.ts),
-            attributes={"stageline.run_id": event.run_id, "stageline.template": template,
-                        "stageline.template_version": str(event.data.get("version", "")),
-                        "stageline.attempt": attempt, "stageline.opened_by": event.kind},
+            f"run {template}".strip(),
+            start_time=_ns(event.ts),
+            attributes={
+                "stageline.run_id": event.run_id,
+                "stageline.template": template,
+                "stageline.template_version": str(event.data.get("version", "")),
+                "stageline.attempt": attempt,
+                "stageline.opened_by": event.kind,
+            },
         )
         spans = self._runs[event.run_id] = _RunSpans(span, template, attempt)
         return spans
@@ -176,12 +190,16 @@ class OtelSink:
         node = event.node or "?"
         tried = _int(event.data.get("try"), 1)
         span = self._get_tracer().start_span(
-            f"node {node}", context=trace.set_span_in_context(spans.span),
+            f"node {node}",
+            context=trace.set_span_in_context(spans.span),
             start_time=_ns(event.ts),
-            attributes={"stageline.run_id": event.run_id, "stageline.template": spans.template,
-                        "stageline.node": node,
-                        "stageline.attempt": _int(event.data.get("attempt"), spans.attempt),
-                        "stageline.try": tried},
+            attributes={
+                "stageline.run_id": event.run_id,
+                "stageline.template": spans.template,
+                "stageline.node": node,
+                "stageline.attempt": _int(event.data.get("attempt"), spans.attempt),
+                "stageline.try": tried,
+            },
         )
         spans.nodes.setdefault((node, tried), []).append(span)
 
@@ -201,10 +219,12 @@ class OtelSink:
         spans.cost += cost
         attributes: dict[str, Any] = {"stageline.tokens": total, "stageline.cost": cost}
         if tokens_in or tokens_out:
-            attributes |= {"stageline.tokens.input": tokens_in,
-                           "stageline.tokens.output": tokens_out,
-                           "gen_ai.usage.input_tokens": int(tokens_in),
-                           "gen_ai.usage.output_tokens": int(tokens_out)}
+            attributes |= {
+                "stageline.tokens.input": tokens_in,
+                "stageline.tokens.output": tokens_out,
+                "gen_ai.usage.input_tokens": int(tokens_in),
+                "gen_ai.usage.output_tokens": int(tokens_out),
+            }
         for key, value in metrics.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 attributes[f"stageline.metric.{key}"] = value
@@ -213,8 +233,9 @@ class OtelSink:
         if event.data.get("failure_phase"):
             attributes["stageline.failure_phase"] = str(event.data["failure_phase"])
         span.set_attributes(attributes)
-        self._finish(span, event.ts, status, (event.message or status) if status == "failed"
-                     else None)
+        self._finish(
+            span, event.ts, status, (event.message or status) if status == "failed" else None
+        )
 
     # -- everything else --------------------------------------------------------------------
 
@@ -227,8 +248,11 @@ class OtelSink:
             for (node, _), stack in spans.nodes.items():
                 if node == event.node and stack:
                     target = stack[-1]
-        attributes = {"stageline.seq": event.seq, "stageline.level": event.level,
-                      "stageline.category": str(event.category)}
+        attributes = {
+            "stageline.seq": event.seq,
+            "stageline.level": event.level,
+            "stageline.category": str(event.category),
+        }
         if event.message:
             attributes["stageline.message"] = event.message
         if event.data:

@@ -83,8 +83,10 @@ class Deliverer:
         self._outlets: list[_Outlet] = []
         for spec in sinks:
             if not isinstance(spec.sink, AsyncSink):
-                raise TypeError(f"{type(spec.sink).__name__} cannot be delivered from the "
-                                "outbox: it has no deliver()")
+                raise TypeError(
+                    f"{type(spec.sink).__name__} cannot be delivered from the "
+                    "outbox: it has no deliver()"
+                )
             self.redactor.add(*spec.secrets, *getattr(spec.sink, "secrets", ()))
             base = spec.sink_id or str(getattr(spec.sink, "name", type(spec.sink).__name__))
             sink_id, number = base, 2
@@ -100,8 +102,13 @@ class Deliverer:
 
     @classmethod
     def configured(
-        cls, entries: Iterable[Mapping[str, Any]], ledger: LedgerStore, *,
-        env: Mapping[str, str] | None = None, links: Any = None, **options: Any,
+        cls,
+        entries: Iterable[Mapping[str, Any]],
+        ledger: LedgerStore,
+        *,
+        env: Mapping[str, str] | None = None,
+        links: Any = None,
+        **options: Any,
     ) -> Deliverer:
         """A deliverer for the outbox sinks of ``[[sinks]]`` entries (``Settings.sinks``). A
         sink whose secret is not set is left out, logged and listed in ``unavailable``: its
@@ -109,11 +116,19 @@ class Deliverer:
         from stageline.events._config import build_sinks
 
         missing: list[tuple[str, str]] = []
-        specs = build_sinks(entries, env=env, which="outbox", missing=missing,
-                            extras={"links": links} if links is not None else None)
+        specs = build_sinks(
+            entries,
+            env=env,
+            which="outbox",
+            missing=missing,
+            extras={"links": links} if links is not None else None,
+        )
         for sink_id, why in missing:
-            _log.warning("sink %s does not deliver from this process: %s; its events wait in "
-                         "the ledger", sink_id, why)
+            _log.warning(
+                "sink %s does not deliver from this process: %s; its events wait in the ledger",
+                sink_id,
+                why,
+            )
         return cls(ledger, specs, unavailable=dict(missing), **options)
 
     @property
@@ -159,8 +174,9 @@ class Deliverer:
         now = time.time()
         if now - outlet.marked_at >= WATERMARK_EVERY:
             outlet.marked_at = now
-            outlet.watermark = await self.ledger.advance_watermark(outlet.sink_id,
-                                                                   since=outlet.watermark)
+            outlet.watermark = await self.ledger.advance_watermark(
+                outlet.sink_id, since=outlet.watermark
+            )
         delivered = 0
         for run_id in await self.ledger.due_runs(outlet.sink_id, since=outlet.watermark):
             delivered += await self._run(outlet, run_id)
@@ -182,15 +198,23 @@ class Deliverer:
     async def _claim(self, outlet: _Outlet, run_id: str, steal: str | None) -> Claim | str | None:
         assert outlet.started_at is not None
         return await self.ledger.claim_events(
-            outlet.sink_id, run_id, holder=self.holder, started_at=outlet.started_at,
-            until=time.time() + 2 * outlet.policy.timeout + 10.0, limit=outlet.policy.batch,
-            steal=steal)
+            outlet.sink_id,
+            run_id,
+            holder=self.holder,
+            started_at=outlet.started_at,
+            until=time.time() + 2 * outlet.policy.timeout + 10.0,
+            limit=outlet.policy.batch,
+            steal=steal,
+        )
 
     async def _send(self, outlet: _Outlet, claim: Claim) -> int:
         policy, sink_id, run_id = outlet.policy, outlet.sink_id, claim.run_id
         last = claim.events[-1].seq
-        wanted = [self.redactor.event(e) for e in claim.events
-                  if (outlet.spec.filter or ACCEPT_ALL).accepts(e)]
+        wanted = [
+            self.redactor.event(e)
+            for e in claim.events
+            if (outlet.spec.filter or ACCEPT_ALL).accepts(e)
+        ]
         if wanted:
             try:
                 await asyncio.wait_for(outlet.sink.deliver(wanted), policy.timeout)
@@ -201,8 +225,9 @@ class Deliverer:
         # The endpoint has them: from here the claim is the acknowledgement's to end, even
         # if this task is cancelled meanwhile (``stop`` must not release it for a resend).
         self._held.discard((sink_id, run_id))
-        if await asyncio.shield(self.ledger.ack_events(sink_id, run_id, holder=self.holder,
-                                                       seq=last)):
+        if await asyncio.shield(
+            self.ledger.ack_events(sink_id, run_id, holder=self.holder, seq=last)
+        ):
             outlet.stats.delivered += len(wanted)
         else:
             _log.debug("sink %s: lost the claim on run %s before acknowledging", sink_id, run_id)
@@ -214,19 +239,37 @@ class Deliverer:
         attempt = claim.attempts + 1
         limit = outlet.spec.give_up_after
         if not getattr(exc, "retryable", True) or (limit is not None and attempt > limit):
-            _log.warning("sink %s: gave up %d event(s) of run %s after %d attempt(s) (%s)",
-                         sink_id, n, run_id, attempt, _why(exc, policy.timeout))
-            if await self.ledger.ack_events(sink_id, run_id, holder=self.holder,
-                                            seq=claim.events[-1].seq):
+            _log.warning(
+                "sink %s: gave up %d event(s) of run %s after %d attempt(s) (%s)",
+                sink_id,
+                n,
+                run_id,
+                attempt,
+                _why(exc, policy.timeout),
+            )
+            if await self.ledger.ack_events(
+                sink_id, run_id, holder=self.holder, seq=claim.events[-1].seq
+            ):
                 outlet.stats.dropped += n
             return 0
         delay = policy.delay(min(claim.attempts, 30), getattr(exc, "retry_after", None))
-        _log.debug("sink %s: delivery of %d event(s) of run %s failed (%s); try %d, again in "
-                   "%.1fs", sink_id, n, run_id, _why(exc, policy.timeout), attempt, delay)
+        _log.debug(
+            "sink %s: delivery of %d event(s) of run %s failed (%s); try %d, again in %.1fs",
+            sink_id,
+            n,
+            run_id,
+            _why(exc, policy.timeout),
+            attempt,
+            delay,
+        )
         outlet.stats.retries += 1
-        await self.ledger.release_events(sink_id, run_id, holder=self.holder,
-                                         failed_upto=claim.events[-1].seq,
-                                         retry_at=time.time() + delay)
+        await self.ledger.release_events(
+            sink_id,
+            run_id,
+            holder=self.holder,
+            failed_upto=claim.events[-1].seq,
+            retry_at=time.time() + delay,
+        )
         return 0
 
     # -- running in the background -------------------------------------------------------------
@@ -241,9 +284,13 @@ class Deliverer:
         await self.register()
         loop = asyncio.get_running_loop()
         for outlet in self._outlets:
-            self._tasks.append(loop.create_task(
-                self._loop(outlet), name=f"stageline-deliver:{outlet.sink_id}",
-                context=contextvars.Context()))
+            self._tasks.append(
+                loop.create_task(
+                    self._loop(outlet),
+                    name=f"stageline-deliver:{outlet.sink_id}",
+                    context=contextvars.Context(),
+                )
+            )
 
     async def _loop(self, outlet: _Outlet) -> None:
         wake = self._wakes[outlet.sink_id]
@@ -287,7 +334,8 @@ class Deliverer:
         elif self._outlets:  # never started (``deliver_due`` was called instead)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    asyncio.gather(*(self._drain(o) for o in self._outlets)), left())
+                    asyncio.gather(*(self._drain(o) for o in self._outlets)), left()
+                )
         await self._let_go(left(0.25))  # claims of deliveries cut short
         if not self._outlets:
             return
@@ -297,8 +345,11 @@ class Deliverer:
             task.cancel()
         for outlet, task in zip(self._outlets, closing, strict=True):
             if task in done and not task.cancelled() and task.exception() is not None:
-                _log.debug("sink %s: close failed (%s)", outlet.sink_id,
-                           _why(task.exception() or Exception(), 0.25))
+                _log.debug(
+                    "sink %s: close failed (%s)",
+                    outlet.sink_id,
+                    _why(task.exception() or Exception(), 0.25),
+                )
 
     async def _drain(self, outlet: _Outlet) -> None:
         while True:
@@ -306,8 +357,7 @@ class Deliverer:
                 if not await self._pass(outlet):
                     return
             except Exception:
-                _log.debug("sink %s: a pass failed while stopping", outlet.sink_id,
-                           exc_info=True)
+                _log.debug("sink %s: a pass failed while stopping", outlet.sink_id, exc_info=True)
                 return
 
     async def _let_go(self, timeout: float) -> None:
@@ -316,8 +366,10 @@ class Deliverer:
         held, self._held = list(self._held), set()
         if not held:
             return
-        releases = [asyncio.ensure_future(self.ledger.release_events(s, r, holder=self.holder))
-                    for s, r in held]
+        releases = [
+            asyncio.ensure_future(self.ledger.release_events(s, r, holder=self.holder))
+            for s, r in held
+        ]
         done, pending = await asyncio.wait(releases, timeout=timeout)
         for task in pending:
             task.cancel()

@@ -22,12 +22,36 @@ __all__ = ["MASK", "Redactor", "is_secret_key", "mask_url"]
 
 MASK = "***"
 
-_SECRET_WORDS = frozenset({
-    "token", "secret", "secrets", "password", "passwd", "pwd", "passphrase", "authorization",
-    "auth", "credential", "credentials", "cookie", "cookies", "bearer", "jwt", "otp",
-})
-_SECRET_RUNS = ("apikey", "accesskey", "privatekey", "secretkey", "clientsecret", "sessionid",
-                "webhookurl", "signingkey")
+_SECRET_WORDS = frozenset(
+    {
+        "token",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "authorization",
+        "auth",
+        "credential",
+        "credentials",
+        "cookie",
+        "cookies",
+        "bearer",
+        "jwt",
+        "otp",
+    }
+)
+_SECRET_RUNS = (
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "secretkey",
+    "clientsecret",
+    "sessionid",
+    "webhookurl",
+    "signingkey",
+)
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
@@ -41,12 +65,16 @@ def is_secret_key(key: str) -> bool:
     return any(run in joined for run in _SECRET_RUNS)
 
 
-_QUERY_NAMES = (r"token|access_token|refresh_token|id_token|api[_-]?key|key|secret|sig|signature"
-                r"|password|passwd|auth|code|client_secret")
+_QUERY_NAMES = (
+    r"token|access_token|refresh_token|id_token|api[_-]?key|key|secret|sig|signature"
+    r"|password|passwd|auth|code|client_secret"
+)
 
-_FREE_NAMES = (r"api[_-]?key|x[_-]api[_-]key|access[_-]?key|access[_-]?token|refresh[_-]?token"
-               r"|auth[_-]?token|client[_-]?secret|private[_-]?key|secret[_-]?key|token|secret"
-               r"|password|passwd|pwd|passphrase")
+_FREE_NAMES = (
+    r"api[_-]?key|x[_-]api[_-]key|access[_-]?key|access[_-]?token|refresh[_-]?token"
+    r"|auth[_-]?token|client[_-]?secret|private[_-]?key|secret[_-]?key|token|secret"
+    r"|password|passwd|pwd|passphrase"
+)
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # user:password@ in any URL
@@ -54,20 +82,44 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str
     # a token as the URL's user name, without a password: https://TOKEN@host/
     ("@", re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)(?!\*\*\*[:@])[^/\s:@?#]+@"), rf"\1{MASK}@"),
     # Authorization: Basic ..., Authorization: token ... (a header pasted as text)
-    ("", re.compile(r"(?i)\b(authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest"
-                    r"|negotiate)?\s*)[^\s\"',;]+"), rf"\1{MASK}"),
+    (
+        "",
+        re.compile(
+            r"(?i)\b(authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest"
+            r"|negotiate)?\s*)[^\s\"',;]+"
+        ),
+        rf"\1{MASK}",
+    ),
     # api_key=..., "token": "...", password: ... in free text (input_tokens=5 is not a secret)
-    ("", re.compile(rf"(?i)(?<![a-z0-9])((?:{_FREE_NAMES})[\"']?\s*[:=]\s*[\"']?)"
-                    r"(?!\*\*\*)[^\s\"'&,;}\]]+"), rf"\1{MASK}"),
+    (
+        "",
+        re.compile(
+            rf"(?i)(?<![a-z0-9])((?:{_FREE_NAMES})[\"']?\s*[:=]\s*[\"']?)"
+            r"(?!\*\*\*)[^\s\"'&,;}\]]+"
+        ),
+        rf"\1{MASK}",
+    ),
     # ?token=... &api_key=...
     ("=", re.compile(rf"(?i)([?&;](?:{_QUERY_NAMES})=)[^&;#\s\"']+"), rf"\1{MASK}"),
     # webhook URLs whose path is the credential
     ("/api/webhooks/", re.compile(r"(?i)(/api/webhooks/\d+/)[\w\-]+"), rf"\1{MASK}"),
-    ("hooks.slack.com", re.compile(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
-                                   r"[\w/\-]+"), rf"\1{MASK}"),
+    (
+        "hooks.slack.com",
+        re.compile(
+            r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)"
+            r"[\w/\-]+"
+        ),
+        rf"\1{MASK}",
+    ),
     ("", re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)[\w.~+/=\-]+"), rf"\1{MASK}"),
-    ("", re.compile(r"\b(?:sk-[\w\-]{16,}|gh[pousr]_\w{20,}|github_pat_\w{20,}"
-                    r"|xox[abprs]-[\w\-]{10,}|AKIA[0-9A-Z]{16})"), MASK),
+    (
+        "",
+        re.compile(
+            r"\b(?:sk-[\w\-]{16,}|gh[pousr]_\w{20,}|github_pat_\w{20,}"
+            r"|xox[abprs]-[\w\-]{10,}|AKIA[0-9A-Z]{16})"
+        ),
+        MASK,
+    ),
 )
 
 
@@ -103,8 +155,11 @@ class Redactor:
             changed = False
             out: dict[Any, Any] = {}
             for key, item in value.items():
-                new = MASK if isinstance(key, str) and is_secret_key(key) and item not in (
-                    None, "", MASK) else self.value(item)
+                new = (
+                    MASK
+                    if isinstance(key, str) and is_secret_key(key) and item not in (None, "", MASK)
+                    else self.value(item)
+                )
                 changed = changed or new is not item
                 out[key] = new
             return out if changed else value

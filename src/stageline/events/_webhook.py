@@ -107,8 +107,9 @@ class WebhookSink:
     def __repr__(self) -> str:
         return f"WebhookSink({self.name!r})"
 
-    def payloads(self, events: Sequence[Event],
-                 links: Mapping[int, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
+    def payloads(
+        self, events: Sequence[Event], links: Mapping[int, Mapping[str, str]] | None = None
+    ) -> list[dict[str, Any]]:
         if self.format == "discord":
             return discord_payloads(events, username=self._username, links=links)
         if self.format == "slack":
@@ -118,8 +119,11 @@ class WebhookSink:
     def request(self, payload: dict[str, Any], delivery: str) -> tuple[bytes, dict[str, str]]:
         """The body and headers of one POST; signed when the sink has a secret."""
         body = json.dumps(payload, default=str, separators=(",", ":"), ensure_ascii=False).encode()
-        headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT,
-                   DELIVERY_HEADER: delivery}
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": _USER_AGENT,
+            DELIVERY_HEADER: delivery,
+        }
         if self._secret:
             stamp = str(int(time.time()))
             headers[TIMESTAMP_HEADER] = stamp
@@ -136,13 +140,17 @@ class WebhookSink:
             )
         links = None
         if self._links is not None:
-            links = {e.seq: made for e in events if e.kind == "gate.waiting"
-                     and (made := await self._links.for_event(e))}
+            links = {
+                e.seq: made
+                for e in events
+                if e.kind == "gate.waiting" and (made := await self._links.for_event(e))
+            }
         payloads = self.payloads(events, links)
         batch = _delivery_id(events)
         for number, payload in enumerate(payloads):
-            body, headers = self.request(payload, batch if len(payloads) == 1 else
-                                         f"{batch}-{number}")
+            body, headers = self.request(
+                payload, batch if len(payloads) == 1 else f"{batch}-{number}"
+            )
             try:
                 response = await self._client.post(self._url, content=body, headers=headers)
             except httpx.TimeoutException as exc:

@@ -97,8 +97,10 @@ class ChatHarness:
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
-                    failure = (HarnessStatus.TIMED_OUT,
-                               f"the model did not finish within {request.timeout:g}s")
+                    failure = (
+                        HarnessStatus.TIMED_OUT,
+                        f"the model did not finish within {request.timeout:g}s",
+                    )
                     break
                 except Exception as exc:  # the provider failed: a failed result, not a crash
                     why = f"{type(exc).__name__}: {first_line(str(exc))}"
@@ -124,11 +126,17 @@ class ChatHarness:
             yield HarnessEvent(kind=HarnessEventKind.USAGE, data=usage)
         if failure is not None:
             yield HarnessEvent(kind=HarnessEventKind.ERROR, text=failure[1])
-            yield HarnessResult(status=failure[0], output_text=text, summary=failure[1],
-                                usage=usage, error=failure[1])
+            yield HarnessResult(
+                status=failure[0],
+                output_text=text,
+                summary=failure[1],
+                usage=usage,
+                error=failure[1],
+            )
             return
-        yield HarnessResult(status=HarnessStatus.SUCCEEDED, output_text=text,
-                            summary=first_line(text), usage=usage)
+        yield HarnessResult(
+            status=HarnessStatus.SUCCEEDED, output_text=text, summary=first_line(text), usage=usage
+        )
 
 
 def _add_usage(usage: dict[str, float], metadata: Any) -> None:

@@ -21,8 +21,13 @@ from stageline.harnesses._types import HarnessEventKind as K
 
 __all__ = ["claude_events", "claude_usage"]
 
-_TASK_SUBTYPES = ("task_started", "task_progress", "task_notification", "task_updated",
-                  "background_tasks_changed")
+_TASK_SUBTYPES = (
+    "task_started",
+    "task_progress",
+    "task_notification",
+    "task_updated",
+    "background_tasks_changed",
+)
 
 
 def claude_usage(raw: Any) -> dict[str, float]:
@@ -32,8 +37,11 @@ def claude_usage(raw: Any) -> dict[str, float]:
         return {}
     read = got.get("cache_read_input_tokens", 0)
     made = got.get("cache_creation_input_tokens", 0)
-    out = {"input_tokens": got.get("input_tokens", 0) + read + made,
-           "cached_input_tokens": read, "output_tokens": got.get("output_tokens", 0)}
+    out = {
+        "input_tokens": got.get("input_tokens", 0) + read + made,
+        "cached_input_tokens": read,
+        "output_tokens": got.get("output_tokens", 0),
+    }
     if made:
         out["cache_creation_input_tokens"] = made
     return out
@@ -49,31 +57,68 @@ def _block(role: str, block: Any) -> HarnessEvent | None:
         return event(K.REASONING, block.get("thinking", ""))
     if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
         name = str(block.get("name", ""))
-        return event(K.TOOL_USE, describe_tool(name, block.get("input")), id=block.get("id"),
-                     name=name, input=block.get("input"))
+        return event(
+            K.TOOL_USE,
+            describe_tool(name, block.get("input")),
+            id=block.get("id"),
+            name=name,
+            input=block.get("input"),
+        )
     if kind in ("tool_result", "web_search_tool_result", "mcp_tool_result"):
-        return event(K.TOOL_RESULT, block.get("content", ""), tool_use_id=block.get("tool_use_id"),
-                     is_error=bool(block.get("is_error", False)))
+        return event(
+            K.TOOL_RESULT,
+            block.get("content", ""),
+            tool_use_id=block.get("tool_use_id"),
+            is_error=bool(block.get("is_error", False)),
+        )
     return None
 
 
 def _system(obj: dict[str, Any]) -> list[HarnessEvent]:
     subtype = str(obj.get("subtype") or "system")
     if subtype == "init":
-        return [event(K.PROVIDER_SESSION, obj.get("session_id", ""),
-                      session_id=obj.get("session_id"), model=obj.get("model"), cwd=obj.get("cwd"),
-                      tools=len(obj.get("tools") or []), permission_mode=obj.get("permissionMode"))]
+        return [
+            event(
+                K.PROVIDER_SESSION,
+                obj.get("session_id", ""),
+                session_id=obj.get("session_id"),
+                model=obj.get("model"),
+                cwd=obj.get("cwd"),
+                tools=len(obj.get("tools") or []),
+                permission_mode=obj.get("permissionMode"),
+            )
+        ]
     if subtype in _TASK_SUBTYPES:  # sub-agents and background tasks: helper-agent events
-        text = (obj.get("summary") or obj.get("description") or obj.get("last_tool_name")
-                or obj.get("status") or subtype)
-        return [event(K.HELPER_AGENT, f"{subtype}: {first_line(str(text))}", event=subtype,
-                      task_id=obj.get("task_id"), tool_use_id=obj.get("tool_use_id"),
-                      status=obj.get("status"), task_type=obj.get("task_type"),
-                      usage=obj.get("usage"))]
+        text = (
+            obj.get("summary")
+            or obj.get("description")
+            or obj.get("last_tool_name")
+            or obj.get("status")
+            or subtype
+        )
+        return [
+            event(
+                K.HELPER_AGENT,
+                f"{subtype}: {first_line(str(text))}",
+                event=subtype,
+                task_id=obj.get("task_id"),
+                tool_use_id=obj.get("tool_use_id"),
+                status=obj.get("status"),
+                task_type=obj.get("task_type"),
+                usage=obj.get("usage"),
+            )
+        ]
     if subtype == "api_retry":
-        return [event(K.WARNING, f"API retry {obj.get('attempt', '?')}/"
-                      f"{obj.get('max_retries', '?')}: {obj.get('error', '')}".rstrip(": "),
-                      subtype=subtype, attempt=obj.get("attempt"), error=obj.get("error"))]
+        return [
+            event(
+                K.WARNING,
+                f"API retry {obj.get('attempt', '?')}/"
+                f"{obj.get('max_retries', '?')}: {obj.get('error', '')}".rstrip(": "),
+                subtype=subtype,
+                attempt=obj.get("attempt"),
+                error=obj.get("error"),
+            )
+        ]
     return [event(K.STATUS, subtype, subtype=subtype, status=obj.get("status"))]
 
 
@@ -86,8 +131,13 @@ def _message(kind: str, obj: dict[str, Any]) -> list[HarnessEvent]:
     for block in blocks:
         found = _block(kind, block)
         if found is not None and parent:  # a sub-agent's message: a helper-agent event
-            found = event(K.HELPER_AGENT, found.text, parent_tool_use_id=parent,
-                          event=found.kind, **found.data)
+            found = event(
+                K.HELPER_AGENT,
+                found.text,
+                parent_tool_use_id=parent,
+                event=found.kind,
+                **found.data,
+            )
         if found is not None:
             out.append(found)
     usage = claude_usage(message.get("usage")) if kind == "assistant" else {}
@@ -115,8 +165,9 @@ def _reasons(obj: dict[str, Any]) -> str:
     parts = [str(obj.get("subtype") or "error")]
     errors = obj.get("errors")
     if isinstance(errors, list):
-        parts += [text_of(e.get("message", e)) if isinstance(e, dict) else str(e)
-                  for e in errors if e]
+        parts += [
+            text_of(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors if e
+        ]
     elif errors:
         parts.append(str(errors))
     if obj.get("terminal_reason"):
@@ -133,18 +184,37 @@ def _result(obj: dict[str, Any]) -> list[HarnessEvent]:
     if isinstance(obj.get("total_cost_usd"), int | float):
         usage["cost"] = float(obj["total_cost_usd"])
     out = [event(K.USAGE, "", total=True, **usage)] if usage else []
-    meta = {"subtype": obj.get("subtype"), "num_turns": obj.get("num_turns"),
-            "duration_ms": obj.get("duration_ms"), "session_id": obj.get("session_id"),
-            "terminal_reason": obj.get("terminal_reason")}
+    meta = {
+        "subtype": obj.get("subtype"),
+        "num_turns": obj.get("num_turns"),
+        "duration_ms": obj.get("duration_ms"),
+        "session_id": obj.get("session_id"),
+        "terminal_reason": obj.get("terminal_reason"),
+    }
     if failed:
         reasons = _reasons(obj)
         out.append(event(K.ERROR, reasons, errors=obj.get("errors"), **meta))
-        out.append(event(K.RESULT, text or reasons, status="failed", summary=first_line(reasons),
-                         output=text, **meta))
+        out.append(
+            event(
+                K.RESULT,
+                text or reasons,
+                status="failed",
+                summary=first_line(reasons),
+                output=text,
+                **meta,
+            )
+        )
     else:
-        out.append(event(K.RESULT, text, status="succeeded",
-                         summary=first_line(text) or str(obj.get("subtype", "")), output=text,
-                         **meta))
+        out.append(
+            event(
+                K.RESULT,
+                text,
+                status="succeeded",
+                summary=first_line(text) or str(obj.get("subtype", "")),
+                output=text,
+                **meta,
+            )
+        )
     return out
 
 

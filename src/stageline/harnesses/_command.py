@@ -126,8 +126,17 @@ class CommandHarness:
                 more += ["--max-turns", str(int(opts["max_turns"]))]
             if opts.get("max_cost"):
                 more += ["--max-budget-usd", f"{float(opts['max_cost']):g}"]
-            return [binary, "-p", "--output-format", "stream-json", "--verbose",
-                    "--permission-mode", "acceptEdits", *more, *extra]
+            return [
+                binary,
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "acceptEdits",
+                *more,
+                *extra,
+            ]
 
         return cls(argv, fmt="claude")
 
@@ -149,8 +158,11 @@ class CommandHarness:
     def argv(self, request: HarnessRequest) -> list[str]:
         if callable(self._argv):
             return list(self._argv(request))
-        values = {"{model}": request.model or "", "{title}": request.title or "",
-                  "{repo}": str(request.repo_root)}
+        values = {
+            "{model}": request.model or "",
+            "{title}": request.title or "",
+            "{repo}": str(request.repo_root),
+        }
         out = []
         for arg in self._argv:
             for key, value in values.items():
@@ -191,9 +203,13 @@ class CommandHarness:
         parser = StreamParser(self.format, PARSERS[self.format], model=request.model)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.argv(request), cwd=request.repo_root, env=allowed_env(request.env_allowlist),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                *self.argv(request),
+                cwd=request.repo_root,
+                env=allowed_env(request.env_allowlist),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as exc:
             message = f"cannot start the agent: {exc}"
@@ -223,8 +239,11 @@ class CommandHarness:
                 if got is None:
                     break
                 line, complete, oversize = got
-                events = [parser.oversized(line, oversize)] if oversize else \
-                    parser.feed(line, complete=complete)
+                events = (
+                    [parser.oversized(line, oversize)]
+                    if oversize
+                    else parser.feed(line, complete=complete)
+                )
                 for event in events:
                     yield event
             if not timed_out:  # stdout closed; the agent may still be running
@@ -266,9 +285,15 @@ class CommandHarness:
         timed_out: bool,
         timeout: float | None,
     ) -> HarnessResult:
-        done = HarnessResult(status=HarnessStatus.SUCCEEDED, output_text=parser.output_text,
-                             summary=parser.final_summary, usage=dict(parser.usage),
-                             exit_code=exit_code, stderr=stderr, session_id=parser.session_id)
+        done = HarnessResult(
+            status=HarnessStatus.SUCCEEDED,
+            output_text=parser.output_text,
+            summary=parser.final_summary,
+            usage=dict(parser.usage),
+            exit_code=exit_code,
+            stderr=stderr,
+            session_id=parser.session_id,
+        )
         why = None
         if timed_out:
             why = f"the agent timed out after {timeout:g}s and was killed"
@@ -279,8 +304,11 @@ class CommandHarness:
             why = f"the agent exited with code {exit_code}" + (f": {detail}" if detail else "")
         elif parser.failure:
             why = parser.failure
-        return done if why is None else replace(done, status=HarnessStatus.FAILED, summary=why,
-                                                error=why)
+        return (
+            done
+            if why is None
+            else replace(done, status=HarnessStatus.FAILED, summary=why, error=why)
+        )
 
 
 async def _feed(stdin: asyncio.StreamWriter | None, prompt: str) -> None:

@@ -54,8 +54,13 @@ class StreamParser:
     a turn that then completed (a reconnect) does not fail the run.
     """
 
-    def __init__(self, fmt: str, events: Callable[[dict[str, Any]], list[HarnessEvent]],
-                 *, model: str | None = None) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        events: Callable[[dict[str, Any]], list[HarnessEvent]],
+        *,
+        model: str | None = None,
+    ) -> None:
         self.format = fmt
         self._events = events
         self.messages: list[str] = []
@@ -87,17 +92,24 @@ class StreamParser:
         try:
             obj = json.loads(stripped)
         except ValueError as exc:
-            why = ("truncated line at the end of the stream" if not complete
-                   else f"malformed line, not JSON ({getattr(exc, 'msg', exc)})")
+            why = (
+                "truncated line at the end of the stream"
+                if not complete
+                else f"malformed line, not JSON ({getattr(exc, 'msg', exc)})"
+            )
             return [self._warn(why, stripped)]
         if not isinstance(obj, dict):
-            return [self._warn(f"malformed line, a JSON {type(obj).__name__} and not an object",
-                               stripped)]
+            return [
+                self._warn(
+                    f"malformed line, a JSON {type(obj).__name__} and not an object", stripped
+                )
+            ]
         try:
             events = self._events(obj)
         except Exception as exc:  # an unexpected shape must not stop the run
-            return [self._warn(f"unreadable {self.format} line ({type(exc).__name__}: {exc})",
-                               stripped)]
+            return [
+                self._warn(f"unreadable {self.format} line ({type(exc).__name__}: {exc})", stripped)
+            ]
         kept = []
         for found in events:
             noted = self._note(found)
@@ -152,8 +164,12 @@ class StreamParser:
         else:
             for key, value in got.items():
                 self.usage[key] = self.usage.get(key, 0) + value
-        return HarnessEvent(kind=found.kind, text=found.text or usage_line(got), ts=found.ts,
-                            data={**data, **got, "cost_estimated": not reported and "cost" in got})
+        return HarnessEvent(
+            kind=found.kind,
+            text=found.text or usage_line(got),
+            ts=found.ts,
+            data={**data, **got, "cost_estimated": not reported and "cost" in got},
+        )
 
     def _result(self, found: HarnessEvent) -> None:
         data = found.data

@@ -38,7 +38,10 @@ class ScriptedHarness:
     kind = "scripted"
 
     def __init__(
-        self, script: Sequence[Mapping[str, Any]] | None = None, *, allow_spawn: bool = False,
+        self,
+        script: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        allow_spawn: bool = False,
         **future_kwargs: Any,
     ) -> None:
         self.script = list(script) if script is not None else None
@@ -56,8 +59,9 @@ class ScriptedHarness:
     def _command(self, script_path: Path) -> CommandHarness:
         # Run by file path: the agent needs only the standard library, not stageline on PATH.
         flags = ["--allow-spawn"] if self.allow_spawn else []
-        return CommandHarness([sys.executable, "-u", str(AGENT), *flags, str(script_path)],
-                              fmt="generic")
+        return CommandHarness(
+            [sys.executable, "-u", str(AGENT), *flags, str(script_path)], fmt="generic"
+        )
 
     async def ensure_ready(self, request: HarnessRequest, **future_kwargs: Any) -> None:
         self._script(request)

@@ -49,7 +49,7 @@ def steps_of(script: Any, *, allow_spawn: bool = False) -> list[dict[str, Any]]:
     run's inputs must not choose a process to start)."""
     steps = script.get("steps") if isinstance(script, dict) else script
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
-        raise ValueError("a script is a list of steps (objects), or {\"steps\": [...]}")
+        raise ValueError('a script is a list of steps (objects), or {"steps": [...]}')
     for number, step in enumerate(steps, 1):
         if not any(key in step for key in STEP_KEYS):
             raise ValueError(f"step {number} has none of: {', '.join(STEP_KEYS)}")
@@ -68,11 +68,23 @@ def _step(step: dict[str, Any]) -> None:
         target = _inside(str(step["write"]))
         target.parent.mkdir(parents=True, exist_ok=True)
         content = str(step.get("content", ""))
-        _emit({"type": "tool_use", "text": "write_file", "name": "write_file",
-               "input": {"path": step["write"]}})
+        _emit(
+            {
+                "type": "tool_use",
+                "text": "write_file",
+                "name": "write_file",
+                "input": {"path": step["write"]},
+            }
+        )
         target.write_text(content, encoding="utf-8")
-        _emit({"type": "file_change", "text": str(step["write"]), "action": "write",
-               "bytes": len(content.encode("utf-8"))})
+        _emit(
+            {
+                "type": "file_change",
+                "text": str(step["write"]),
+                "action": "write",
+                "bytes": len(content.encode("utf-8")),
+            }
+        )
     elif "delete" in step:
         target = _inside(str(step["delete"]))
         target.unlink(missing_ok=True)
@@ -99,12 +111,14 @@ def main(argv: list[str]) -> int:
     allow_spawn = "--allow-spawn" in argv
     argv = [a for a in argv if a != "--allow-spawn"]
     if len(argv) != 1:
-        sys.stderr.write("usage: python -m stageline.harnesses._scripted_agent "
-                         "[--allow-spawn] SCRIPT.json\n")
+        sys.stderr.write(
+            "usage: python -m stageline.harnesses._scripted_agent [--allow-spawn] SCRIPT.json\n"
+        )
         return 2
     try:
-        steps = steps_of(json.loads(Path(argv[0]).read_text(encoding="utf-8")),
-                         allow_spawn=allow_spawn)
+        steps = steps_of(
+            json.loads(Path(argv[0]).read_text(encoding="utf-8")), allow_spawn=allow_spawn
+        )
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"scripted agent: bad script {argv[0]}: {exc}\n")
         return 2

@@ -7,8 +7,16 @@ from typing import Any
 
 from stageline.harnesses._types import HarnessEvent
 
-__all__ = ["USAGE_KEYS", "describe_tool", "estimate_cost", "event", "first_line", "numbers",
-           "text_of", "usage_line"]
+__all__ = [
+    "USAGE_KEYS",
+    "describe_tool",
+    "estimate_cost",
+    "event",
+    "first_line",
+    "numbers",
+    "text_of",
+    "usage_line",
+]
 
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "cost")
 """The usage every harness reports: input tokens *including* cached ones, the cached part,
@@ -43,16 +51,18 @@ def text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        return "\n".join(text_of(part.get("text", "")) if isinstance(part, dict) else str(part)
-                         for part in value)
+        return "\n".join(
+            text_of(part.get("text", "")) if isinstance(part, dict) else str(part) for part in value
+        )
     return "" if value is None else str(value)
 
 
 def numbers(values: Any) -> dict[str, float]:
     if not isinstance(values, Mapping):
         return {}
-    return {k: v for k, v in values.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {
+        k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
 
 
 def event(kind: str, text: Any = "", **data: Any) -> HarnessEvent:
@@ -60,8 +70,18 @@ def event(kind: str, text: Any = "", **data: Any) -> HarnessEvent:
     return HarnessEvent(kind=kind, text=text_of(text), data=kept)
 
 
-_TOOL_FIELDS = ("command", "file_path", "path", "notebook_path", "pattern", "url", "query",
-                "description", "prompt", "subagent_type")
+_TOOL_FIELDS = (
+    "command",
+    "file_path",
+    "path",
+    "notebook_path",
+    "pattern",
+    "url",
+    "query",
+    "description",
+    "prompt",
+    "subagent_type",
+)
 
 
 def describe_tool(name: str, given: Any) -> str:
@@ -99,5 +119,6 @@ def estimate_cost(model: str | None, usage: Mapping[str, float]) -> float | None
         return None
     cached = float(usage.get("cached_input_tokens", 0))
     fresh = max(0.0, float(usage.get("input_tokens", 0)) - cached)
-    return (fresh * price[0] + cached * price[1]
-            + float(usage.get("output_tokens", 0)) * price[2]) / 1e6
+    return (
+        fresh * price[0] + cached * price[1] + float(usage.get("output_tokens", 0)) * price[2]
+    ) / 1e6

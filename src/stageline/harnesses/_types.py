@@ -24,7 +24,13 @@ __all__ = [
 ]
 
 DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = (
-    "PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "USER",
 )
 """Variables a harness subprocess sees unless the request names others; secrets are opt-in."""
 

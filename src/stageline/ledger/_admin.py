@@ -131,7 +131,8 @@ async def _refuse_live_runs(ledger: SqlLedger) -> None:
         holder = row["lease_holder"]
         if holder and (row["lease_expires_at"] or 0) > now and not holder_is_dead(holder):
             raise LeaseHeld(
-                row["run_id"], holder,
+                row["run_id"],
+                holder,
                 time.strftime("%H:%M:%S", time.localtime(row["lease_expires_at"])),
             )
 
@@ -150,12 +151,16 @@ async def _copy_checkpoints(source: Any, target: Any) -> tuple[int, int]:
     async for saved in source.alist(None):
         conf = saved.config["configurable"]
         _check_copied_id(conf["thread_id"], "checkpoint")
-        put: dict[str, Any] = {"thread_id": conf["thread_id"],
-                               "checkpoint_ns": conf.get("checkpoint_ns", "")}
+        put: dict[str, Any] = {
+            "thread_id": conf["thread_id"],
+            "checkpoint_ns": conf.get("checkpoint_ns", ""),
+        }
         if saved.parent_config:
             put["checkpoint_id"] = saved.parent_config["configurable"]["checkpoint_id"]
         stored = await target.aput(
-            {"configurable": put}, saved.checkpoint, saved.metadata,
+            {"configurable": put},
+            saved.checkpoint,
+            saved.metadata,
             saved.checkpoint["channel_versions"],
         )
         by_task: dict[str, list[tuple[str, Any]]] = {}

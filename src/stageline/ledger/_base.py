@@ -60,7 +60,11 @@ class LedgerStore(Protocol):
     ) -> Run: ...
     async def get_run(self, run_id: str) -> Run: ...
     async def list_runs(
-        self, *, status: str | None = None, template: str | None = None, limit: int = 100,
+        self,
+        *,
+        status: str | None = None,
+        template: str | None = None,
+        limit: int = 100,
         updated_before: float | None = None,
     ) -> list[Run]: ...
     async def search_runs(self, query: RunQuery) -> RunPage: ...
@@ -141,8 +145,13 @@ class LedgerStore(Protocol):
     def stage_outcome(self, outcome: Outcome) -> None: ...
     async def record_outcomes(self, rows: Iterable[Outcome]) -> None: ...
     async def outcomes(
-        self, *, template: str | None = None, since: float | None = None,
-        node: str | None = None, routed: bool = False, limit: int | None = None,
+        self,
+        *,
+        template: str | None = None,
+        since: float | None = None,
+        node: str | None = None,
+        routed: bool = False,
+        limit: int | None = None,
     ) -> list[Outcome]: ...
     async def outcome_groups(
         self, *, template: str | None = None, since: float | None = None
@@ -154,12 +163,25 @@ class LedgerStore(Protocol):
         self, sink_id: str, *, since: float, now: float | None = None
     ) -> list[str]: ...
     async def claim_events(
-        self, sink_id: str, run_id: str, *, holder: str, until: float, started_at: float,
-        limit: int, steal: str | None = None, now: float | None = None,
+        self,
+        sink_id: str,
+        run_id: str,
+        *,
+        holder: str,
+        until: float,
+        started_at: float,
+        limit: int,
+        steal: str | None = None,
+        now: float | None = None,
     ) -> Claim | str | None: ...
     async def ack_events(self, sink_id: str, run_id: str, *, holder: str, seq: int) -> bool: ...
     async def release_events(
-        self, sink_id: str, run_id: str, *, holder: str, retry_at: float | None = None,
+        self,
+        sink_id: str,
+        run_id: str,
+        *,
+        holder: str,
+        retry_at: float | None = None,
         failed_upto: int | None = None,
     ) -> None: ...
     async def advance_watermark(
@@ -178,13 +200,13 @@ class LedgerStore(Protocol):
     async def put_thread(self, meta: ThreadMeta) -> ThreadMeta: ...
     async def thread_meta(self, run_id: str) -> ThreadMeta | None: ...
     async def thread_metas(self) -> list[ThreadMeta]: ...
-    async def set_thread_metadata(self, run_id: str,
-                                  metadata: Mapping[str, Any]) -> ThreadMeta: ...
+    async def set_thread_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> ThreadMeta: ...
     async def add_api_run(self, run: ApiRun) -> ApiRun: ...
     async def api_run(self, api_run_id: str) -> ApiRun | None: ...
     async def api_runs(self, run_id: str) -> list[ApiRun]: ...
-    async def set_api_run_status(self, api_run_id: str, status: ApiRunStatus | str,
-                                 error: str | None = None) -> None: ...
+    async def set_api_run_status(
+        self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
+    ) -> None: ...
 
     # -- two-way chat -----------------------------------------------------------------------
     async def chat_message(self, run_id: str, key: str) -> ChatMessage | None: ...

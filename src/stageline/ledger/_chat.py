@@ -38,8 +38,13 @@ class ChatMessage:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ChatMessage:
-        return cls(run_id=row["run_id"], key=row["key"], channel=row["channel"],
-                   ts=str(row["ts"]), created_at=float(row["created_at"]))
+        return cls(
+            run_id=row["run_id"],
+            key=row["key"],
+            channel=row["channel"],
+            ts=str(row["ts"]),
+            created_at=float(row["created_at"]),
+        )
 
 
 _ChatState = tuple[dict[tuple[str, str], ChatMessage], dict[str, float], dict[str, str]]
@@ -62,8 +67,14 @@ class ChatMemory:
         self._chat()[0].setdefault((run_id, key), made)
 
     async def chat_thread_run(self, channel: str, thread_ts: str) -> str | None:
-        return next((m.run_id for m in self._chat()[0].values()
-                     if m.key == "root" and m.channel == channel and m.ts == thread_ts), None)
+        return next(
+            (
+                m.run_id
+                for m in self._chat()[0].values()
+                if m.key == "root" and m.channel == channel and m.ts == thread_ts
+            ),
+            None,
+        )
 
     async def chat_once(self, key: str) -> bool:
         seen = self._chat()[1]
@@ -103,36 +114,47 @@ class ChatSql:
     async def save_chat_message(self, run_id: str, key: str, channel: str, ts: str) -> None:
         """Remember a message posted (the first one for a key stays)."""
         async with self._tx() as x:
-            await x.execute(self._sql(self._chat_insert(chat_messages)),
-                            {"run_id": run_id, "key": key, "channel": channel, "ts": ts,
-                             "created_at": time.time()})
+            await x.execute(
+                self._sql(self._chat_insert(chat_messages)),
+                {
+                    "run_id": run_id,
+                    "key": key,
+                    "channel": channel,
+                    "ts": ts,
+                    "created_at": time.time(),
+                },
+            )
 
     async def chat_thread_run(self, channel: str, thread_ts: str) -> str | None:
         """The run whose thread starts at message ``thread_ts`` in ``channel``."""
         async with self._read() as x:
-            rows = await x.fetch(self._sql(_THREAD), {"channel": channel, "ts": thread_ts,
-                                                     "key": "root"})
+            rows = await x.fetch(
+                self._sql(_THREAD), {"channel": channel, "ts": thread_ts, "key": "root"}
+            )
         return str(rows[0]["run_id"]) if rows else None
 
     async def chat_once(self, key: str) -> bool:
         """Use ``key`` once: True the first time, False ever after (the database decides)."""
         async with self._tx() as x:
-            count = await x.execute(self._sql(self._chat_insert(chat_once)),
-                                    {"key": key, "created_at": time.time()})
+            count = await x.execute(
+                self._sql(self._chat_insert(chat_once)), {"key": key, "created_at": time.time()}
+            )
         return bool(count)
 
     async def chat_secret(self, name: str) -> str:
         """The server secret ``name``, made (256 random bits) the first time it is asked for."""
         async with self._tx() as x:
-            await x.execute(self._sql(self._chat_insert(chat_secrets)),
-                            {"name": name, "value": secrets.token_urlsafe(32),
-                             "created_at": time.time()})
+            await x.execute(
+                self._sql(self._chat_insert(chat_secrets)),
+                {"name": name, "value": secrets.token_urlsafe(32), "created_at": time.time()},
+            )
             rows = await x.fetch(self._sql(_SECRET), {"name": name})
         return str(rows[0]["value"])
 
 
 _m = chat_messages
 _MESSAGE = select(_m).where(_m.c.run_id == bindparam("run_id"), _m.c.key == bindparam("key"))
-_THREAD = select(_m.c.run_id).where(_m.c.channel == bindparam("channel"),
-                                    _m.c.ts == bindparam("ts"), _m.c.key == bindparam("key"))
+_THREAD = select(_m.c.run_id).where(
+    _m.c.channel == bindparam("channel"), _m.c.ts == bindparam("ts"), _m.c.key == bindparam("key")
+)
 _SECRET = select(chat_secrets.c.value).where(chat_secrets.c.name == bindparam("name"))

@@ -67,9 +67,11 @@ _PLAIN: dict[tuple[str, str], Callable[..., Any]] = {
 }
 """Types revived here, each by its constructor as LangGraph's ext hook does (all are on
 LangGraph's safe list); any other type named in a blob leaves the decision to LangGraph."""
-_METHODS = {("datetime", "datetime", "fromisoformat"): datetime.datetime.fromisoformat,
-            ("datetime", "date", "fromisoformat"): datetime.date.fromisoformat,
-            ("datetime", "time", "fromisoformat"): datetime.time.fromisoformat}
+_METHODS = {
+    ("datetime", "datetime", "fromisoformat"): datetime.datetime.fromisoformat,
+    ("datetime", "date", "fromisoformat"): datetime.date.fromisoformat,
+    ("datetime", "time", "fromisoformat"): datetime.time.fromisoformat,
+}
 _SINGLE, _POS, _KW, _METHOD = 0, 1, 2, 3  # LangGraph's ext codes (jsonplus.py)
 _INTERRUPT = ("langgraph.types", "Interrupt")
 
@@ -125,19 +127,19 @@ def decode(kind: str | None, blob: bytes | None) -> Any:
 
 _SQLITE = {
     "checkpoint": "SELECT checkpoint_id, type, checkpoint FROM checkpoints WHERE thread_id = "
-                  ":run AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+    ":run AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
     "writes": "SELECT task_id, channel, type, value FROM writes WHERE thread_id = :run AND "
-              "checkpoint_ns = '' AND checkpoint_id = :cp ORDER BY task_id, idx",
+    "checkpoint_ns = '' AND checkpoint_id = :cp ORDER BY task_id, idx",
 }
 _POSTGRES = {
     "checkpoint": "SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = %(run)s "
-                  "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+    "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
     "blobs": "SELECT bl.channel, bl.type, bl.blob FROM checkpoint_blobs bl JOIN "
-             "jsonb_each_text(%(versions)s::jsonb) v ON bl.channel = v.key AND bl.version = "
-             "v.value WHERE bl.thread_id = %(run)s AND bl.checkpoint_ns = ''",
+    "jsonb_each_text(%(versions)s::jsonb) v ON bl.channel = v.key AND bl.version = "
+    "v.value WHERE bl.thread_id = %(run)s AND bl.checkpoint_ns = ''",
     "writes": "SELECT task_id, channel, type, blob AS value FROM checkpoint_writes WHERE "
-              "thread_id = %(run)s AND checkpoint_ns = '' AND checkpoint_id = %(cp)s "
-              "ORDER BY task_id, idx",
+    "thread_id = %(run)s AND checkpoint_ns = '' AND checkpoint_id = %(cp)s "
+    "ORDER BY task_id, idx",
 }
 
 
@@ -169,17 +171,21 @@ async def latest_checkpoint(ledger: LedgerStore, run_id: str) -> SavedCheckpoint
             values = dict(checkpoint.get("channel_values") or {})
             import json
 
-            blobs = await x.fetch(sql["blobs"], {
-                "run": run_id, "versions": json.dumps(checkpoint.get("channel_versions") or {})})
-            values.update({b["channel"]: decode(b["type"], b["blob"]) for b in blobs
-                           if b["type"] != "empty"})
+            blobs = await x.fetch(
+                sql["blobs"],
+                {"run": run_id, "versions": json.dumps(checkpoint.get("channel_versions") or {})},
+            )
+            values.update(
+                {b["channel"]: decode(b["type"], b["blob"]) for b in blobs if b["type"] != "empty"}
+            )
         versions = checkpoint.get("channel_versions")
         if not isinstance(versions, Mapping):
             raise Unsure("a checkpoint without channel versions")
         if missing := [k for k in versions if k not in values and is_state_channel(k)]:
             # a delta channel: LangGraph replays its writes
             raise Unsure(f"channel {missing[0]!r} has a version but no value")
-        writes = [(w["task_id"], w["channel"], decode(w["type"], w["value"]))
-                  for w in await x.fetch(sql["writes"], {"run": run_id,
-                                                         "cp": row["checkpoint_id"]})]
+        writes = [
+            (w["task_id"], w["channel"], decode(w["type"], w["value"]))
+            for w in await x.fetch(sql["writes"], {"run": run_id, "cp": row["checkpoint_id"]})
+        ]
     return SavedCheckpoint(channel_values=values, writes=writes)

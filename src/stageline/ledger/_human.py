@@ -109,8 +109,11 @@ class Wait:
 
     def to_dict(self) -> dict[str, Any]:
         row = self.to_row()
-        row.update(payload=dict(self.payload), policy=list(self.policy),
-                   response=None if self.response is None else dict(self.response))
+        row.update(
+            payload=dict(self.payload),
+            policy=list(self.policy),
+            response=None if self.response is None else dict(self.response),
+        )
         if self.kind is WaitKind.GATE:
             row["decision"] = self.decision
         else:
@@ -150,18 +153,26 @@ class Effect:
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) if k != "status" else str(self.status)
-                for k in self.__dataclass_fields__}
+        return {
+            k: getattr(self, k) if k != "status" else str(self.status)
+            for k in self.__dataclass_fields__
+        }
 
 
 def already_decided(found: Wait) -> AlreadyDecided:
     """The error for a second decision or answer: says who came first."""
-    what = (f"gate {found.name!r}" if found.kind is WaitKind.GATE
-            else f"question set {found.wait_id}")
+    what = (
+        f"gate {found.name!r}" if found.kind is WaitKind.GATE else f"question set {found.wait_id}"
+    )
     if found.status is WaitStatus.PENDING:
         return AlreadyDecided(f"{what} of run {found.run_id} changed while deciding; try again")
-    said = ({"approve": "approved", "reject": "rejected", "changes": "sent back for changes"}
-            .get(found.decision or "", "decided") if found.kind is WaitKind.GATE else "answered")
+    said = (
+        {"approve": "approved", "reject": "rejected", "changes": "sent back for changes"}.get(
+            found.decision or "", "decided"
+        )
+        if found.kind is WaitKind.GATE
+        else "answered"
+    )
     who = f" by {found.actor}" if found.actor else ""
     at = time.strftime(" at %H:%M:%S", time.localtime(found.decided_at)) if found.decided_at else ""
     status = "" if found.status is WaitStatus.DECIDED else f", now {found.status}"

@@ -72,6 +72,7 @@ class LineageSql:
     """Lineage rows of the SQL ledger (mixed into ``SqlLedger``)."""
 
     if TYPE_CHECKING:
+
         def _read(self) -> AbstractAsyncContextManager[Executor]: ...
         def _sql(self, stmt: Any) -> str: ...
 

@@ -26,8 +26,16 @@ from stageline.names import check_run_id
 __all__ = ["MemoryLedger", "open_memory"]
 
 
-class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, LineageMemory,
-                   TokensMemory, RunSearchMemory, ThreadsMemory):
+class MemoryLedger(
+    ChatMemory,
+    HumanMemory,
+    OutcomesMemory,
+    OutboxMemory,
+    LineageMemory,
+    TokensMemory,
+    RunSearchMemory,
+    ThreadsMemory,
+):
     """Same behaviour as the SQL ledger, held in dicts."""
 
     def __init__(self, url: str = "memory://") -> None:
@@ -70,11 +78,16 @@ class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, Lineag
         return self._get(run_id)
 
     async def list_runs(
-        self, *, status: str | None = None, template: str | None = None, limit: int = 100,
+        self,
+        *,
+        status: str | None = None,
+        template: str | None = None,
+        limit: int = 100,
         updated_before: float | None = None,
     ) -> list[Run]:
         found = [
-            r for r in self._runs.values()
+            r
+            for r in self._runs.values()
             if (status is None or r.status == status)
             and (template is None or r.template == template)
             and (updated_before is None or r.updated_at < updated_before)
@@ -141,7 +154,8 @@ class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, Lineag
         )
         if not free:
             raise LeaseHeld(
-                run_id, run.lease_holder or "?",
+                run_id,
+                run.lease_holder or "?",
                 time.strftime("%H:%M:%S", time.localtime(run.lease_expires_at or now)),
             )
         run = replace(run, lease_holder=holder, lease_expires_at=now + ttl)
@@ -198,7 +212,8 @@ class MemoryLedger(ChatMemory, HumanMemory, OutcomesMemory, OutboxMemory, Lineag
     ) -> list[Event]:
         wanted = set(categories) if categories is not None else None
         return [
-            e for e in self._events.get(run_id, [])
+            e
+            for e in self._events.get(run_id, [])
             if e.seq > after and (wanted is None or e.category in wanted)
         ]
 

@@ -59,20 +59,34 @@ class HumanMemory:
         opened: list[Wait] = []
         for wait in asked:
             latest = next(iter(self._rounds(run_id, wait.wait_id)), None)
-            if (latest is not None and latest.status is WaitStatus.PENDING
-                    and (latest.attempt, latest.interrupt_id) == (wait.attempt, wait.interrupt_id)):
+            if (
+                latest is not None
+                and latest.status is WaitStatus.PENDING
+                and (latest.attempt, latest.interrupt_id) == (wait.attempt, wait.interrupt_id)
+            ):
                 opened.append(latest)
                 continue
             if latest is not None and latest.status.open:
-                status, why = ((WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
-                               if latest.status is WaitStatus.PENDING else
-                               (WaitStatus.ROLLED_BACK,
-                                "the run asked again: the resume carrying it never reached "
-                                "the node (its process stopped)"))
+                status, why = (
+                    (WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
+                    if latest.status is WaitStatus.PENDING
+                    else (
+                        WaitStatus.ROLLED_BACK,
+                        "the run asked again: the resume carrying it never reached "
+                        "the node (its process stopped)",
+                    )
+                )
                 self._put(replace(latest, status=status, reason=why, settled_at=time.time()))
-            opened.append(self._put(replace(
-                wait, run_id=run_id, round=latest.round + 1 if latest else 1,
-                status=WaitStatus.PENDING)))
+            opened.append(
+                self._put(
+                    replace(
+                        wait,
+                        run_id=run_id,
+                        round=latest.round + 1 if latest else 1,
+                        status=WaitStatus.PENDING,
+                    )
+                )
+            )
         self._events_for(run_id, events)
         return opened
 
@@ -92,8 +106,16 @@ class HumanMemory:
             raise InvalidTransition(f"run {run_id} has no wait {wait_id!r} round {round}")
         if found.status is not WaitStatus.PENDING:
             raise already_decided(found)
-        decided = self._put(replace(found, status=WaitStatus.DECIDED, response=_thaw(response),
-                                    actor=actor, note=note, decided_at=time.time()))
+        decided = self._put(
+            replace(
+                found,
+                status=WaitStatus.DECIDED,
+                response=_thaw(response),
+                actor=actor,
+                note=note,
+                decided_at=time.time(),
+            )
+        )
         self._events_for(run_id, events)
         return decided
 
@@ -114,9 +136,19 @@ class HumanMemory:
             return None
         settled = self._put(replace(found, status=status, reason=reason, settled_at=time.time()))
         if reopen and (run_id, wait_id, round + 1) not in self._waits:
-            self._put(replace(settled, round=round + 1, status=WaitStatus.PENDING, response=None,
-                              actor=None, note=None, decided_at=None, settled_at=None,
-                              reason=None))
+            self._put(
+                replace(
+                    settled,
+                    round=round + 1,
+                    status=WaitStatus.PENDING,
+                    response=None,
+                    actor=None,
+                    note=None,
+                    decided_at=None,
+                    settled_at=None,
+                    reason=None,
+                )
+            )
         self._events_for(run_id, events)
         return settled
 
@@ -131,11 +163,13 @@ class HumanMemory:
         return True
 
     async def close_waits(self, run_id: str, reason: str) -> int:
-        pending = [w for k, w in self._waits.items()
-                   if k[0] == run_id and w.status is WaitStatus.PENDING]
+        pending = [
+            w for k, w in self._waits.items() if k[0] == run_id and w.status is WaitStatus.PENDING
+        ]
         for wait in pending:
-            self._put(replace(wait, status=WaitStatus.CLOSED, reason=reason,
-                              settled_at=time.time()))
+            self._put(
+                replace(wait, status=WaitStatus.CLOSED, reason=reason, settled_at=time.time())
+            )
         return len(pending)
 
     async def waits(self, run_id: str) -> list[Wait]:
@@ -143,15 +177,20 @@ class HumanMemory:
         return sorted(found, key=lambda w: (w.requested_at, w.wait_id, w.round))
 
     async def pending_waits(self, *, run_id: str | None = None) -> list[Wait]:
-        found = [w for k, w in self._waits.items() if w.status is WaitStatus.PENDING
-                 and (run_id is None or k[0] == run_id)]
+        found = [
+            w
+            for k, w in self._waits.items()
+            if w.status is WaitStatus.PENDING and (run_id is None or k[0] == run_id)
+        ]
         return sorted(found, key=lambda w: (w.requested_at, w.wait_id))
 
     async def waiting_on(self, *, run_id: str | None = None) -> list[tuple[Wait, str]]:
         found = await self.pending_waits(run_id=run_id)
-        return [(w, self._runs[w.run_id].template) for w in found
-                if w.run_id in self._runs
-                and self._runs[w.run_id].status in ("waiting", "parked")]
+        return [
+            (w, self._runs[w.run_id].template)
+            for w in found
+            if w.run_id in self._runs and self._runs[w.run_id].status in ("waiting", "parked")
+        ]
 
     async def begin_effect(self, effect: Effect) -> bool:
         key = (effect.run_id, effect.node, effect.key)
@@ -164,7 +203,8 @@ class HumanMemory:
         found = self._effects.get((run_id, node, key))
         if found is not None:
             self._effects[(run_id, node, key)] = replace(
-                found, status=EffectStatus.DONE, result=_thaw(result), finished_at=time.time())
+                found, status=EffectStatus.DONE, result=_thaw(result), finished_at=time.time()
+            )
 
     async def get_effect(self, run_id: str, node: str, key: str) -> Effect | None:
         return self._effects.get((run_id, node, key))

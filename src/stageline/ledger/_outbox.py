@@ -74,7 +74,8 @@ class OutboxSql:
         stmt = self.__dict__.get("_new_cursor_stmt")
         if stmt is None:
             stmt = self._outbox_insert(sink_cursors, ["sink_id", "run_id"]).values(
-                **_NEW_CURSOR_VALUES)
+                **_NEW_CURSOR_VALUES
+            )
             self.__dict__["_new_cursor_stmt"] = stmt
         return stmt
 
@@ -82,14 +83,16 @@ class OutboxSql:
         """Register a sink (the first time: it starts now); its start and watermark."""
         now = time.time() if now is None else now
         async with self._tx() as x:
-            await x.execute(self._sql(self._outbox_insert(sinks, ["sink_id"])),
-                            {"sink_id": sink_id, "started_at": now, "watermark": now})
+            await x.execute(
+                self._sql(self._outbox_insert(sinks, ["sink_id"])),
+                {"sink_id": sink_id, "started_at": now, "watermark": now},
+            )
             rows = await x.fetch(self._sql(_SINK), {"sink_id": sink_id})
-        return SinkStart(started_at=float(rows[0]["started_at"]),
-                         watermark=float(rows[0]["watermark"]))
+        return SinkStart(
+            started_at=float(rows[0]["started_at"]), watermark=float(rows[0]["watermark"])
+        )
 
-    async def due_runs(self, sink_id: str, *, since: float, now: float | None = None
-                       ) -> list[str]:
+    async def due_runs(self, sink_id: str, *, since: float, now: float | None = None) -> list[str]:
         """Runs with events the sink has not acknowledged that are not backing off, the
         longest waiting first."""
         params = {"sink_id": sink_id, "since": since, "now": time.time() if now is None else now}
@@ -98,8 +101,16 @@ class OutboxSql:
         return [str(r["run_id"]) for r in rows[:DUE_RUNS]]
 
     async def claim_events(
-        self, sink_id: str, run_id: str, *, holder: str, until: float, started_at: float,
-        limit: int, steal: str | None = None, now: float | None = None,
+        self,
+        sink_id: str,
+        run_id: str,
+        *,
+        holder: str,
+        until: float,
+        started_at: float,
+        limit: int,
+        steal: str | None = None,
+        now: float | None = None,
     ) -> Claim | str | None:
         """Hold the run's next ``limit`` events for the sink: a ``Claim`` (with no events when
         none is due, and then not held), or the live holder's name (None while it backs off).
@@ -107,43 +118,77 @@ class OutboxSql:
         now = time.time() if now is None else now
         key = {"sink_id": sink_id, "run_id": run_id}
         async with self._tx() as x:
-            await x.execute(self._sql(self._new_cursor), {**key, "started_at": started_at,
-                                                          "now": now})
-            won = await x.execute(self._sql(_CLAIM), {**key, "holder": holder, "until": until,
-                                                      "now": now, "steal": steal or ""})
+            await x.execute(
+                self._sql(self._new_cursor), {**key, "started_at": started_at, "now": now}
+            )
+            won = await x.execute(
+                self._sql(_CLAIM),
+                {**key, "holder": holder, "until": until, "now": now, "steal": steal or ""},
+            )
             [row] = await x.fetch(self._sql(_CURSOR), key)
             if not won:
                 held = row["claimed_by"] and (row["claimed_until"] or 0) >= now
                 return str(row["claimed_by"]) if held else None
             after = int(row["seq"])
             upto = row["batch_upto"] or after + int(limit)  # a retry: the same batch again
-            found = await x.fetch(self._sql(_NEXT_EVENTS), {"run_id": run_id, "after": after,
-                                                            "upto": upto})
+            found = await x.fetch(
+                self._sql(_NEXT_EVENTS), {"run_id": run_id, "after": after, "upto": upto}
+            )
             if not found:
-                await x.execute(self._sql(_RELEASE), {**key, "holder": holder, "retry_at": None,
-                                                      "upto": None, "now": now})
-        return Claim(run_id=run_id, after=after, events=[Event.from_row(r) for r in found],
-                     attempts=int(row["attempts"]))
+                await x.execute(
+                    self._sql(_RELEASE),
+                    {**key, "holder": holder, "retry_at": None, "upto": None, "now": now},
+                )
+        return Claim(
+            run_id=run_id,
+            after=after,
+            events=[Event.from_row(r) for r in found],
+            attempts=int(row["attempts"]),
+        )
 
     async def ack_events(self, sink_id: str, run_id: str, *, holder: str, seq: int) -> bool:
         """The sink has everything up to ``seq``; False if the claim was lost meanwhile."""
         async with self._tx() as x:
-            return bool(await x.execute(self._sql(_ACK), {
-                "sink_id": sink_id, "run_id": run_id, "holder": holder, "seq": seq,
-                "now": time.time()}))
+            return bool(
+                await x.execute(
+                    self._sql(_ACK),
+                    {
+                        "sink_id": sink_id,
+                        "run_id": run_id,
+                        "holder": holder,
+                        "seq": seq,
+                        "now": time.time(),
+                    },
+                )
+            )
 
-    async def release_events(self, sink_id: str, run_id: str, *, holder: str,
-                             retry_at: float | None = None, failed_upto: int | None = None
-                             ) -> None:
+    async def release_events(
+        self,
+        sink_id: str,
+        run_id: str,
+        *,
+        holder: str,
+        retry_at: float | None = None,
+        failed_upto: int | None = None,
+    ) -> None:
         """Let go of a claim; after a failed batch (``failed_upto``: its last seq), the same
         batch is tried again, not before ``retry_at``."""
         async with self._tx() as x:
-            await x.execute(self._sql(_RELEASE if failed_upto is None else _FAIL), {
-                "sink_id": sink_id, "run_id": run_id, "holder": holder, "retry_at": retry_at,
-                "upto": failed_upto, "now": time.time()})
+            await x.execute(
+                self._sql(_RELEASE if failed_upto is None else _FAIL),
+                {
+                    "sink_id": sink_id,
+                    "run_id": run_id,
+                    "holder": holder,
+                    "retry_at": retry_at,
+                    "upto": failed_upto,
+                    "now": time.time(),
+                },
+            )
 
-    async def advance_watermark(self, sink_id: str, *, since: float,
-                                now: float | None = None) -> float:
+    async def advance_watermark(
+        self, sink_id: str, *, since: float, now: float | None = None
+    ) -> float:
         """Move the sink's watermark up to its oldest unacknowledged event (at most
         ``WATERMARK_LAG`` seconds before now); the new watermark."""
         now = time.time() if now is None else now
@@ -173,12 +218,17 @@ _UNSENT = or_(_c.c.run_id.is_(None), _e.c.seq > _c.c.seq)
 _FREE = or_(_c.c.run_id.is_(None), _c.c.retry_at.is_(None), _c.c.retry_at <= bindparam("now"))
 _FIRST = func.min(_e.c.ts).label("first")
 _DUE = (
-    select(_e.c.run_id, _FIRST).select_from(_JOIN)
+    select(_e.c.run_id, _FIRST)
+    .select_from(_JOIN)
     .where(_e.c.ts >= bindparam("since"), _UNSENT, _FREE)
-    .group_by(_e.c.run_id).order_by(_FIRST)
+    .group_by(_e.c.run_id)
+    .order_by(_FIRST)
 )
-_OLDEST = select(func.min(_e.c.ts).label("oldest")).select_from(_JOIN).where(
-    _e.c.ts >= bindparam("since"), _UNSENT)
+_OLDEST = (
+    select(func.min(_e.c.ts).label("oldest"))
+    .select_from(_JOIN)
+    .where(_e.c.ts >= bindparam("since"), _UNSENT)
+)
 _KEY = and_(_c.c.sink_id == bindparam("sink_id"), _c.c.run_id == bindparam("run_id"))
 _CURSOR = select(_c).where(_KEY)
 _BEFORE_START = (
@@ -186,32 +236,72 @@ _BEFORE_START = (
     .where(_e.c.run_id == bindparam("run_id"), _e.c.ts < bindparam("started_at"))
     .scalar_subquery()
 )
-_NEW_CURSOR_VALUES = {"sink_id": bindparam("sink_id"), "run_id": bindparam("run_id"),
-                      "seq": _BEFORE_START, "attempts": literal_column("0"),
-                      "updated_at": bindparam("now")}
-_CLAIM = update(_c).where(_KEY, or_(
-    _c.c.claimed_by.is_(None), _c.c.claimed_until < bindparam("now"),
-    _c.c.claimed_by == bindparam("holder"), _c.c.claimed_by == bindparam("steal"),
-), or_(_c.c.retry_at.is_(None), _c.c.retry_at <= bindparam("now"))).values(
-    claimed_by=bindparam("holder"), claimed_until=bindparam("until"))
+_NEW_CURSOR_VALUES = {
+    "sink_id": bindparam("sink_id"),
+    "run_id": bindparam("run_id"),
+    "seq": _BEFORE_START,
+    "attempts": literal_column("0"),
+    "updated_at": bindparam("now"),
+}
+_CLAIM = (
+    update(_c)
+    .where(
+        _KEY,
+        or_(
+            _c.c.claimed_by.is_(None),
+            _c.c.claimed_until < bindparam("now"),
+            _c.c.claimed_by == bindparam("holder"),
+            _c.c.claimed_by == bindparam("steal"),
+        ),
+        or_(_c.c.retry_at.is_(None), _c.c.retry_at <= bindparam("now")),
+    )
+    .values(claimed_by=bindparam("holder"), claimed_until=bindparam("until"))
+)
 _NEXT_EVENTS = (  # a run's seqs have no gap: the next ``limit`` are after < seq <= upto
-    select(_e).where(_e.c.run_id == bindparam("run_id"), _e.c.seq > bindparam("after"),
-                     _e.c.seq <= bindparam("upto"))
+    select(_e)
+    .where(
+        _e.c.run_id == bindparam("run_id"),
+        _e.c.seq > bindparam("after"),
+        _e.c.seq <= bindparam("upto"),
+    )
     .order_by(_e.c.seq)
 )
 _NULL: Any = literal_column("NULL")
-_ACK = update(_c).where(_KEY, _c.c.claimed_by == bindparam("holder"),
-                        _c.c.seq < bindparam("seq")).values(
-    seq=bindparam("seq"), claimed_by=_NULL, claimed_until=_NULL, attempts=literal_column("0"),
-    retry_at=_NULL, batch_upto=_NULL, updated_at=bindparam("now"))
-_RELEASE = update(_c).where(_KEY, _c.c.claimed_by == bindparam("holder")).values(
-    claimed_by=_NULL, claimed_until=_NULL, updated_at=bindparam("now"))
-_FAIL = update(_c).where(_KEY, _c.c.claimed_by == bindparam("holder")).values(
-    claimed_by=_NULL, claimed_until=_NULL, attempts=_c.c.attempts + literal_column("1"),
-    retry_at=bindparam("retry_at"), batch_upto=bindparam("upto"), updated_at=bindparam("now"))
-_SET_MARK = update(sinks).where(
-    sinks.c.sink_id == bindparam("sink_id"), sinks.c.watermark < bindparam("mark")
-).values(watermark=bindparam("mark"))
+_ACK = (
+    update(_c)
+    .where(_KEY, _c.c.claimed_by == bindparam("holder"), _c.c.seq < bindparam("seq"))
+    .values(
+        seq=bindparam("seq"),
+        claimed_by=_NULL,
+        claimed_until=_NULL,
+        attempts=literal_column("0"),
+        retry_at=_NULL,
+        batch_upto=_NULL,
+        updated_at=bindparam("now"),
+    )
+)
+_RELEASE = (
+    update(_c)
+    .where(_KEY, _c.c.claimed_by == bindparam("holder"))
+    .values(claimed_by=_NULL, claimed_until=_NULL, updated_at=bindparam("now"))
+)
+_FAIL = (
+    update(_c)
+    .where(_KEY, _c.c.claimed_by == bindparam("holder"))
+    .values(
+        claimed_by=_NULL,
+        claimed_until=_NULL,
+        attempts=_c.c.attempts + literal_column("1"),
+        retry_at=bindparam("retry_at"),
+        batch_upto=bindparam("upto"),
+        updated_at=bindparam("now"),
+    )
+)
+_SET_MARK = (
+    update(sinks)
+    .where(sinks.c.sink_id == bindparam("sink_id"), sinks.c.watermark < bindparam("mark"))
+    .values(watermark=bindparam("mark"))
+)
 
 
 class OutboxMemory:
@@ -234,13 +324,13 @@ class OutboxMemory:
     def _free(self, row: dict[str, Any] | None, now: float) -> bool:
         return row is None or (
             (row["claimed_by"] is None or row["claimed_until"] < now)
-            and (row["retry_at"] is None or row["retry_at"] <= now))
+            and (row["retry_at"] is None or row["retry_at"] <= now)
+        )
 
     def _due(self, row: dict[str, Any] | None, now: float) -> bool:
         return row is None or row["retry_at"] is None or row["retry_at"] <= now
 
-    async def due_runs(self, sink_id: str, *, since: float, now: float | None = None
-                       ) -> list[str]:
+    async def due_runs(self, sink_id: str, *, since: float, now: float | None = None) -> list[str]:
         now = time.time() if now is None else now
         cursors = self._outbox[1]
         due = []
@@ -252,17 +342,33 @@ class OutboxMemory:
         return [run_id for _, run_id in sorted(due)[:DUE_RUNS]]
 
     async def claim_events(
-        self, sink_id: str, run_id: str, *, holder: str, until: float, started_at: float,
-        limit: int, steal: str | None = None, now: float | None = None,
+        self,
+        sink_id: str,
+        run_id: str,
+        *,
+        holder: str,
+        until: float,
+        started_at: float,
+        limit: int,
+        steal: str | None = None,
+        now: float | None = None,
     ) -> Claim | str | None:
         now = time.time() if now is None else now
         evs = self._events.get(run_id, [])
-        row = self._outbox[1].setdefault((sink_id, run_id), {
-            "seq": max((e.seq for e in evs if e.ts < started_at), default=0),
-            "claimed_by": None, "claimed_until": None, "attempts": 0, "retry_at": None,
-            "batch_upto": None})
+        row = self._outbox[1].setdefault(
+            (sink_id, run_id),
+            {
+                "seq": max((e.seq for e in evs if e.ts < started_at), default=0),
+                "claimed_by": None,
+                "claimed_until": None,
+                "attempts": 0,
+                "retry_at": None,
+                "batch_upto": None,
+            },
+        )
         if not (self._free(row, now) or row["claimed_by"] in (holder, steal)) or (
-                row["retry_at"] is not None and row["retry_at"] > now):
+            row["retry_at"] is not None and row["retry_at"] > now
+        ):
             held = row["claimed_by"] and row["claimed_until"] >= now
             return str(row["claimed_by"]) if held else None
         upto = row["batch_upto"] or row["seq"] + limit
@@ -275,13 +381,20 @@ class OutboxMemory:
         row = self._outbox[1].get((sink_id, run_id))
         if row is None or row["claimed_by"] != holder or row["seq"] >= seq:
             return False
-        row.update(seq=seq, claimed_by=None, claimed_until=None, attempts=0, retry_at=None,
-                   batch_upto=None)
+        row.update(
+            seq=seq, claimed_by=None, claimed_until=None, attempts=0, retry_at=None, batch_upto=None
+        )
         return True
 
-    async def release_events(self, sink_id: str, run_id: str, *, holder: str,
-                             retry_at: float | None = None, failed_upto: int | None = None
-                             ) -> None:
+    async def release_events(
+        self,
+        sink_id: str,
+        run_id: str,
+        *,
+        holder: str,
+        retry_at: float | None = None,
+        failed_upto: int | None = None,
+    ) -> None:
         row = self._outbox[1].get((sink_id, run_id))
         if row is None or row["claimed_by"] != holder:
             return
@@ -289,14 +402,21 @@ class OutboxMemory:
         if failed_upto is not None:
             row.update(retry_at=retry_at, attempts=row["attempts"] + 1, batch_upto=failed_upto)
 
-    async def advance_watermark(self, sink_id: str, *, since: float,
-                                now: float | None = None) -> float:
+    async def advance_watermark(
+        self, sink_id: str, *, since: float, now: float | None = None
+    ) -> float:
         now = time.time() if now is None else now
         cursors = self._outbox[1]
-        oldest = min((e.ts for run_id, evs in self._events.items() for e in evs
-                      if e.ts >= since and ((sink_id, run_id) not in cursors
-                                            or e.seq > cursors[(sink_id, run_id)]["seq"])),
-                     default=now)
+        oldest = min(
+            (
+                e.ts
+                for run_id, evs in self._events.items()
+                for e in evs
+                if e.ts >= since
+                and ((sink_id, run_id) not in cursors or e.seq > cursors[(sink_id, run_id)]["seq"])
+            ),
+            default=now,
+        )
         mark = min(now - WATERMARK_LAG, oldest)
         start = self._outbox[0].get(sink_id)
         if mark > since and start is not None:

@@ -72,16 +72,25 @@ def group_outcomes(rows: Iterable[Outcome]) -> list[OutcomeGroup]:
                 phase = r.failure_phase or "unknown"
                 phases[phase] = phases.get(phase, 0) + 1
         graded = [r.quality for r in mine if r.quality is not None]
-        found.append(OutcomeGroup(
-            template=template, node=node, alternative=alt, count=len(mine),
-            failed=sum(phases.values()), failed_by_phase=phases,
-            latency={p: latencies[nearest_rank(len(mine), p) - 1] for p in PERCENTILES},
-            input_tokens=sum(r.input_tokens for r in mine),
-            output_tokens=sum(r.output_tokens for r in mine),
-            cost=sum(r.cost for r in mine), quality_sum=sum(graded), quality_count=len(graded),
-            capabilities=tuple(sorted({r.capability for r in mine if r.capability}))
-            if alt is None else (),
-        ))
+        found.append(
+            OutcomeGroup(
+                template=template,
+                node=node,
+                alternative=alt,
+                count=len(mine),
+                failed=sum(phases.values()),
+                failed_by_phase=phases,
+                latency={p: latencies[nearest_rank(len(mine), p) - 1] for p in PERCENTILES},
+                input_tokens=sum(r.input_tokens for r in mine),
+                output_tokens=sum(r.output_tokens for r in mine),
+                cost=sum(r.cost for r in mine),
+                quality_sum=sum(graded),
+                quality_count=len(graded),
+                capabilities=tuple(sorted({r.capability for r in mine if r.capability}))
+                if alt is None
+                else (),
+            )
+        )
     return sorted(found, key=_order)
 
 
@@ -101,12 +110,18 @@ def _filters(template: str | None, since: float | None) -> list[Any]:
 def _sums(keys: Sequence[Any], where: list[Any]) -> Any:
     failed = case((_t.c.status == "failed", 1), else_=0)
     return (
-        select(*keys, func.count().label("count"), func.sum(failed).label("failed"),
-               func.sum(_t.c.input_tokens).label("input_tokens"),
-               func.sum(_t.c.output_tokens).label("output_tokens"),
-               func.sum(_t.c.cost).label("cost"), func.sum(_t.c.quality).label("quality_sum"),
-               func.count(_t.c.quality).label("quality_count"))
-        .where(*where).group_by(*keys)
+        select(
+            *keys,
+            func.count().label("count"),
+            func.sum(failed).label("failed"),
+            func.sum(_t.c.input_tokens).label("input_tokens"),
+            func.sum(_t.c.output_tokens).label("output_tokens"),
+            func.sum(_t.c.cost).label("cost"),
+            func.sum(_t.c.quality).label("quality_sum"),
+            func.count(_t.c.quality).label("quality_count"),
+        )
+        .where(*where)
+        .group_by(*keys)
     )
 
 
@@ -114,22 +129,31 @@ def _ranked(where: list[Any]) -> Any:
     """The rows at each percentile's rank: of the node (``at_node``) and of its alternative."""
     node = (_t.c.template, _t.c.node)
     alt = (*node, _t.c.alternative)
-    inner = select(
-        *alt, _t.c.latency,
-        func.row_number().over(partition_by=node, order_by=_t.c.latency).label("rn"),
-        func.count().over(partition_by=node).label("n"),
-        func.row_number().over(partition_by=alt, order_by=_t.c.latency).label("rn_alt"),
-        func.count().over(partition_by=alt).label("n_alt"),
-    ).where(*where).subquery()
+    inner = (
+        select(
+            *alt,
+            _t.c.latency,
+            func.row_number().over(partition_by=node, order_by=_t.c.latency).label("rn"),
+            func.count().over(partition_by=node).label("n"),
+            func.row_number().over(partition_by=alt, order_by=_t.c.latency).label("rn_alt"),
+            func.count().over(partition_by=alt).label("n_alt"),
+        )
+        .where(*where)
+        .subquery()
+    )
 
     def at(rank: Any, n: Any, p: int) -> Any:
         return rank == (n * p + 99) // 100  # ceil(p * n / 100) in integers
 
-    return select(inner).where(or_(
-        *(at(inner.c.rn, inner.c.n, p) for p in PERCENTILES),
-        and_(inner.c.alternative.is_not(None),
-             or_(*(at(inner.c.rn_alt, inner.c.n_alt, p) for p in PERCENTILES))),
-    ))
+    return select(inner).where(
+        or_(
+            *(at(inner.c.rn, inner.c.n, p) for p in PERCENTILES),
+            and_(
+                inner.c.alternative.is_not(None),
+                or_(*(at(inner.c.rn_alt, inner.c.n_alt, p) for p in PERCENTILES)),
+            ),
+        )
+    )
 
 
 class OutcomeStatsSql:
@@ -151,8 +175,10 @@ class OutcomeStatsSql:
             "nodes": _sums(node, where),
             "alternatives": _sums(alt, [*where, _t.c.alternative.is_not(None)]),
             "phases": select(*alt, _t.c.failure_phase, func.count().label("count"))
-            .where(*where, _t.c.status == "failed").group_by(*alt, _t.c.failure_phase),
-            "capabilities": select(*node, _t.c.capability).distinct()
+            .where(*where, _t.c.status == "failed")
+            .group_by(*alt, _t.c.failure_phase),
+            "capabilities": select(*node, _t.c.capability)
+            .distinct()
             .where(*where, _t.c.capability.is_not(None)),
             "ranked": _ranked(where),
         }
@@ -168,8 +194,7 @@ def _assemble(found: dict[str, list[dict[str, Any]]]) -> list[OutcomeGroup]:
     phases: dict[tuple[str, str, str | None], dict[str, int]] = {}
     for r in found["phases"]:
         phase, count = r["failure_phase"] or "unknown", int(r["count"])
-        for key in {(r["template"], r["node"], None), (r["template"], r["node"],
-                                                         r["alternative"])}:
+        for key in {(r["template"], r["node"], None), (r["template"], r["node"], r["alternative"])}:
             mine = phases.setdefault(key, {})
             mine[phase] = mine.get(phase, 0) + count
     latency: dict[tuple[str, str, str | None], dict[int, float]] = {}
@@ -179,19 +204,29 @@ def _assemble(found: dict[str, list[dict[str, Any]]]) -> list[OutcomeGroup]:
                 latency.setdefault((r["template"], r["node"], None), {})[p] = float(r["latency"])
             if r["alternative"] is not None and r["rn_alt"] == nearest_rank(int(r["n_alt"]), p):
                 latency.setdefault((r["template"], r["node"], r["alternative"]), {})[p] = float(
-                    r["latency"])
+                    r["latency"]
+                )
     caps: dict[tuple[str, str], set[str]] = {}
     for r in found["capabilities"]:
         caps.setdefault((r["template"], r["node"]), set()).add(r["capability"])
     groups = []
     for r in [*found["nodes"], *found["alternatives"]]:
         key = (r["template"], r["node"], r.get("alternative"))
-        groups.append(OutcomeGroup(
-            template=key[0], node=key[1], alternative=key[2], count=int(r["count"]),
-            failed=int(r["failed"] or 0), failed_by_phase=phases.get(key, {}),
-            latency=latency.get(key, {}), input_tokens=float(r["input_tokens"] or 0),
-            output_tokens=float(r["output_tokens"] or 0), cost=float(r["cost"] or 0),
-            quality_sum=float(r["quality_sum"] or 0), quality_count=int(r["quality_count"]),
-            capabilities=tuple(sorted(caps.get(key[:2], ()))) if key[2] is None else (),
-        ))
+        groups.append(
+            OutcomeGroup(
+                template=key[0],
+                node=key[1],
+                alternative=key[2],
+                count=int(r["count"]),
+                failed=int(r["failed"] or 0),
+                failed_by_phase=phases.get(key, {}),
+                latency=latency.get(key, {}),
+                input_tokens=float(r["input_tokens"] or 0),
+                output_tokens=float(r["output_tokens"] or 0),
+                cost=float(r["cost"] or 0),
+                quality_sum=float(r["quality_sum"] or 0),
+                quality_count=int(r["quality_count"]),
+                capabilities=tuple(sorted(caps.get(key[:2], ()))) if key[2] is None else (),
+            )
+        )
     return sorted(groups, key=_order)

@@ -70,12 +70,15 @@ class Outcome:
         return self.to_row()
 
 
-def _matches(o: Outcome, template: str | None, since: float | None, node: str | None,
-             routed: bool) -> bool:
-    return ((template is None or o.template == template)
-            and (since is None or o.finished_at >= since)
-            and (node is None or o.node == node)
-            and (not routed or o.alternative is not None))
+def _matches(
+    o: Outcome, template: str | None, since: float | None, node: str | None, routed: bool
+) -> bool:
+    return (
+        (template is None or o.template == template)
+        and (since is None or o.finished_at >= since)
+        and (node is None or o.node == node)
+        and (not routed or o.alternative is not None)
+    )
 
 
 class OutcomesMemory:
@@ -93,11 +96,19 @@ class OutcomesMemory:
             self.stage_outcome(row)
 
     async def outcomes(
-        self, *, template: str | None = None, since: float | None = None,
-        node: str | None = None, routed: bool = False, limit: int | None = None,
+        self,
+        *,
+        template: str | None = None,
+        since: float | None = None,
+        node: str | None = None,
+        routed: bool = False,
+        limit: int | None = None,
     ) -> list[Outcome]:
-        found = [o for o in getattr(self, "_outcomes", {}).values()
-                 if _matches(o, template, since, node, routed)]
+        found = [
+            o
+            for o in getattr(self, "_outcomes", {}).values()
+            if _matches(o, template, since, node, routed)
+        ]
         found.sort(key=lambda o: (o.finished_at, o.run_id, o.task_id, o.try_no))
         return found[-limit:] if limit else found
 
@@ -106,8 +117,11 @@ class OutcomesMemory:
     ) -> list[OutcomeGroup]:
         from stageline.ledger._outcome_stats import group_outcomes
 
-        return group_outcomes(o for o in getattr(self, "_outcomes", {}).values()
-                              if _matches(o, template, since, None, False))
+        return group_outcomes(
+            o
+            for o in getattr(self, "_outcomes", {}).values()
+            if _matches(o, template, since, None, False)
+        )
 
 
 class OutcomesSql:
@@ -136,8 +150,9 @@ class OutcomesSql:
             keys = ("run_id", "task_id", "attempt", "try_no")
             stmt = base.on_conflict_do_update(
                 index_elements=list(keys),
-                set_={c.name: base.excluded[c.name] for c in outcomes_table.c
-                      if c.name not in keys},
+                set_={
+                    c.name: base.excluded[c.name] for c in outcomes_table.c if c.name not in keys
+                },
             )
             self.__dict__["_outcome_upsert_stmt"] = stmt
         return stmt
@@ -153,8 +168,13 @@ class OutcomesSql:
                 await x.execute_batch(ops)
 
     async def outcomes(
-        self, *, template: str | None = None, since: float | None = None,
-        node: str | None = None, routed: bool = False, limit: int | None = None,
+        self,
+        *,
+        template: str | None = None,
+        since: float | None = None,
+        node: str | None = None,
+        routed: bool = False,
+        limit: int | None = None,
     ) -> list[Outcome]:
         """Outcome rows, oldest first; ``limit`` keeps the newest; ``routed`` only where a
         router chose."""

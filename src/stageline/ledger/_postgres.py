@@ -94,14 +94,23 @@ class PostgresOptions:
         host = str(info.get("host") or "localhost").split(",")[0]
         port = str(info.get("port") or "5432").split(",")[0]
         db = info.get("dbname") or info.get("user") or "postgres"
-        return cls(conninfo=conninfo, where=f"{host}:{port}/{db}", min_size=min_size,
-                   max_size=max_size, timeout=timeout, prepare=prepare in _TRUE)
+        return cls(
+            conninfo=conninfo,
+            where=f"{host}:{port}/{db}",
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            prepare=prepare in _TRUE,
+        )
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
         """What LangGraph's saver needs of every connection (autocommit, dict rows)."""
-        return {"autocommit": True, "row_factory": dict_row,
-                "prepare_threshold": 0 if self.prepare else None}
+        return {
+            "autocommit": True,
+            "row_factory": dict_row,
+            "prepare_threshold": 0 if self.prepare else None,
+        }
 
 
 async def open_postgres(
@@ -124,8 +133,13 @@ async def open_postgres(
             "is the server running, and is database_url (or STAGELINE_DATABASE_URL) right?"
         ) from exc
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        opts.conninfo, min_size=opts.min_size, max_size=opts.max_size, open=False,
-        kwargs=opts.connect_kwargs, name=f"stageline {opts.where}", timeout=opts.timeout,
+        opts.conninfo,
+        min_size=opts.min_size,
+        max_size=opts.max_size,
+        open=False,
+        kwargs=opts.connect_kwargs,
+        name=f"stageline {opts.where}",
+        timeout=opts.timeout,
     )
     try:
         async with probe:
@@ -156,11 +170,14 @@ async def open_postgres(
 def _setup_hint(exc: psycopg.Error) -> str:
     state = exc.sqlstate or ""
     if state == "42501":
-        return ("grant the user CREATE on the schema, or run `stageline db upgrade` once as its "
-                "owner")
+        return (
+            "grant the user CREATE on the schema, or run `stageline db upgrade` once as its owner"
+        )
     if state.startswith("42"):
-        return ("the database holds a half-made or foreign stageline schema: use an empty "
-                "database, or repair it and run `stageline db upgrade`")
+        return (
+            "the database holds a half-made or foreign stageline schema: use an empty "
+            "database, or repair it and run `stageline db upgrade`"
+        )
     return "fix it, then run `stageline db upgrade`"
 
 
@@ -203,14 +220,19 @@ async def _check_schema(
     for table, column in await cur.fetchall():
         found.setdefault(table, set()).add(column)
     problems = [f"table {t} is missing" for t in expected if t not in found]
-    problems += [f"{t} lacks {', '.join(sorted(cols - found[t]))}"
-                 for t, cols in expected.items() if t in found and cols - found[t]]
+    problems += [
+        f"{t} lacks {', '.join(sorted(cols - found[t]))}"
+        for t, cols in expected.items()
+        if t in found and cols - found[t]
+    ]
     cur = await conn.execute("SELECT max(version) FROM stageline_schema_version")
     row = await cur.fetchone()
     version = int(row[0] or 0) if row else 0
     if version > len(MIGRATIONS):
-        problems.append(f"its ledger schema is version {version}, newer than this stageline "
-                        f"knows ({len(MIGRATIONS)}); upgrade stageline")
+        problems.append(
+            f"its ledger schema is version {version}, newer than this stageline "
+            f"knows ({len(MIGRATIONS)}); upgrade stageline"
+        )
     if problems:
         raise StorageError(
             f"the Postgres database at {where} has a half-made or foreign stageline schema: "

@@ -26,7 +26,11 @@ class PgSaver(AsyncPostgresSaver):
     and a node's record is durable exactly when the checkpoint that marks it done is."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[Any], *, ledger: SqlLedger, serde: SerializerProtocol,
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        ledger: SqlLedger,
+        serde: SerializerProtocol,
         where: str,
     ) -> None:
         super().__init__(pool, serde=serde)

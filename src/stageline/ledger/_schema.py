@@ -152,15 +152,18 @@ _indexes_v2 = [
 
 
 def _v1(dialect: Dialect) -> list[str]:
-    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-           for t in (runs, node_records, events)]
+    ddl = [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+        for t in (runs, node_records, events)
+    ]
     ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes]
     return ddl
 
 
 def _v2(dialect: Dialect) -> list[str]:
-    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-           for t in (waits, effects)]
+    ddl = [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)) for t in (waits, effects)
+    ]
     ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v2]
     return ddl
 
@@ -237,11 +240,12 @@ _indexes_v4 = [Index("ix_stageline_events_ts", events.c.ts)]
 
 
 def _v4_sink_cursors(dialect: Dialect) -> list[str]:
-    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-           for t in (sinks, sink_cursors)]
+    ddl = [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+        for t in (sinks, sink_cursors)
+    ]
     ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v4]
     return ddl
-
 
 
 # -- migration: lineage (forks) --------------------------------------------------------------
@@ -264,10 +268,10 @@ _indexes_lineage = [
 
 def _v6_lineage(dialect: Dialect) -> list[str]:
     ddl = [str(CreateTable(lineage, if_not_exists=True).compile(dialect=dialect))]
-    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
-            for ix in _indexes_lineage]
+    ddl += [
+        str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_lineage
+    ]
     return ddl
-
 
 
 # -- migration: API tokens (`stageline token`, `stageline serve`) -----------------------------
@@ -290,7 +294,6 @@ def _v7_tokens(dialect: Dialect) -> list[str]:
     return [str(CreateTable(tokens, if_not_exists=True).compile(dialect=dialect))]
 
 
-
 # -- migration: the runs list, newest first (the dashboard's first page) ------------------------
 
 _indexes_runs_created = [
@@ -299,9 +302,10 @@ _indexes_runs_created = [
 
 
 def _v8_runs_created(dialect: Dialect) -> list[str]:
-    return [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
-            for ix in _indexes_runs_created]
-
+    return [
+        str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
+        for ix in _indexes_runs_created
+    ]
 
 
 # -- migration: the LangGraph-compatible API's threads and runs --------------------------------
@@ -335,10 +339,11 @@ _index_api_runs = Index("ix_stageline_api_runs_run", api_runs.c.run_id, api_runs
 
 
 def _v9_thread_meta(dialect: Dialect) -> list[str]:
-    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-           for t in (thread_meta, api_runs)]
+    ddl = [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+        for t in (thread_meta, api_runs)
+    ]
     return [*ddl, str(CreateIndex(_index_api_runs, if_not_exists=True).compile(dialect=dialect))]
-
 
 
 # -- migration: two-way chat (Slack threads and messages, one-time keys, the link secret) ------
@@ -378,16 +383,25 @@ _indexes_chat = [
 
 
 def _v10_chat(dialect: Dialect) -> list[str]:
-    ddl = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-           for t in (chat_messages, chat_once, chat_secrets)]
-    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
-            for ix in _indexes_chat]
+    ddl = [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+        for t in (chat_messages, chat_once, chat_secrets)
+    ]
+    ddl += [
+        str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_chat
+    ]
     return ddl
 
 
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
-    _v1, _v2, _v3, _v4_sink_cursors, _v6_lineage, _v7_tokens, _v8_runs_created,
-    _v9_thread_meta, _v10_chat,
+    _v1,
+    _v2,
+    _v3,
+    _v4_sink_cursors,
+    _v6_lineage,
+    _v7_tokens,
+    _v8_runs_created,
+    _v9_thread_meta,
+    _v10_chat,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
-

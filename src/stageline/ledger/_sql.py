@@ -85,8 +85,17 @@ class Executor(Protocol):
     async def rollback(self) -> None: ...
 
 
-class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, LineageSql, TokensSql,
-                RunSearchSql, ThreadsSql):
+class SqlLedger(
+    ChatSql,
+    HumanSql,
+    OutcomesSql,
+    OutcomeStatsSql,
+    OutboxSql,
+    LineageSql,
+    TokensSql,
+    RunSearchSql,
+    ThreadsSql,
+):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
     def __init__(
@@ -198,7 +207,11 @@ class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, Line
         return Run.from_row(rows[0])
 
     async def list_runs(
-        self, *, status: str | None = None, template: str | None = None, limit: int = 100,
+        self,
+        *,
+        status: str | None = None,
+        template: str | None = None,
+        limit: int = 100,
         updated_before: float | None = None,
     ) -> list[Run]:
         stmt = select(runs)
@@ -240,12 +253,16 @@ class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, Line
         evs = list(events)
         async with self._tx() as x:
             staged = await self._write_staged(x)
-            rows = await self._update_run(x, run_id, values, allowed, evs, release,
-                                          unless_cancelled=cancel_wins is not None)
+            rows = await self._update_run(
+                x, run_id, values, allowed, evs, release, unless_cancelled=cancel_wins is not None
+            )
             if not rows and cancel_wins is not None:
                 evs = list(cancel_wins)
-                values = {"status": str(RunStatus.CANCELLED), "updated_at": values["updated_at"],
-                          "finished_at": values["updated_at"]}
+                values = {
+                    "status": str(RunStatus.CANCELLED),
+                    "updated_at": values["updated_at"],
+                    "finished_at": values["updated_at"],
+                }
                 if release:
                     values.update(lease_holder=None, lease_expires_at=None)
                 rows = await self._update_run(x, run_id, values, allowed, evs, release)
@@ -262,21 +279,35 @@ class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, Line
         self._publish(staged + written)
         return Run.from_row(rows[0])
 
-    async def _update_run(self, x: Executor, run_id: str, values: dict[str, Any],
-                          allowed: list[str] | None, evs: list[Event], release: bool, *,
-                          unless_cancelled: bool = False) -> list[dict[str, Any]]:
+    async def _update_run(
+        self,
+        x: Executor,
+        run_id: str,
+        values: dict[str, Any],
+        allowed: list[str] | None,
+        evs: list[Event],
+        release: bool,
+        *,
+        unless_cancelled: bool = False,
+    ) -> list[dict[str, Any]]:
         if release and run_id in self._seq:  # the events written next, by this lease's counter
             values = {**values, "last_seq": self._seq[run_id] + len(evs)}
         params = {**values, "_run_id": run_id}
         params.update({f"_expect_{i}": s for i, s in enumerate(allowed or ())})
         if unless_cancelled:
             params["_no_cancel"] = False
-        sql = self._transition_sql(tuple(sorted(values)), len(allowed or ()),
-                                   allowed is not None, unless_cancelled)
+        sql = self._transition_sql(
+            tuple(sorted(values)), len(allowed or ()), allowed is not None, unless_cancelled
+        )
         return await x.fetch(sql, params)
 
-    def _transition_sql(self, fields: tuple[str, ...], n_expect: int, expecting: bool,
-                        unless_cancelled: bool = False) -> str:
+    def _transition_sql(
+        self,
+        fields: tuple[str, ...],
+        n_expect: int,
+        expecting: bool,
+        unless_cancelled: bool = False,
+    ) -> str:
         """The UPDATE ... RETURNING for these fields, compiled once (compiling is slow)."""
         key = ("transition", fields, n_expect, expecting, unless_cancelled)
         sql = self._compiled_text.get(key)
@@ -299,9 +330,15 @@ class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, Line
     async def request_cancel(self, run_id: str) -> Run:
         """Flag a run that has not ended for cancelling; ``InvalidTransition`` if it has."""
         async with self._tx() as x:
-            done = await x.execute(self._sql(_REQUEST_CANCEL), {
-                "run_id": run_id, "now": time.time(), "flag": True,
-                **{f"t{i}": str(s) for i, s in enumerate(_TERMINAL)}})
+            done = await x.execute(
+                self._sql(_REQUEST_CANCEL),
+                {
+                    "run_id": run_id,
+                    "now": time.time(),
+                    "flag": True,
+                    **{f"t{i}": str(s) for i, s in enumerate(_TERMINAL)},
+                },
+            )
             rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
         if not rows:
             raise RunNotFound(run_id)
@@ -356,8 +393,12 @@ class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, Line
                 # Same host, process gone: its lease cannot be renewed, so take it now.
                 count = await x.execute(
                     self._sql(_STEAL_LEASE),
-                    {"run_id": run_id, "holder": holder, "expires": now + ttl,
-                     "old": current.lease_holder},
+                    {
+                        "run_id": run_id,
+                        "holder": holder,
+                        "expires": now + ttl,
+                        "old": current.lease_holder,
+                    },
                 )
                 rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
                 current = Run.from_row(rows[0])
@@ -366,7 +407,8 @@ class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, Line
                 self._seq[run_id] = int(found[0]["s"] or 0)
         if count == 0:
             raise LeaseHeld(
-                run_id, current.lease_holder or "?",
+                run_id,
+                current.lease_holder or "?",
                 time.strftime("%H:%M:%S", time.localtime(current.lease_expires_at or now)),
             )
         return current
@@ -534,8 +576,10 @@ class SqlLedger(ChatSql, HumanSql, OutcomesSql, OutcomeStatsSql, OutboxSql, Line
             base = self._upsert(node_records)
             stmt = base.on_conflict_do_update(
                 index_elements=["run_id", "task_id", "attempt", "try_no"],
-                set_={c: base.excluded[c] for c in
-                      ("status", "finished_at", "metrics", "error", "failure_phase")},
+                set_={
+                    c: base.excluded[c]
+                    for c in ("status", "finished_at", "metrics", "error", "failure_phase")
+                },
             )
             self.__dict__["_node_upsert_stmt"] = stmt
         return stmt
@@ -594,8 +638,17 @@ _INSERT_VERSION = insert(schema_version)
 _INSERT_EVENTS = insert(events)
 _DELETE_RUN = tuple(
     delete(t).where(t.c.run_id == bindparam("run_id"))
-    for t in (events, node_records, waits, effects, sink_cursors, lineage, thread_meta, api_runs,
-              runs)
+    for t in (
+        events,
+        node_records,
+        waits,
+        effects,
+        sink_cursors,
+        lineage,
+        thread_meta,
+        api_runs,
+        runs,
+    )
 )
 _SELECT_VERSION = select(func.max(schema_version.c.version).label("v"))
 _SELECT_RUN = select(runs).where(runs.c.run_id == bindparam("run_id"))
@@ -653,8 +706,12 @@ _RELEASE_LEASE = (
 _TERMINAL = [s for s in RunStatus if s.terminal]
 _REQUEST_CANCEL = (
     update(runs)
-    .where(and_(runs.c.run_id == bindparam("run_id"),
-                runs.c.status.not_in([bindparam(f"t{i}") for i in range(len(_TERMINAL))])))
+    .where(
+        and_(
+            runs.c.run_id == bindparam("run_id"),
+            runs.c.status.not_in([bindparam(f"t{i}") for i in range(len(_TERMINAL))]),
+        )
+    )
     .values(cancel_requested=bindparam("flag"), updated_at=bindparam("now"))
 )
 _CANCEL_FLAG = select(runs.c.cancel_requested).where(runs.c.run_id == bindparam("run_id"))

@@ -44,8 +44,9 @@ class HumanSql:
         def _tx(self) -> AbstractAsyncContextManager[Executor]: ...
         def _read(self) -> AbstractAsyncContextManager[Executor]: ...
         def _sql(self, stmt: ClauseElement) -> str: ...
-        async def _write_events(self, x: Executor, run_id: str, evs: list[Event]) -> list[Event]:
-            ...
+        async def _write_events(
+            self, x: Executor, run_id: str, evs: list[Event]
+        ) -> list[Event]: ...
         def _publish(self, written: list[Event]) -> None: ...
 
     def _insert_ignoring(self, table: Any, keys: list[str]) -> Any:
@@ -74,21 +75,32 @@ class HumanSql:
             for wait in asked:
                 key = {"run_id": run_id, "wait_id": wait.wait_id}
                 latest = next(iter(await self._rows(x, _ROUNDS, key)), None)
-                if (latest is not None and latest.status is WaitStatus.PENDING
-                        and (latest.attempt, latest.interrupt_id) == (wait.attempt,
-                                                                       wait.interrupt_id)):
+                if (
+                    latest is not None
+                    and latest.status is WaitStatus.PENDING
+                    and (latest.attempt, latest.interrupt_id) == (wait.attempt, wait.interrupt_id)
+                ):
                     opened.append(latest)
                     continue
                 if latest is not None and latest.status.open:
-                    status, why = ((WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
-                                   if latest.status is WaitStatus.PENDING else
-                                   (WaitStatus.ROLLED_BACK,
-                                    "the run asked again: the resume carrying it never reached "
-                                    "the node (its process stopped)"))
-                    await x.execute(self._sql(_SETTLE), _settle_params(latest, status, why,
-                                                                       [latest.status]))
-                fresh = replace(wait, run_id=run_id, round=latest.round + 1 if latest else 1,
-                                status=WaitStatus.PENDING)
+                    status, why = (
+                        (WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
+                        if latest.status is WaitStatus.PENDING
+                        else (
+                            WaitStatus.ROLLED_BACK,
+                            "the run asked again: the resume carrying it never reached "
+                            "the node (its process stopped)",
+                        )
+                    )
+                    await x.execute(
+                        self._sql(_SETTLE), _settle_params(latest, status, why, [latest.status])
+                    )
+                fresh = replace(
+                    wait,
+                    run_id=run_id,
+                    round=latest.round + 1 if latest else 1,
+                    status=WaitStatus.PENDING,
+                )
                 await x.execute(self._sql(insert), fresh.to_row())
                 opened.append(Wait.from_row(fresh.to_row()))
             written = await self._write_events(x, run_id, list(events))
@@ -108,8 +120,15 @@ class HumanSql:
     ) -> Wait:
         """Record the decision or answer for a pending round; the first one wins, any later one
         raises ``AlreadyDecided``."""
-        params = {"run_id": run_id, "wait_id": wait_id, "round": round, "response": _json(
-            dict(response)), "actor": actor, "note": note, "now": time.time()}
+        params = {
+            "run_id": run_id,
+            "wait_id": wait_id,
+            "round": round,
+            "response": _json(dict(response)),
+            "actor": actor,
+            "note": note,
+            "now": time.time(),
+        }
         async with self._tx() as x:
             won = await x.execute(self._sql(_DECIDE), params)
             found = await self._rows(x, _ONE_WAIT, params)
@@ -144,9 +163,17 @@ class HumanSql:
                 return None
             settled = (await self._rows(x, _ONE_WAIT, key))[0]
             if reopen:
-                again = replace(settled, round=round + 1, status=WaitStatus.PENDING,
-                                response=None, actor=None, note=None, decided_at=None,
-                                settled_at=None, reason=None)
+                again = replace(
+                    settled,
+                    round=round + 1,
+                    status=WaitStatus.PENDING,
+                    response=None,
+                    actor=None,
+                    note=None,
+                    decided_at=None,
+                    settled_at=None,
+                    reason=None,
+                )
                 insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
                 await x.execute(self._sql(insert), again.to_row())
             written = await self._write_events(x, run_id, list(events))
@@ -157,8 +184,13 @@ class HumanSql:
         self, run_id: str, wait_id: str, round: int, *, step: int, events: Iterable[Event] = ()
     ) -> bool:
         """Count deadline step ``step`` as applied, if nobody else did; True for the winner."""
-        params = {"run_id": run_id, "wait_id": wait_id, "round": round, "step": step,
-                  "prev": step - 1}
+        params = {
+            "run_id": run_id,
+            "wait_id": wait_id,
+            "round": round,
+            "step": step,
+            "prev": step - 1,
+        }
         async with self._tx() as x:
             if not await x.execute(self._sql(_ADVANCE_POLICY), params):
                 return False
@@ -169,9 +201,15 @@ class HumanSql:
     async def close_waits(self, run_id: str, reason: str) -> int:
         """Close every pending round of a run (it stopped waiting); how many were closed."""
         async with self._tx() as x:
-            return await x.execute(self._sql(_CLOSE_PENDING), {
-                "run_id": run_id, "closed": str(WaitStatus.CLOSED), "reason": reason,
-                "now": time.time()})
+            return await x.execute(
+                self._sql(_CLOSE_PENDING),
+                {
+                    "run_id": run_id,
+                    "closed": str(WaitStatus.CLOSED),
+                    "reason": reason,
+                    "now": time.time(),
+                },
+            )
 
     async def waits(self, run_id: str) -> list[Wait]:
         """Every round of every wait of a run, oldest first."""
@@ -188,7 +226,7 @@ class HumanSql:
         """Pending rounds of runs that wait for a person (waiting or parked; of one run), oldest
         first, each with its run's
         template: one query, however many runs wait."""
-        stmt, params = ((_WAITING_RUN, {"run_id": run_id}) if run_id else (_WAITING, {}))
+        stmt, params = (_WAITING_RUN, {"run_id": run_id}) if run_id else (_WAITING, {})
         async with self._read() as x:
             rows = await x.fetch(self._sql(stmt), params)
         found = []
@@ -207,21 +245,32 @@ class HumanSql:
 
     async def finish_effect(self, run_id: str, node: str, key: str, result: Any) -> None:
         async with self._tx() as x:
-            await x.execute(self._sql(_FINISH_EFFECT), {
-                "run_id": run_id, "node": node, "key": key, "result": _json(result),
-                "now": time.time()})
+            await x.execute(
+                self._sql(_FINISH_EFFECT),
+                {
+                    "run_id": run_id,
+                    "node": node,
+                    "key": key,
+                    "result": _json(result),
+                    "now": time.time(),
+                },
+            )
 
     async def get_effect(self, run_id: str, node: str, key: str) -> Effect | None:
         async with self._read() as x:
-            rows = await x.fetch(self._sql(_ONE_EFFECT), {"run_id": run_id, "node": node,
-                                                          "key": key})
+            rows = await x.fetch(
+                self._sql(_ONE_EFFECT), {"run_id": run_id, "node": node, "key": key}
+            )
         return Effect.from_row(rows[0]) if rows else None
 
     async def forget_effect(self, run_id: str, node: str, key: str) -> bool:
         """Drop an effect's record, so it runs again; True if there was one."""
         async with self._tx() as x:
-            return bool(await x.execute(self._sql(_DELETE_EFFECT), {
-                "run_id": run_id, "node": node, "key": key}))
+            return bool(
+                await x.execute(
+                    self._sql(_DELETE_EFFECT), {"run_id": run_id, "node": node, "key": key}
+                )
+            )
 
     async def effects(self, run_id: str) -> list[Effect]:
         async with self._read() as x:
@@ -229,15 +278,22 @@ class HumanSql:
         return [Effect.from_row(r) for r in rows]
 
 
-def _settle_params(wait: Wait, status: WaitStatus, reason: str | None,
-                   expect: Iterable[WaitStatus]) -> dict[str, Any]:
+def _settle_params(
+    wait: Wait, status: WaitStatus, reason: str | None, expect: Iterable[WaitStatus]
+) -> dict[str, Any]:
     allowed = [str(s) for s in expect]
     if not 1 <= len(allowed) <= 3:
         raise ValueError("expect names one to three statuses")
     allowed += allowed[-1:] * (3 - len(allowed))
-    return {"run_id": wait.run_id, "wait_id": wait.wait_id, "round": wait.round,
-            "status": str(status), "reason": reason, "now": time.time(),
-            **{f"e{i}": value for i, value in enumerate(allowed)}}
+    return {
+        "run_id": wait.run_id,
+        "wait_id": wait.wait_id,
+        "round": wait.round,
+        "status": str(status),
+        "reason": reason,
+        "now": time.time(),
+        **{f"e{i}": value for i, value in enumerate(allowed)},
+    }
 
 
 def _lit(value: str) -> Any:
@@ -250,12 +306,14 @@ _ROUND = and_(_KEY, waits.c.round == bindparam("round"))
 _ONE_WAIT = select(waits).where(_ROUND)
 _ROUNDS = select(waits).where(_KEY).order_by(waits.c.round.desc())
 _RUN_WAITS = (
-    select(waits).where(waits.c.run_id == bindparam("run_id"))
+    select(waits)
+    .where(waits.c.run_id == bindparam("run_id"))
     .order_by(waits.c.requested_at, waits.c.wait_id, waits.c.round)
 )
 _PENDING = waits.c.status == _lit(WaitStatus.PENDING)
 _RUN_PENDING = (
-    select(waits).where(and_(waits.c.run_id == bindparam("run_id"), _PENDING))
+    select(waits)
+    .where(and_(waits.c.run_id == bindparam("run_id"), _PENDING))
     .order_by(waits.c.requested_at, waits.c.wait_id)
 )
 _ALL_PENDING = select(waits).where(_PENDING).order_by(waits.c.requested_at, waits.c.wait_id)
@@ -267,14 +325,21 @@ _WAITING = (
 )
 _WAITING_RUN = _WAITING.where(waits.c.run_id == bindparam("run_id"))
 _DECIDE = (
-    update(waits).where(and_(_ROUND, _PENDING))
-    .values(status=_lit(WaitStatus.DECIDED), response=bindparam("response"),
-            actor=bindparam("actor"), note=bindparam("note"), decided_at=bindparam("now"))
+    update(waits)
+    .where(and_(_ROUND, _PENDING))
+    .values(
+        status=_lit(WaitStatus.DECIDED),
+        response=bindparam("response"),
+        actor=bindparam("actor"),
+        note=bindparam("note"),
+        decided_at=bindparam("now"),
+    )
 )
 # Three placeholders keep the statement fixed (compiled once): the caller repeats a status.
 _EXPECT = waits.c.status.in_([bindparam("e0"), bindparam("e1"), bindparam("e2")])
 _SETTLE = (
-    update(waits).where(and_(_ROUND, _EXPECT))
+    update(waits)
+    .where(and_(_ROUND, _EXPECT))
     .values(status=bindparam("status"), reason=bindparam("reason"), settled_at=bindparam("now"))
 )
 _ADVANCE_POLICY = (
@@ -283,19 +348,26 @@ _ADVANCE_POLICY = (
     .values(policy_step=bindparam("step"))
 )
 _CLOSE_PENDING = (
-    update(waits).where(and_(waits.c.run_id == bindparam("run_id"), _PENDING))
+    update(waits)
+    .where(and_(waits.c.run_id == bindparam("run_id"), _PENDING))
     .values(status=bindparam("closed"), reason=bindparam("reason"), settled_at=bindparam("now"))
 )
-_EFFECT_KEY = and_(effects.c.run_id == bindparam("run_id"), effects.c.node == bindparam("node"),
-                   effects.c.key == bindparam("key"))
+_EFFECT_KEY = and_(
+    effects.c.run_id == bindparam("run_id"),
+    effects.c.node == bindparam("node"),
+    effects.c.key == bindparam("key"),
+)
 _ONE_EFFECT = select(effects).where(_EFFECT_KEY)
 _RUN_EFFECTS = (
-    select(effects).where(effects.c.run_id == bindparam("run_id"))
+    select(effects)
+    .where(effects.c.run_id == bindparam("run_id"))
     .order_by(effects.c.started_at, effects.c.node, effects.c.key)
 )
 _FINISH_EFFECT = (
-    update(effects).where(_EFFECT_KEY)
-    .values(status=_lit(EffectStatus.DONE), result=bindparam("result"),
-            finished_at=bindparam("now"))
+    update(effects)
+    .where(_EFFECT_KEY)
+    .values(
+        status=_lit(EffectStatus.DONE), result=bindparam("result"), finished_at=bindparam("now")
+    )
 )
 _DELETE_EFFECT = delete(effects).where(_EFFECT_KEY)

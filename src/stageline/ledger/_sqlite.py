@@ -150,7 +150,8 @@ class _CheckpointConnection:
             return
         try:
             flagged = await self._real._execute(  # type: ignore[no-untyped-call]
-                _run_batch_and_commit, self._real._conn, ops, check)
+                _run_batch_and_commit, self._real._conn, ops, check
+            )
         except sqlite3.OperationalError as exc:
             undo()
             raise storage_error(self._ledger_path, exc) from exc
@@ -225,6 +226,5 @@ async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, A
         await conn.close()
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             raise storage_error(sqlite_path(url), exc) from exc
-        raise StorageError(
-            f"cannot set up the SQLite database {sqlite_path(url)}: {exc}") from exc
+        raise StorageError(f"cannot set up the SQLite database {sqlite_path(url)}: {exc}") from exc
     return ledger, saver

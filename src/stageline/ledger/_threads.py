@@ -131,12 +131,14 @@ class ThreadsMemory:
         found = [r for r in self._api_runs_d().values() if r.run_id == run_id]
         return sorted(found, key=lambda r: (r.created_at, r.api_run_id), reverse=True)
 
-    async def set_api_run_status(self, api_run_id: str, status: ApiRunStatus | str,
-                                 error: str | None = None) -> None:
+    async def set_api_run_status(
+        self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
+    ) -> None:
         found = self._api_runs_d().get(api_run_id)
         if found is not None:
             self._api_runs_d()[api_run_id] = replace(
-                found, status=ApiRunStatus(status), error=error, updated_at=time.time())
+                found, status=ApiRunStatus(status), error=error, updated_at=time.time()
+            )
 
     def _forget_threads(self, run_id: str) -> None:
         self._threads_d().pop(run_id, None)
@@ -148,6 +150,7 @@ class ThreadsSql:
     """Thread metadata and API runs of the SQL ledger (mixed into ``SqlLedger``)."""
 
     if TYPE_CHECKING:
+
         def _tx(self) -> AbstractAsyncContextManager[Executor]: ...
         def _read(self) -> AbstractAsyncContextManager[Executor]: ...
         def _sql(self, stmt: Any) -> str: ...
@@ -179,8 +182,10 @@ class ThreadsSql:
             meta = replace(found, metadata=dict(metadata), updated_at=time.time())
             if rows:
                 row = meta.to_row()
-                await x.execute(self._sql(_UPDATE_THREAD), {
-                    "run_id": run_id, "meta": row["metadata"], "now": meta.updated_at})
+                await x.execute(
+                    self._sql(_UPDATE_THREAD),
+                    {"run_id": run_id, "meta": row["metadata"], "now": meta.updated_at},
+                )
             else:
                 await x.execute(self._sql(_INSERT_THREAD), meta.to_row())
         return meta
@@ -201,24 +206,39 @@ class ThreadsSql:
             rows = await x.fetch(self._sql(_SELECT_API_RUNS), {"run_id": run_id})
         return [ApiRun.from_row(r) for r in rows]
 
-    async def set_api_run_status(self, api_run_id: str, status: ApiRunStatus | str,
-                                 error: str | None = None) -> None:
+    async def set_api_run_status(
+        self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
+    ) -> None:
         async with self._tx() as x:
-            await x.execute(self._sql(_SET_API_RUN), {
-                "api_run_id": api_run_id, "status": str(ApiRunStatus(status)), "error": error,
-                "now": time.time()})
+            await x.execute(
+                self._sql(_SET_API_RUN),
+                {
+                    "api_run_id": api_run_id,
+                    "status": str(ApiRunStatus(status)),
+                    "error": error,
+                    "now": time.time(),
+                },
+            )
 
 
 _m, _a = thread_meta, api_runs
 _SELECT_THREAD = select(_m).where(_m.c.run_id == bindparam("run_id"))
 _SELECT_THREADS = select(_m).order_by(_m.c.created_at, _m.c.run_id)
 _INSERT_THREAD = insert(_m)
-_UPDATE_THREAD = (update(_m).where(_m.c.run_id == bindparam("run_id"))
-                  .values(metadata=bindparam("meta"), updated_at=bindparam("now")))
+_UPDATE_THREAD = (
+    update(_m)
+    .where(_m.c.run_id == bindparam("run_id"))
+    .values(metadata=bindparam("meta"), updated_at=bindparam("now"))
+)
 _INSERT_API_RUN = insert(_a)
 _SELECT_API_RUN = select(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
-_SELECT_API_RUNS = (select(_a).where(_a.c.run_id == bindparam("run_id"))
-                    .order_by(_a.c.created_at.desc(), _a.c.api_run_id.desc()))
-_SET_API_RUN = (update(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
-                .values(status=bindparam("status"), error=bindparam("error"),
-                        updated_at=bindparam("now")))
+_SELECT_API_RUNS = (
+    select(_a)
+    .where(_a.c.run_id == bindparam("run_id"))
+    .order_by(_a.c.created_at.desc(), _a.c.api_run_id.desc())
+)
+_SET_API_RUN = (
+    update(_a)
+    .where(_a.c.api_run_id == bindparam("api_run_id"))
+    .values(status=bindparam("status"), error=bindparam("error"), updated_at=bindparam("now"))
+)

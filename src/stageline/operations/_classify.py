@@ -10,15 +10,17 @@ from stageline.ledger import EventCategory
 
 __all__ = ["TOOL_KINDS", "classify", "event_level", "fallback_event", "ledger_fields"]
 
-TOOL_KINDS = frozenset({
-    HarnessEventKind.TOOL_USE,
-    HarnessEventKind.TOOL_RESULT,
-    HarnessEventKind.TOOL_SUMMARY,
-    HarnessEventKind.USAGE,
-    HarnessEventKind.PROVIDER_SESSION,
-    HarnessEventKind.WARNING,
-    HarnessEventKind.HELPER_AGENT,
-})
+TOOL_KINDS = frozenset(
+    {
+        HarnessEventKind.TOOL_USE,
+        HarnessEventKind.TOOL_RESULT,
+        HarnessEventKind.TOOL_SUMMARY,
+        HarnessEventKind.USAGE,
+        HarnessEventKind.PROVIDER_SESSION,
+        HarnessEventKind.WARNING,
+        HarnessEventKind.HELPER_AGENT,
+    }
+)
 
 MESSAGE_LIMIT = 2000
 """Characters of an event's text kept in its ledger message; the transcript keeps it all."""

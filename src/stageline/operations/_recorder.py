@@ -39,7 +39,11 @@ class LedgerEventSink:
     ) -> None:
         """An operation's own event (started, transcript, failed, finished)."""
         self._ctx.run.journal.node_event(
-            node=self._ctx.node, kind=kind, level=level, message=message, data=dict(data or {}),
+            node=self._ctx.node,
+            kind=kind,
+            level=level,
+            message=message,
+            data=dict(data or {}),
             category=str(category),
         )
 

@@ -108,8 +108,11 @@ Watch = Callable[[Mapping[str, float]], Awaitable["Mapping[str, Any] | None"]]
 
 def _add_usage(into: dict[str, float], data: Mapping[str, Any]) -> None:
     """Usage events add up; a ``total`` one (the agent's own final count) replaces the sum."""
-    got = {k: float(v) for k, v in data.items()
-           if isinstance(v, int | float) and not isinstance(v, bool)}
+    got = {
+        k: float(v)
+        for k, v in data.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
     if data.get("total"):
         into.update(got)
         return
@@ -151,7 +154,10 @@ class OperationRunner:
         summary = one_line_summary(exc)
         try:
             self.ledger.note(
-                "operation.failed", category=EventCategory.ERROR, level="error", message=summary,
+                "operation.failed",
+                category=EventCategory.ERROR,
+                level="error",
+                message=summary,
                 data={"failure_phase": str(phase), "error_type": type(exc).__name__},
             )
         except Exception:  # the terminal failure below must happen whatever the ledger does
@@ -165,11 +171,20 @@ class OperationRunner:
     ) -> OperationContext:
         """Resolve the repository holding ``repo`` and record that the operation started."""
         found = _git_root(Path(repo))
-        op = OperationContext(run_id=self.ctx.run_id, node=self.ctx.node, repo=found,
-                              run_dir=self.ctx.run_dir, harness=harness, model=model)
+        op = OperationContext(
+            run_id=self.ctx.run_id,
+            node=self.ctx.node,
+            repo=found,
+            run_dir=self.ctx.run_dir,
+            harness=harness,
+            model=model,
+        )
         with self.failure_phase(FailurePhase.INTERNAL_ERROR):
-            self.ledger.note("operation.started", category=EventCategory.LIFECYCLE,
-                             data={"repo": str(found), "harness": harness, "model": model})
+            self.ledger.note(
+                "operation.started",
+                category=EventCategory.LIFECYCLE,
+                data={"repo": str(found), "harness": harness, "model": model},
+            )
         return op
 
     async def execute(
@@ -193,32 +208,55 @@ class OperationRunner:
         as a failure, for agents that cannot be told their own limit.
         """
         request = HarnessRequest(
-            kind=harness.kind, model=op.model, repo_root=op.repo, prompt=prompt, title=title,
-            timeout=timeout, env_allowlist=tuple(env_allowlist), options=dict(options or {}),
+            kind=harness.kind,
+            model=op.model,
+            repo_root=op.repo,
+            prompt=prompt,
+            title=title,
+            timeout=timeout,
+            env_allowlist=tuple(env_allowlist),
+            options=dict(options or {}),
         )
         with self.failure_phase(FailurePhase.HARNESS_READINESS):
             await harness.ensure_ready(request)
         with self.failure_phase(FailurePhase.INTERNAL_ERROR):
-            transcript = Transcript(transcript_path(op.run_dir, op.node), {
-                "run_id": op.run_id, "node": op.node, "attempt": self.ctx.attempt,
-                "try": self.ctx.try_no, "harness": harness.kind, "model": op.model,
-                "repo": str(op.repo), "title": title, "resume": request.options.get("resume"),
-            })
+            transcript = Transcript(
+                transcript_path(op.run_dir, op.node),
+                {
+                    "run_id": op.run_id,
+                    "node": op.node,
+                    "attempt": self.ctx.attempt,
+                    "try": self.ctx.try_no,
+                    "harness": harness.kind,
+                    "model": op.model,
+                    "repo": str(op.repo),
+                    "title": title,
+                    "resume": request.options.get("resume"),
+                },
+            )
         before = dict(self.ctx.metrics)
         sessions = SessionFile(op.run_dir, op.node)
         try:
-            got = await self._collect(harness, request, transcript, before, watch, max_turns,
-                                      sessions, op.harness)
+            got = await self._collect(
+                harness, request, transcript, before, watch, max_turns, sessions, op.harness
+            )
             self._spent(got, before)
             self._record_outcome(got, transcript)
         finally:
             transcript.close()
         if got.stopped is not None and got.stopped.get("scope") != "operation":
             with self.failure_phase(FailurePhase.INTERNAL_ERROR):
-                self.ledger.note("operation.stopped", category=EventCategory.LIFECYCLE,
-                                 level="warning", message=_limit_text(got.stopped),
-                                 data={"limit": dict(got.stopped), "usage": got.usage,
-                                       "session_id": got.session_id})
+                self.ledger.note(
+                    "operation.stopped",
+                    category=EventCategory.LIFECYCLE,
+                    level="warning",
+                    message=_limit_text(got.stopped),
+                    data={
+                        "limit": dict(got.stopped),
+                        "usage": got.usage,
+                        "session_id": got.session_id,
+                    },
+                )
             return Stopped(over=got.stopped, usage=got.usage, session_id=got.session_id)
         with self.failure_phase(FailurePhase.PROVIDER_EXECUTION):
             if got.stopped is not None:
@@ -251,17 +289,24 @@ class OperationRunner:
             if inspect.isawaitable(out):
                 out = await out
         with self.failure_phase(FailurePhase.INTERNAL_ERROR):
-            self.ledger.note("operation.step", category=EventCategory.LOG, message=step.name,
-                             data={"step": step.name, "phase": str(step.phase)})
+            self.ledger.note(
+                "operation.step",
+                category=EventCategory.LOG,
+                message=step.name,
+                data={"step": step.name, "phase": str(step.phase)},
+            )
         return dict(out or {})
 
     def finish(self, op: OperationContext, result: HarnessResult) -> str:
         """Record the operation's end and its cost; returns the summary the run keeps."""
         summary = result.summary or f"{op.node} finished"
         with self.failure_phase(FailurePhase.INTERNAL_ERROR):
-            self.ledger.note("operation.finished", category=EventCategory.LIFECYCLE,
-                             message=summary, data={"usage": dict(result.usage),
-                                                    "session_id": result.session_id})
+            self.ledger.note(
+                "operation.finished",
+                category=EventCategory.LIFECYCLE,
+                message=summary,
+                data={"usage": dict(result.usage), "session_id": result.session_id},
+            )
         return summary
 
     # -- recording ----------------------------------------------------------------------------
@@ -287,8 +332,9 @@ class OperationRunner:
                     self._live_event(item)
                     if self._record(item, transcript):
                         got.events += 1
-                    got.stopped = await self._follow(item, got, before, watch, max_turns,
-                                                     sessions, harness_name)
+                    got.stopped = await self._follow(
+                        item, got, before, watch, max_turns, sessions, harness_name
+                    )
                     if got.stopped is not None:
                         break
         except GraphBubbleUp:
@@ -300,8 +346,14 @@ class OperationRunner:
         return got
 
     async def _follow(
-        self, item: HarnessEvent, got: _Collected, before: Mapping[str, float],
-        watch: Watch | None, max_turns: int | None, sessions: SessionFile, harness_name: str,
+        self,
+        item: HarnessEvent,
+        got: _Collected,
+        before: Mapping[str, float],
+        watch: Watch | None,
+        max_turns: int | None,
+        sessions: SessionFile,
+        harness_name: str,
     ) -> dict[str, Any] | None:
         """Keep the session and the spend as they stream; the limit passed, if any."""
         kind = item.kind
@@ -311,8 +363,12 @@ class OperationRunner:
         elif kind == HarnessEventKind.STATUS and item.text == "turn started":
             got.turns += 1
             if max_turns and got.turns > max_turns:
-                return {"scope": "operation", "measure": "turns", "limit": max_turns,
-                        "used": got.turns}
+                return {
+                    "scope": "operation",
+                    "measure": "turns",
+                    "limit": max_turns,
+                    "used": got.turns,
+                }
         elif kind == HarnessEventKind.USAGE and watch is not None:
             _add_usage(got.usage, item.data)
             spent = {k: float(before.get(k, 0.0)) + got.usage.get(k, 0.0) for k in USAGE_KEYS}
@@ -351,9 +407,14 @@ class OperationRunner:
 
     def _reference(self, transcript: Transcript, got: _Collected) -> None:
         self.ledger.note(
-            "operation.transcript", category=EventCategory.OUTPUT, message=str(transcript.path),
-            data={"path": str(transcript.path), "events": got.events,
-                  "status": str(got.result.status) if got.result else "error"},
+            "operation.transcript",
+            category=EventCategory.OUTPUT,
+            message=str(transcript.path),
+            data={
+                "path": str(transcript.path),
+                "events": got.events,
+                "status": str(got.result.status) if got.result else "error",
+            },
         )
 
     def _live_event(self, event: HarnessEvent) -> None:
@@ -371,7 +432,8 @@ def _limit_text(over: Mapping[str, Any]) -> str:
     measure = str(over.get("measure", "?"))
     unit = {"cost": "in cost", "tokens": "tokens", "turns": "turns"}.get(measure, measure)
     whose = {"run": "the run", "operation": "the operation"}.get(
-        str(over.get("scope")), str(over.get("scope", "")).replace("node:", "node "))
+        str(over.get("scope")), str(over.get("scope", "")).replace("node:", "node ")
+    )
     used, limit = float(over.get("used", 0)), float(over.get("limit", 0))
     return f"{whose} used {used:g} of its {limit:g} {unit}"
 
@@ -384,8 +446,12 @@ def _git_root(path: Path) -> Path:
     if probe.is_file():
         probe = probe.parent
     try:
-        done = subprocess.run(["git", "-C", str(probe), "rev-parse", "--show-toplevel"],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(probe), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     except FileNotFoundError as exc:
         raise RuntimeError("git is not installed; operations run in a git repository") from exc
     if done.returncode != 0:

@@ -120,11 +120,14 @@ def operation_stage(
             if resume:
                 options["resume"] = resume
             result = await runner.execute(
-                op, harness, prompt=continue_prompt(text) if resume else text,
+                op,
+                harness,
+                prompt=continue_prompt(text) if resume else text,
                 title=title(state) if callable(title) else title,
                 timeout=float(_get(state, "timeout") or timeout),
                 env_allowlist=(*DEFAULT_ENV_ALLOWLIST, *(_get(state, "env_allowlist") or ())),
-                options={**options, **_caps(state)}, watch=_watch(ctx, state),
+                options={**options, **_caps(state)},
+                watch=_watch(ctx, state),
                 max_turns=None if kind == "command:claude" else _get(state, "max_turns"),
             )
             if not isinstance(result, Stopped):
@@ -138,8 +141,11 @@ def operation_stage(
         for step in post_steps:
             updates.update(await runner.post(step, state, op, result))
         summary = runner.finish(op, result)
-        return {**updates, "summary": summary,
-                "transcript_path": str(transcript_path(op.run_dir, op.node))}
+        return {
+            **updates,
+            "summary": summary,
+            "transcript_path": str(transcript_path(op.run_dir, op.node)),
+        }
 
     return Stage(fn=run, name=f"operation:{name}", capability=capability, cost_class=cost_class)
 
@@ -163,12 +169,18 @@ def _watch(ctx: StageContext, state: Any) -> Any:
     caps = {"tokens": _get(state, "max_tokens"), "cost": _get(state, "max_cost")}
 
     async def watch(spent: Mapping[str, float]) -> Mapping[str, Any] | None:
-        used = {"tokens": spent.get("input_tokens", 0.0) + spent.get("output_tokens", 0.0),
-                "cost": spent.get("cost", 0.0)}
+        used = {
+            "tokens": spent.get("input_tokens", 0.0) + spent.get("output_tokens", 0.0),
+            "cost": spent.get("cost", 0.0),
+        }
         for measure, cap in caps.items():
             if cap and used[measure] > float(cap):
-                return {"scope": "operation", "measure": measure, "limit": float(cap),
-                        "used": used[measure]}
+                return {
+                    "scope": "operation",
+                    "measure": measure,
+                    "limit": float(cap),
+                    "used": used[measure],
+                }
         return await live_overrun(ctx, spent)
 
     return watch

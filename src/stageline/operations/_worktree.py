@@ -22,8 +22,9 @@ IDENTITY = ["-c", "user.name=stageline", "-c", "user.email=stageline@localhost"]
 
 
 def git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
-    done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, input=stdin,
-                          check=False)
+    done = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, input=stdin, check=False
+    )
     if done.returncode != 0:
         text = done.stderr.decode("utf-8", "replace").strip()
         why = (text.splitlines() or ["failed"])[-1]
@@ -32,8 +33,12 @@ def git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
 
 
 def _identity(cwd: Path) -> list[str]:
-    configured = subprocess.run(["git", "-C", str(cwd), "config", "user.email"],
-                                capture_output=True, check=False).returncode == 0
+    configured = (
+        subprocess.run(
+            ["git", "-C", str(cwd), "config", "user.email"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
     return [] if configured else IDENTITY
 
 
@@ -58,8 +63,19 @@ def isolate(checkout: Path, run_dir: Path, run_id: str, *, carry: Sequence[str] 
         except RuntimeError as exc:
             raise RuntimeError(f"{checkout} has no commit to branch from; commit first") from exc
         worktree.parent.mkdir(parents=True, exist_ok=True)
-        known = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--verify", "--quiet",
-                                f"refs/heads/{branch}"], capture_output=True, check=False)
+        known = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(checkout),
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                f"refs/heads/{branch}",
+            ],
+            capture_output=True,
+            check=False,
+        )
         if known.returncode == 0:
             git(checkout, "worktree", "add", str(worktree), branch)
         else:
@@ -68,19 +84,27 @@ def isolate(checkout: Path, run_dir: Path, run_id: str, *, carry: Sequence[str] 
             _carry(checkout / rel, worktree / rel)
         if git(worktree, "status", "--porcelain"):
             git(worktree, "add", "-A")
-            git(worktree, *_identity(worktree), "commit", "-q", "-m",
-                "stageline: the checkout's copy of " + ", ".join(carry))
+            git(
+                worktree,
+                *_identity(worktree),
+                "commit",
+                "-q",
+                "-m",
+                "stageline: the checkout's copy of " + ", ".join(carry),
+            )
     worktree = worktree.resolve()
-    return Isolation(checkout=checkout, worktree=worktree, branch=branch,
-                     base=git(worktree, "rev-parse", "HEAD"))
+    return Isolation(
+        checkout=checkout, worktree=worktree, branch=branch, base=git(worktree, "rev-parse", "HEAD")
+    )
 
 
 def _carry(source: Path, target: Path) -> None:
     if target.exists():
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     if source.is_dir():
-        shutil.copytree(source, target, symlinks=True,
-                        ignore=shutil.ignore_patterns(".git", ".stageline"))
+        shutil.copytree(
+            source, target, symlinks=True, ignore=shutil.ignore_patterns(".git", ".stageline")
+        )
 
 
 def commit_all(worktree: Path, message: str) -> str:
@@ -101,13 +125,20 @@ def apply_to_checkout(iso: Isolation, commit: str, paths: Sequence[str] = ()) ->
     """Apply ``base..commit`` to the checkout's working tree (not its index, not committed);
     refuses as a whole if it does not apply cleanly. Returns the paths it changed."""
     limit = ["--", *paths] if paths else []
-    changed = [p for p in git(iso.worktree, "diff", "--name-only", f"{iso.base}..{commit}",
-                              *limit).splitlines() if p]
+    changed = [
+        p
+        for p in git(
+            iso.worktree, "diff", "--name-only", f"{iso.base}..{commit}", *limit
+        ).splitlines()
+        if p
+    ]
     if not changed:
         return []
-    patch = subprocess.run(["git", "-C", str(iso.worktree), "diff", "--binary",
-                            f"{iso.base}..{commit}", *limit], capture_output=True,
-                           check=True).stdout
+    patch = subprocess.run(
+        ["git", "-C", str(iso.worktree), "diff", "--binary", f"{iso.base}..{commit}", *limit],
+        capture_output=True,
+        check=True,
+    ).stdout
     with tempfile.NamedTemporaryFile(suffix=".patch") as f:
         f.write(patch)
         f.flush()
@@ -116,5 +147,6 @@ def apply_to_checkout(iso: Isolation, commit: str, paths: Sequence[str] = ()) ->
         except RuntimeError as exc:
             raise RuntimeError(
                 f"the changes on branch {iso.branch} do not apply to {iso.checkout} cleanly "
-                f"({exc}); merge the branch yourself: git merge {iso.branch}") from exc
+                f"({exc}); merge the branch yourself: git merge {iso.branch}"
+            ) from exc
     return changed

@@ -12,8 +12,9 @@ from stageline.stages import BUDGET_INPUT, Budget, overrun
 __all__ = ["BudgetBook", "run_budget", "with_budget"]
 
 
-def with_budget(inputs: Mapping[str, Any], budget: Budget | Mapping[str, Any] | None
-                ) -> dict[str, Any]:
+def with_budget(
+    inputs: Mapping[str, Any], budget: Budget | Mapping[str, Any] | None
+) -> dict[str, Any]:
     """The inputs to record, with a per-run budget beside them."""
     try:
         made = Budget.of(budget)
@@ -57,15 +58,30 @@ class BudgetBook:
         self._past = {(r.task_id, r.attempt, r.try_no): r for r in records}
         for w in await self._ledger.waits(self.run_id):
             over = w.payload.get("budget")
-            if (w.kind is WaitKind.GATE and isinstance(over, Mapping)
-                    and w.status is WaitStatus.APPLIED and w.decision == "approve"):
-                self._ledger_grants.append((str(w.payload.get("task_id")), w.token,
-                                            f"{over['scope']}:{over['measure']}",
-                                            float(over["ask"])))
+            if (
+                w.kind is WaitKind.GATE
+                and isinstance(over, Mapping)
+                and w.status is WaitStatus.APPLIED
+                and w.decision == "approve"
+            ):
+                self._ledger_grants.append(
+                    (
+                        str(w.payload.get("task_id")),
+                        w.token,
+                        f"{over['scope']}:{over['measure']}",
+                        float(over["ask"]),
+                    )
+                )
 
-    async def overrun(self, node: str, task_id: str, attempt: int,
-                      mine: Mapping[tuple[str, int], NodeRecord], *,
-                      pending: Mapping[str, float] | None = None) -> dict[str, Any] | None:
+    async def overrun(
+        self,
+        node: str,
+        task_id: str,
+        attempt: int,
+        mine: Mapping[tuple[str, int], NodeRecord],
+        *,
+        pending: Mapping[str, float] | None = None,
+    ) -> dict[str, Any] | None:
         """The first used-up limit; ``pending`` is what the running node spent so far."""
         if self._past is None:
             await self._load()
@@ -75,7 +91,8 @@ class BudgetBook:
         # The node about to run is not usage yet (a replay re-runs it from the start).
         records = {k: r for k, r in records.items() if not (k[0] == task_id and k[1] == attempt)}
         grants: dict[str, tuple[str, float]] = {
-            token: (key, amount) for task, token, key, amount in self._ledger_grants
+            token: (key, amount)
+            for task, token, key, amount in self._ledger_grants
             if task != task_id  # this node's own gates come back through its replay
         }
         grants.update(self.granted)

@@ -50,8 +50,10 @@ def _settings_for(target: str | Path | Settings | None) -> Settings:
         return load_settings(cwd=path)
     if path.suffix in (".db", ".sqlite", ".sqlite3"):
         return replace(load_settings(), database_url=f"sqlite:///{path.resolve()}")
-    raise UsageError(f"connect({text!r}): not a project folder, a .db file or a database URL "
-                     "(sqlite:///PATH, postgresql://..., memory://)")
+    raise UsageError(
+        f"connect({text!r}): not a project folder, a .db file or a database URL "
+        "(sqlite:///PATH, postgresql://..., memory://)"
+    )
 
 
 def connect(target: str | Path | Settings | None = None) -> Client:
@@ -66,14 +68,16 @@ class Client:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="stageline-client",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="stageline-client", daemon=True
+        )
         self._thread.start()
         self._tasks: dict[str, asyncio.Task[RunSummary]] = {}
         self._stack = contextlib.AsyncExitStack()
         try:
-            self._runner: Runner = self._call(self._stack.enter_async_context(
-                Runner.open(settings)))
+            self._runner: Runner = self._call(
+                self._stack.enter_async_context(Runner.open(settings))
+            )
         except BaseException:
             self._stop_loop()
             raise
@@ -126,8 +130,9 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     @property
@@ -137,19 +142,34 @@ class Client:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def start(self, template: str, inputs: Mapping[str, Any] | None = None, *, wait: bool = False,
-              run_id: str | None = None, services: Mapping[str, Any] | None = None,
-              deadlines: Mapping[str, Any] | None = None,
-              budget: Mapping[str, Any] | None = None) -> RunSummary:
+    def start(
+        self,
+        template: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        wait: bool = False,
+        run_id: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        deadlines: Mapping[str, Any] | None = None,
+        budget: Mapping[str, Any] | None = None,
+    ) -> RunSummary:
         """Start a run. ``wait=True`` returns once it ends or waits for a person; else at once,
         the run advancing in the background (``wait(run_id)`` for its outcome)."""
         given = dict(inputs or {})
         if wait:
-            return self._call(self._runner.start(template, given, run_id=run_id,
-                                                 services=services, deadlines=deadlines,
-                                                 budget=budget))
-        run = self._call(self._runner.create(template, given, run_id=run_id,
-                                             deadlines=deadlines, budget=budget))
+            return self._call(
+                self._runner.start(
+                    template,
+                    given,
+                    run_id=run_id,
+                    services=services,
+                    deadlines=deadlines,
+                    budget=budget,
+                )
+            )
+        run = self._call(
+            self._runner.create(template, given, run_id=run_id, deadlines=deadlines, budget=budget)
+        )
         self._in_background(run.run_id, self._runner.resume(run.run_id, services=services))
         return self.get(run.run_id)
 
@@ -170,8 +190,9 @@ class Client:
                 await asyncio.sleep(POLL)
 
         try:
-            return self._call(until_settled(), None if deadline is None
-                              else max(0.0, deadline - time.monotonic()))
+            return self._call(
+                until_settled(), None if deadline is None else max(0.0, deadline - time.monotonic())
+            )
         except TimeoutError:
             raise TimeoutError(f"run {run_id} is still running after {timeout}s") from None
 
@@ -179,11 +200,19 @@ class Client:
         """The run: its ledger row, records, state, decisions and questions, lineage."""
         return self._call(self._runner.status(run_id))
 
-    def runs(self, *, status: str | RunStatus | None = None, template: str | None = None,
-             limit: int = 100) -> list[Run]:
+    def runs(
+        self,
+        *,
+        status: str | RunStatus | None = None,
+        template: str | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
         """Runs, newest first."""
-        return self._call(self._runner.ledger.list_runs(
-            status=str(RunStatus(status)) if status else None, template=template, limit=limit))
+        return self._call(
+            self._runner.ledger.list_runs(
+                status=str(RunStatus(status)) if status else None, template=template, limit=limit
+            )
+        )
 
     def pending(self, run_id: str | None = None) -> list[Wait]:
         """Gates and question sets waiting for a person (of one run)."""
@@ -200,28 +229,59 @@ class Client:
 
     # -- people -----------------------------------------------------------------------------
 
-    def approve(self, run_id: str, *, note: str | None = None, actor: str | None = None,
-                gate: str | None = None, attempt: int | None = None) -> RunSummary:
+    def approve(
+        self,
+        run_id: str,
+        *,
+        note: str | None = None,
+        actor: str | None = None,
+        gate: str | None = None,
+        attempt: int | None = None,
+    ) -> RunSummary:
         """Approve the gate the run waits at; returns once the run ends or waits again."""
-        return self._call(self._runner.approve(run_id, note=note, actor=actor, gate=gate,
-                                               attempt=attempt))
+        return self._call(
+            self._runner.approve(run_id, note=note, actor=actor, gate=gate, attempt=attempt)
+        )
 
-    def reject(self, run_id: str, *, note: str | None = None, actor: str | None = None,
-               gate: str | None = None, attempt: int | None = None) -> RunSummary:
-        return self._call(self._runner.reject(run_id, note=note, actor=actor, gate=gate,
-                                              attempt=attempt))
+    def reject(
+        self,
+        run_id: str,
+        *,
+        note: str | None = None,
+        actor: str | None = None,
+        gate: str | None = None,
+        attempt: int | None = None,
+    ) -> RunSummary:
+        return self._call(
+            self._runner.reject(run_id, note=note, actor=actor, gate=gate, attempt=attempt)
+        )
 
-    def changes(self, run_id: str, *, note: str, actor: str | None = None,
-                gate: str | None = None, attempt: int | None = None) -> RunSummary:
+    def changes(
+        self,
+        run_id: str,
+        *,
+        note: str,
+        actor: str | None = None,
+        gate: str | None = None,
+        attempt: int | None = None,
+    ) -> RunSummary:
         """Send the run back to the gate's ``changes_to`` node with ``note`` as feedback."""
-        return self._call(self._runner.request_changes(run_id, note=note, actor=actor,
-                                                       gate=gate, attempt=attempt))
+        return self._call(
+            self._runner.request_changes(run_id, note=note, actor=actor, gate=gate, attempt=attempt)
+        )
 
-    def answer(self, run_id: str, answers: Mapping[str, Any], *, actor: str | None = None,
-               question_id: str | None = None) -> RunSummary:
+    def answer(
+        self,
+        run_id: str,
+        answers: Mapping[str, Any],
+        *,
+        actor: str | None = None,
+        question_id: str | None = None,
+    ) -> RunSummary:
         """Answer the question set the run waits on (as ``stageline answer`` does)."""
-        return self._call(self._runner.answer(run_id, answers, actor=actor,
-                                              question_id=question_id))
+        return self._call(
+            self._runner.answer(run_id, answers, actor=actor, question_id=question_id)
+        )
 
     # -- history ----------------------------------------------------------------------------
 
@@ -229,20 +289,44 @@ class Client:
         """Every checkpoint of the run, oldest first."""
         return self._call(self._runner.history(run_id))
 
-    def update_state(self, run_id: str, values: Mapping[str, Any], *,
-                     checkpoint_id: str | None = None, as_node: str | None = None,
-                     actor: str | None = None) -> RunSummary:
+    def update_state(
+        self,
+        run_id: str,
+        values: Mapping[str, Any],
+        *,
+        checkpoint_id: str | None = None,
+        as_node: str | None = None,
+        actor: str | None = None,
+    ) -> RunSummary:
         """Change a waiting or failed run's state (see ``Runner.update_state``)."""
-        return self._call(self._runner.update_state(run_id, values, checkpoint_id=checkpoint_id,
-                                                    as_node=as_node, actor=actor))
+        return self._call(
+            self._runner.update_state(
+                run_id, values, checkpoint_id=checkpoint_id, as_node=as_node, actor=actor
+            )
+        )
 
-    def fork(self, run_id: str, *, at_step: int | None = None, checkpoint_id: str | None = None,
-             changes: Mapping[str, Any] | None = None, fork_id: str | None = None,
-             wait: bool = True) -> RunSummary:
+    def fork(
+        self,
+        run_id: str,
+        *,
+        at_step: int | None = None,
+        checkpoint_id: str | None = None,
+        changes: Mapping[str, Any] | None = None,
+        fork_id: str | None = None,
+        wait: bool = True,
+    ) -> RunSummary:
         """A new run from one of ``run_id``'s checkpoints (see ``Runner.fork``); ``wait=False``
         returns at once, the fork advancing in the background."""
-        made = self._call(self._runner.fork(run_id, at_step=at_step, checkpoint_id=checkpoint_id,
-                                            changes=changes, fork_id=fork_id, advance=wait))
+        made = self._call(
+            self._runner.fork(
+                run_id,
+                at_step=at_step,
+                checkpoint_id=checkpoint_id,
+                changes=changes,
+                fork_id=fork_id,
+                advance=wait,
+            )
+        )
         if not wait:
             self._in_background(made.run.run_id, self._runner.resume(made.run.run_id))
         return made

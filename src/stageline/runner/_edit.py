@@ -43,11 +43,19 @@ class EditMixin:
         def _checked_template(self, run: Run, force: bool) -> Template: ...
         async def _snaps(self, made: Template, run_id: str) -> list[_Snap]: ...
         async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
-        async def _claim(self, run: Run, template: Template, kind: str, *,
-                         attempt: int | None = None) -> str: ...
-        async def _advance(self, run: Run, template: Template, payload: Any,
-                           services: Mapping[str, Any], *, holder: str,
-                           fresh: bool = False) -> RunSummary: ...
+        async def _claim(
+            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
+        ) -> str: ...
+        async def _advance(
+            self,
+            run: Run,
+            template: Template,
+            payload: Any,
+            services: Mapping[str, Any],
+            *,
+            holder: str,
+            fresh: bool = False,
+        ) -> RunSummary: ...
         async def status(self, run_id: str) -> RunSummary: ...
 
     async def update_state(
@@ -70,30 +78,45 @@ class EditMixin:
         run = await self.ledger.get_run(run_id)
         if run.status not in (RunStatus.WAITING, RunStatus.FAILED):
             hint = "; fork it instead" if run.status.terminal else ""
-            raise InvalidTransition(f"run {run_id} is {run.status}; only a waiting or failed "
-                                    f"run's state can be changed{hint}")
+            raise InvalidTransition(
+                f"run {run_id} is {run.status}; only a waiting or failed "
+                f"run's state can be changed{hint}"
+            )
         made = self._checked_template(run, force)
         values = self._check_inputs(made, dict(values))
         graph = self._graph(made)
         snaps = await self._snaps(made, run_id)
-        base = next((s for s in snaps if s.info.checkpoint_id == checkpoint_id), None) if (
-            checkpoint_id) else (snaps[-1] if snaps else None)
+        base = (
+            next((s for s in snaps if s.info.checkpoint_id == checkpoint_id), None)
+            if (checkpoint_id)
+            else (snaps[-1] if snaps else None)
+        )
         if base is None:
-            raise InputError(f"run {run_id} has no checkpoint {checkpoint_id!r}" if checkpoint_id
-                             else f"run {run_id} has no checkpoint yet; nothing to change")
+            raise InputError(
+                f"run {run_id} has no checkpoint {checkpoint_id!r}"
+                if checkpoint_id
+                else f"run {run_id} has no checkpoint yet; nothing to change"
+            )
         if as_node is not None and as_node not in graph.nodes:
-            raise InputError(f"as_node {as_node!r} is no node of template {made.name!r}; its "
-                             f"nodes are: {', '.join(sorted(n for n in graph.nodes))}")
+            raise InputError(
+                f"as_node {as_node!r} is no node of template {made.name!r}; its "
+                f"nodes are: {', '.join(sorted(n for n in graph.nodes))}"
+            )
         writers = [as_node] if as_node else [n for n in base.info.nodes if n in graph.nodes]
         if not writers:
-            raise InputError(f"say which node writes these values (as_node): checkpoint "
-                             f"{base.info.checkpoint_id} of run {run_id} has no node of its own")
+            raise InputError(
+                f"say which node writes these values (as_node): checkpoint "
+                f"{base.info.checkpoint_id} of run {run_id} has no node of its own"
+            )
         services = await self._services(services)
-        data = {"keys": sorted(values), "checkpoint_id": base.info.checkpoint_id,
-                "as_node": writers, "actor": actor}
+        data = {
+            "keys": sorted(values),
+            "checkpoint_id": base.info.checkpoint_id,
+            "as_node": writers,
+            "actor": actor,
+        }
         waiting = run.status is RunStatus.WAITING
-        holder = (await self._claim(run, made, "run.resumed") if waiting
-                  else await self._lease(run))
+        holder = await self._claim(run, made, "run.resumed") if waiting else await self._lease(run)
         try:
             conf = _config(run_id)
             conf["configurable"].update(checkpoint_ns="", checkpoint_id=base.info.checkpoint_id)
@@ -102,21 +125,31 @@ class EditMixin:
         except BaseException as exc:
             with contextlib.suppress(StagelineError):
                 if waiting:
-                    await self.ledger.transition(run_id, RunStatus.WAITING, release=True,
-                                                 expect=[RunStatus.RUNNING])
+                    await self.ledger.transition(
+                        run_id, RunStatus.WAITING, release=True, expect=[RunStatus.RUNNING]
+                    )
                 else:
                     await self.ledger.release_lease(run_id, holder)
             if isinstance(exc, InvalidUpdateError):
                 raise InputError(f"cannot change the state of run {run_id}: {exc}") from exc
             raise
         data["new_checkpoint_id"] = written["configurable"]["checkpoint_id"]
-        event = Event(run_id=run_id, kind="run.state_updated", data=data,
-                      message=f"state changed: {', '.join(sorted(values)) or 'nothing'}")
+        event = Event(
+            run_id=run_id,
+            kind="run.state_updated",
+            data=data,
+            message=f"state changed: {', '.join(sorted(values)) or 'nothing'}",
+        )
         if waiting:  # asks again on the new state; the event goes with its first step
             await self.ledger.close_waits(run_id, "the state was changed; it asks again")
             if not advance:
-                await self.ledger.transition(run_id, RunStatus.QUEUED, release=True,
-                                             expect=[RunStatus.RUNNING], events=[event])
+                await self.ledger.transition(
+                    run_id,
+                    RunStatus.QUEUED,
+                    release=True,
+                    expect=[RunStatus.RUNNING],
+                    events=[event],
+                )
                 return await self.status(run_id)
             self.ledger.stage_event(event)
             return await self._advance(run, made, None, services, holder=holder)

@@ -95,11 +95,19 @@ class HistoryMixin:
         ) -> dict[str, Any]: ...
         def _checked_template(self, run: Run, force: bool) -> Template: ...
         async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
-        async def _claim(self, run: Run, template: Template, kind: str, *,
-                         attempt: int | None = None) -> str: ...
-        async def _advance(self, run: Run, template: Template, payload: Any,
-                           services: Mapping[str, Any], *, holder: str,
-                           fresh: bool = False) -> RunSummary: ...
+        async def _claim(
+            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
+        ) -> str: ...
+        async def _advance(
+            self,
+            run: Run,
+            template: Template,
+            payload: Any,
+            services: Mapping[str, Any],
+            *,
+            holder: str,
+            fresh: bool = False,
+        ) -> RunSummary: ...
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -137,9 +145,16 @@ class HistoryMixin:
             before = infos[pid].values if pid in infos else {}
             changed = {k: v for k, v in values.items() if k not in before or before[k] != v}
             info = CheckpointInfo(
-                run_id=run_id, checkpoint_id=cid, parent_id=pid, step=int(meta.get("step", -1)),
-                nodes=nodes, next=list(snap.next), source=source,
-                created_at=_epoch(snap.created_at), values=values, changed=changed,
+                run_id=run_id,
+                checkpoint_id=cid,
+                parent_id=pid,
+                step=int(meta.get("step", -1)),
+                nodes=nodes,
+                next=list(snap.next),
+                source=source,
+                created_at=_epoch(snap.created_at),
+                values=values,
+                changed=changed,
                 interrupts=[{"id": i.id, "value": i.value} for i in snap.interrupts],
             )
             infos[cid] = info
@@ -149,8 +164,11 @@ class HistoryMixin:
     async def _edits(self, run_id: str) -> dict[str, list[str]]:
         """Checkpoint id -> the node(s) a state edit was written as (``update_state``)."""
         found = await self.ledger.events(run_id)
-        return {str(e.data["new_checkpoint_id"]): list(e.data.get("as_node") or [])
-                for e in found if e.kind == "run.state_updated" and "new_checkpoint_id" in e.data}
+        return {
+            str(e.data["new_checkpoint_id"]): list(e.data.get("as_node") or [])
+            for e in found
+            if e.kind == "run.state_updated" and "new_checkpoint_id" in e.data
+        }
 
     async def _fork_writers(self, run_id: str) -> list[str]:
         """The nodes that wrote the checkpoint run ``run_id`` was forked from."""
@@ -162,8 +180,9 @@ class HistoryMixin:
             snaps = await self._snaps(self.load(parent.template), parent.run_id)
         except StagelineError:  # the parent is gone (retention) or its template is
             return []
-        return next((s.info.nodes for s in snaps
-                     if s.info.checkpoint_id == found.parent_checkpoint_id), [])
+        return next(
+            (s.info.nodes for s in snaps if s.info.checkpoint_id == found.parent_checkpoint_id), []
+        )
 
     # -- forking ----------------------------------------------------------------------------
 
@@ -196,16 +215,36 @@ class HistoryMixin:
         step = base.info.step + 1
         holder = this_holder()
         run = await self.ledger.create_run(
-            Run(run_id=new_id, template=source.template, template_version=made.full_version,
-                status=RunStatus.RUNNING, inputs={**source.inputs, **changes},
-                lease_holder=holder, lease_expires_at=time.time() + self.settings.lease_ttl),
-            events=[Event(run_id=new_id, kind="run.forked",
-                          message=f"forked from run {run_id} at step {step}",
-                          data={"attempt": 1, "template": made.name, "from": run_id,
-                                "step": step, "checkpoint_id": base.info.checkpoint_id,
-                                "changes": sorted(changes)})],
-            lineage=Lineage(run_id=new_id, parent_run_id=run_id, parent_step=step,
-                            parent_checkpoint_id=base.info.checkpoint_id),
+            Run(
+                run_id=new_id,
+                template=source.template,
+                template_version=made.full_version,
+                status=RunStatus.RUNNING,
+                inputs={**source.inputs, **changes},
+                lease_holder=holder,
+                lease_expires_at=time.time() + self.settings.lease_ttl,
+            ),
+            events=[
+                Event(
+                    run_id=new_id,
+                    kind="run.forked",
+                    message=f"forked from run {run_id} at step {step}",
+                    data={
+                        "attempt": 1,
+                        "template": made.name,
+                        "from": run_id,
+                        "step": step,
+                        "checkpoint_id": base.info.checkpoint_id,
+                        "changes": sorted(changes),
+                    },
+                )
+            ],
+            lineage=Lineage(
+                run_id=new_id,
+                parent_run_id=run_id,
+                parent_step=step,
+                parent_checkpoint_id=base.info.checkpoint_id,
+            ),
         )
         try:
             payload = await self._seed(made, new_id, base, writers, changes, source)
@@ -219,14 +258,32 @@ class HistoryMixin:
             raise
         if not advance:
             queued = await self.ledger.transition(
-                new_id, RunStatus.QUEUED, release=True, expect=[RunStatus.RUNNING],
-                events=[Event(run_id=new_id, kind="run.queued",
-                              data={"template": made.name, "version": made.full_version})])
-            return RunSummary(run=queued, records=[], state=_public_state(base.raw),
-                              lineage=await self.ledger.lineage(new_id))
+                new_id,
+                RunStatus.QUEUED,
+                release=True,
+                expect=[RunStatus.RUNNING],
+                events=[
+                    Event(
+                        run_id=new_id,
+                        kind="run.queued",
+                        data={"template": made.name, "version": made.full_version},
+                    )
+                ],
+            )
+            return RunSummary(
+                run=queued,
+                records=[],
+                state=_public_state(base.raw),
+                lineage=await self.ledger.lineage(new_id),
+            )
         done = await self._advance(run, made, payload, given, holder=holder, fresh=True)
-        return RunSummary(run=done.run, records=done.records, state=done.state, waits=done.waits,
-                          lineage=await self.ledger.lineage(new_id))
+        return RunSummary(
+            run=done.run,
+            records=done.records,
+            state=done.state,
+            waits=done.waits,
+            lineage=await self.ledger.lineage(new_id),
+        )
 
     async def _fork_base(
         self, made: Template, source: Run, at_step: int | None, checkpoint_id: str | None
@@ -241,8 +298,10 @@ class HistoryMixin:
         if checkpoint_id is not None:
             found = by_id.get(checkpoint_id)
             if found is None:
-                raise InputError(f"run {source.run_id} has no checkpoint {checkpoint_id!r}; "
-                                 f"see `stageline history {source.run_id}`")
+                raise InputError(
+                    f"run {source.run_id} has no checkpoint {checkpoint_id!r}; "
+                    f"see `stageline history {source.run_id}`"
+                )
         else:
             chain: list[_Snap] = []  # the head's own line: past edits leave side branches
             cursor: _Snap | None = snaps[-1]
@@ -253,22 +312,30 @@ class HistoryMixin:
                 found = chain[0]
             else:
                 ran = sorted({s.info.step + 1 for s in chain if s.info.next})
-                found = next((s for s in chain if s.info.step == at_step - 1 and s.info.next),
-                             None)
+                found = next((s for s in chain if s.info.step == at_step - 1 and s.info.next), None)
                 if found is None:
                     raise InputError(
                         f"run {source.run_id} has no step {at_step} to fork at; its steps are "
                         f"{', '.join(map(str, ran)) or 'none'} (see `stageline history "
-                        f"{source.run_id}`)")
+                        f"{source.run_id}`)"
+                    )
         writers = [n for n in found.info.nodes if n in self._graph(made).nodes]
         if found.info.source != "input" and not writers:
             raise InputError(
                 f"cannot tell which node wrote checkpoint {found.info.checkpoint_id} of run "
-                f"{source.run_id}; fork at another step")
+                f"{source.run_id}; fork at another step"
+            )
         return found, writers
 
-    async def _seed(self, made: Template, new_id: str, base: _Snap, writers: list[str],
-                    changes: Mapping[str, Any], source: Run) -> Any:
+    async def _seed(
+        self,
+        made: Template,
+        new_id: str,
+        base: _Snap,
+        writers: list[str],
+        changes: Mapping[str, Any],
+        source: Run,
+    ) -> Any:
         """Write the fork's first checkpoint; returns the payload to advance it with."""
         if base.info.source == "input":  # from the very start: the inputs, changed
             from stageline.runner._waits import graph_inputs

@@ -79,8 +79,14 @@ def _bare(hint: Any) -> Any:
 
 def _name(hint: Any) -> str:
     bare = _bare(hint)
-    names = {str: "a string (str)", int: "an integer (int)", float: "a number (float)",
-             bool: "true or false (bool)", list: "a list", dict: "a mapping (dict)"}
+    names = {
+        str: "a string (str)",
+        int: "an integer (int)",
+        float: "a number (float)",
+        bool: "true or false (bool)",
+        list: "a list",
+        dict: "a mapping (dict)",
+    }
     if bare in names:
         return names[bare]
     origin = typing.get_origin(bare)

@@ -33,7 +33,12 @@ class LedgerJournal:
     """Implements the stages' ``Journal`` for one run attempt."""
 
     def __init__(
-        self, ledger: LedgerStore, run_id: str, attempt: int, *, budget: Budget | None = None,
+        self,
+        ledger: LedgerStore,
+        run_id: str,
+        attempt: int,
+        *,
+        budget: Budget | None = None,
         previous: Iterable[NodeRecord] = (),
     ) -> None:
         self._ledger = ledger
@@ -65,13 +70,24 @@ class LedgerJournal:
         now = time.time()
         self._stage(
             NodeRecord(
-                run_id=self.run_id, task_id=task_id, attempt=self.attempt, try_no=try_no,
-                node=node, stage=stage, status=NodeStatus.RUNNING, started_at=now,
+                run_id=self.run_id,
+                task_id=task_id,
+                attempt=self.attempt,
+                try_no=try_no,
+                node=node,
+                stage=stage,
+                status=NodeStatus.RUNNING,
+                started_at=now,
             )
         )
         self._ledger.stage_event(
-            Event(run_id=self.run_id, kind="node.started", node=node, ts=now,
-                  data={"attempt": self.attempt, "try": try_no})
+            Event(
+                run_id=self.run_id,
+                kind="node.started",
+                node=node,
+                ts=now,
+                data={"attempt": self.attempt, "try": try_no},
+            )
         )
         return try_no
 
@@ -79,9 +95,11 @@ class LedgerJournal:
         if task_id not in self._shift:
             earlier = self._earlier.get(task_id, {})
             clash = earlier.get(try_no)
-            self._shift[task_id] = (max(earlier) - try_no + 1
-                                    if clash is not None and clash is not NodeStatus.WAITING
-                                    else 0)
+            self._shift[task_id] = (
+                max(earlier) - try_no + 1
+                if clash is not None and clash is not NodeStatus.WAITING
+                else 0
+            )
         return try_no + self._shift[task_id]
 
     def node_finished(
@@ -103,9 +121,18 @@ class LedgerJournal:
     ) -> None:
         now = time.time()
         record = NodeRecord(
-            run_id=self.run_id, task_id=task_id, attempt=self.attempt, try_no=try_no, node=node,
-            stage=stage, status=NodeStatus(status), started_at=started, finished_at=now,
-            metrics=dict(metrics), error=error, failure_phase=failure_phase,
+            run_id=self.run_id,
+            task_id=task_id,
+            attempt=self.attempt,
+            try_no=try_no,
+            node=node,
+            stage=stage,
+            status=NodeStatus(status),
+            started_at=started,
+            finished_at=now,
+            metrics=dict(metrics),
+            error=error,
+            failure_phase=failure_phase,
         )
         self._stage(record)
         if template is not None and record.status in (NodeStatus.SUCCEEDED, NodeStatus.FAILED):
@@ -114,40 +141,68 @@ class LedgerJournal:
             self.last_failure = record
         elif self.last_failure is not None and self.last_failure.task_id == task_id:
             self.last_failure = None  # a retry of that node succeeded: it did not fail the run
-        data: dict[str, Any] = {"attempt": self.attempt, "try": try_no,
-                                "duration": round(now - started, 6)}
+        data: dict[str, Any] = {
+            "attempt": self.attempt,
+            "try": try_no,
+            "duration": round(now - started, 6),
+        }
         if metrics:
             data["metrics"] = dict(metrics)
         if failure_phase:
             data["failure_phase"] = failure_phase
         self._ledger.stage_event(
             Event(
-                run_id=self.run_id, kind=f"node.{status}", node=node, ts=now,
-                level=_LEVELS.get(status, "info"), message=error or "",
-                category=EventCategory.ERROR if error else EventCategory.LIFECYCLE, data=data,
+                run_id=self.run_id,
+                kind=f"node.{status}",
+                node=node,
+                ts=now,
+                level=_LEVELS.get(status, "info"),
+                message=error or "",
+                category=EventCategory.ERROR if error else EventCategory.LIFECYCLE,
+                data=data,
             )
         )
 
-    def _stage_outcome(self, r: NodeRecord, template: str, capability: str | None,
-                       alternative: str | None, input_shape: str) -> None:
+    def _stage_outcome(
+        self,
+        r: NodeRecord,
+        template: str,
+        capability: str | None,
+        alternative: str | None,
+        input_shape: str,
+    ) -> None:
         m = r.metrics
         quality = m.get("quality")
-        self._ledger.stage_outcome(Outcome(
-            run_id=r.run_id, task_id=r.task_id, attempt=r.attempt, try_no=r.try_no,
-            template=template, node=r.node, stage=r.stage, capability=capability,
-            alternative=alternative, input_shape=input_shape, status=str(r.status),
-            failure_phase=r.failure_phase, started_at=r.started_at,
-            finished_at=r.finished_at or r.started_at,
-            latency=(r.finished_at or r.started_at) - r.started_at,
-            input_tokens=float(m.get("input_tokens", 0)),
-            output_tokens=float(m.get("output_tokens", 0)), cost=float(m.get("cost", 0)),
-            quality=None if quality is None else float(quality)))
+        self._ledger.stage_outcome(
+            Outcome(
+                run_id=r.run_id,
+                task_id=r.task_id,
+                attempt=r.attempt,
+                try_no=r.try_no,
+                template=template,
+                node=r.node,
+                stage=r.stage,
+                capability=capability,
+                alternative=alternative,
+                input_shape=input_shape,
+                status=str(r.status),
+                failure_phase=r.failure_phase,
+                started_at=r.started_at,
+                finished_at=r.finished_at or r.started_at,
+                latency=(r.finished_at or r.started_at) - r.started_at,
+                input_tokens=float(m.get("input_tokens", 0)),
+                output_tokens=float(m.get("output_tokens", 0)),
+                cost=float(m.get("cost", 0)),
+                quality=None if quality is None else float(quality),
+            )
+        )
 
     async def router_history(self, template: str) -> list[Outcome]:
         """The template's routed outcomes, read once per advance (the router's training data)."""
         if template not in self._history:
             self._history[template] = await self._ledger.outcomes(
-                template=template, routed=True, limit=ROUTER_HISTORY)
+                template=template, routed=True, limit=ROUTER_HISTORY
+            )
         return self._history[template]
 
     async def budget_overrun(
@@ -157,8 +212,7 @@ class LedgerJournal:
         so far while running), or None (always None without a budget)."""
         if self._book is None:
             return None
-        return await self._book.overrun(node, task_id, self.attempt, self.records,
-                                        pending=pending)
+        return await self._book.overrun(node, task_id, self.attempt, self.records, pending=pending)
 
     def grant_budget(self, token: str, key: str, amount: float) -> None:
         """A budget gate's approval: ``amount`` more for ``key`` (``scope:measure``)."""
@@ -176,8 +230,15 @@ class LedgerJournal:
         category: str = "log",
     ) -> None:
         self._ledger.stage_event(
-            Event(run_id=self.run_id, kind=kind, node=node, level=level, message=message,
-                  category=EventCategory(category), data=dict(data))
+            Event(
+                run_id=self.run_id,
+                kind=kind,
+                node=node,
+                level=level,
+                message=message,
+                category=EventCategory(category),
+                data=dict(data),
+            )
         )
 
     async def effect(
@@ -193,8 +254,12 @@ class LedgerJournal:
             if found.status is EffectStatus.DONE:
                 return found.result
             if not idempotent:
-                raise EffectInDoubt(self.run_id, node, key, time.strftime(
-                    "%Y-%m-%d %H:%M:%S", time.localtime(found.started_at)))
+                raise EffectInDoubt(
+                    self.run_id,
+                    node,
+                    key,
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(found.started_at)),
+                )
         try:
             result = fn()
             if inspect.isawaitable(result):
@@ -206,7 +271,14 @@ class LedgerJournal:
         kept = json.loads(json.dumps(result, default=str))
         await self._ledger.finish_effect(self.run_id, node, key, kept)
         self._ledger.stage_event(
-            Event(run_id=self.run_id, kind="effect.done", node=node, category=EventCategory.LOG,
-                  level="debug", message=key, data={"key": key, "attempt": self.attempt})
+            Event(
+                run_id=self.run_id,
+                kind="effect.done",
+                node=node,
+                category=EventCategory.LOG,
+                level="debug",
+                message=key,
+                data={"key": key, "attempt": self.attempt},
+            )
         )
         return kept

@@ -31,8 +31,14 @@ async def finish_run(
 
 
 def _cancelled(run_id: str) -> list[Event]:
-    return [Event(run_id=run_id, kind="run.cancelled", level="warning",
-                  message="cancelled: the cancel came before the run could end otherwise")]
+    return [
+        Event(
+            run_id=run_id,
+            kind="run.cancelled",
+            level="warning",
+            message="cancelled: the cancel came before the run could end otherwise",
+        )
+    ]
 
 
 async def _finish(
@@ -51,40 +57,81 @@ async def _finish(
         by = settled.rejected
         note = f": {by.note}" if by.note else ""
         return await ledger.transition(
-            run_id, RunStatus.REJECTED, finished_at=now, release=True, cancel_wins=wins,
-            events=[Event(run_id=run_id, kind="run.rejected", level="warning", node=by.node,
-                          message=f"rejected at gate {by.name!r} by {by.actor}{note}")],
+            run_id,
+            RunStatus.REJECTED,
+            finished_at=now,
+            release=True,
+            cancel_wins=wins,
+            events=[
+                Event(
+                    run_id=run_id,
+                    kind="run.rejected",
+                    level="warning",
+                    node=by.node,
+                    message=f"rejected at gate {by.name!r} by {by.actor}{note}",
+                )
+            ],
         )
     if settled.again is not None:  # a decision was rolled back: the run waits for it again
         return await ledger.transition(
-            run_id, RunStatus.WAITING, release=True, cancel_wins=wins, events=[Event(
-                run_id=run_id, kind="run.waiting", level="warning",
-                message=f"waiting again: the resume failed ({settled.again})")],
+            run_id,
+            RunStatus.WAITING,
+            release=True,
+            cancel_wins=wins,
+            events=[
+                Event(
+                    run_id=run_id,
+                    kind="run.waiting",
+                    level="warning",
+                    message=f"waiting again: the resume failed ({settled.again})",
+                )
+            ],
         )
     if outcome is None:
         return await ledger.transition(
-            run_id, RunStatus.SUCCEEDED, finished_at=now, release=True, cancel_wins=wins,
+            run_id,
+            RunStatus.SUCCEEDED,
+            finished_at=now,
+            release=True,
+            cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.succeeded")],
         )
     if outcome == "waiting" and settled.parked:
         return await ledger.transition(
-            run_id, RunStatus.PARKED, release=True,
-            events=[Event(run_id=run_id, kind="run.parked", level="warning",
-                          message="out of rounds: a person grants more, takes over or rejects")],
+            run_id,
+            RunStatus.PARKED,
+            release=True,
+            events=[
+                Event(
+                    run_id=run_id,
+                    kind="run.parked",
+                    level="warning",
+                    message="out of rounds: a person grants more, takes over or rejects",
+                )
+            ],
         )
     if outcome == "waiting":
         return await ledger.transition(
-            run_id, RunStatus.WAITING, release=True, cancel_wins=wins,
+            run_id,
+            RunStatus.WAITING,
+            release=True,
+            cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.waiting")],
         )
     if outcome == "cancel":
         return await ledger.transition(
-            run_id, RunStatus.CANCELLED, finished_at=now, release=True,
+            run_id,
+            RunStatus.CANCELLED,
+            finished_at=now,
+            release=True,
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )
     if isinstance(outcome, str):  # drained for shutdown: another process may resume it
         return await ledger.transition(
-            run_id, RunStatus.QUEUED, release=True, cancel_wins=wins,
+            run_id,
+            RunStatus.QUEUED,
+            release=True,
+            cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.drained", message=outcome)],
         )
     failed = journal.last_failure
@@ -93,11 +140,23 @@ async def _finish(
         error, phase = failed.error or error, failed.failure_phase or phase
     _log.debug("run %s failed", run_id, exc_info=outcome)
     return await ledger.transition(
-        run_id, RunStatus.FAILED, finished_at=now, error=error, failure_phase=phase, release=True,
+        run_id,
+        RunStatus.FAILED,
+        finished_at=now,
+        error=error,
+        failure_phase=phase,
+        release=True,
         cancel_wins=wins,
         failed_node=failed.node if failed else None,
-        events=[Event(run_id=run_id, kind="run.failed", level="critical", message=error,
-                      category=EventCategory.ERROR,
-                      node=failed.node if failed else None,
-                      data={"failure_phase": phase})],
+        events=[
+            Event(
+                run_id=run_id,
+                kind="run.failed",
+                level="critical",
+                message=error,
+                category=EventCategory.ERROR,
+                node=failed.node if failed else None,
+                data={"failure_phase": phase},
+            )
+        ],
     )

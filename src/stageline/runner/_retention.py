@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PRUNABLE", "PRUNED_BY_DEFAULT", "PruneReport", "RetentionMixin"]
 
-PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED,
-                     RunStatus.REJECTED)
+PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
 """The statuses ``prune`` deletes unless told otherwise: runs nobody will advance again."""
 
 PRUNABLE = (*PRUNED_BY_DEFAULT, RunStatus.WAITING, RunStatus.PARKED, RunStatus.QUEUED)
@@ -74,8 +73,9 @@ class RetentionMixin:
         report = PruneReport(cutoff=(now or time.time()) - older_than)
         for status in wanted:
             while True:
-                old = await self.ledger.list_runs(status=str(status), limit=BATCH,
-                                                  updated_before=report.cutoff)
+                old = await self.ledger.list_runs(
+                    status=str(status), limit=BATCH, updated_before=report.cutoff
+                )
                 for run in old:
                     await self.delete(run.run_id)
                     report.run_ids.append(run.run_id)

@@ -95,7 +95,8 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         self.ledger.publisher = self.bus.publish
         self._model = model
         self._graphs: collections.OrderedDict[tuple[str, str, str], tuple[Template, Any]] = (
-            collections.OrderedDict())
+            collections.OrderedDict()
+        )
         """Compiled graphs by template identity and digest, least recently used first."""
         self._templates: dict[str, Template] = {}
         """Templates given as objects, by name, so resume and retry find them in this process."""
@@ -128,8 +129,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         deliverer = None
         try:
             if deliver:
-                links = (DecisionLinks(settings.public_url, backend.ledger)
-                         if settings.public_url else None)  # gate links in webhook payloads
+                links = (
+                    DecisionLinks(settings.public_url, backend.ledger)
+                    if settings.public_url
+                    else None
+                )  # gate links in webhook payloads
                 deliverer = Deliverer.configured(settings.sinks, backend.ledger, links=links)
                 if deliverer.sink_ids:
                     bus.add(deliverer)  # committed events wake it up
@@ -189,8 +193,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             self._graphs.move_to_end(key)
             return hit[1]
         graph = template.build().compile(checkpointer=self._saver(template))
-        remember_graph(self.settings.home, template.full_version, graph,
-                       _schema_keys(template.state))
+        remember_graph(
+            self.settings.home, template.full_version, graph, _schema_keys(template.state)
+        )
         self._graphs[key] = (template, graph)  # another object of that name: the newest wins
         self._graphs.move_to_end(key)
         while len(self._graphs) > GRAPH_CACHE_SIZE:
@@ -202,8 +207,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         saver = self.backend.saver
         if not template.checkpoint_types:
             return saver
-        return saver.with_allowlist([(t.__module__, t.__qualname__)
-                                     for t in template.checkpoint_types])
+        return saver.with_allowlist(
+            [(t.__module__, t.__qualname__) for t in template.checkpoint_types]
+        )
 
     def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The inputs, checked against the template's state (names, types, checkpointability)
@@ -247,14 +253,21 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         inputs = self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         run = Run(
-            run_id=run_id or new_run_id(), template=_stable_ref(ref),
-            template_version=made.full_version, status=RunStatus.QUEUED,
+            run_id=run_id or new_run_id(),
+            template=_stable_ref(ref),
+            template_version=made.full_version,
+            status=RunStatus.QUEUED,
             inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
         )
         return await self.ledger.create_run(
             run,
-            events=[Event(run_id=run.run_id, kind="run.queued",
-                          data={"template": made.name, "version": made.full_version})],
+            events=[
+                Event(
+                    run_id=run.run_id,
+                    kind="run.queued",
+                    data={"template": made.name, "version": made.full_version},
+                )
+            ],
         )
 
     async def start(
@@ -284,18 +297,23 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         # Created running and leased in one transaction: a fresh run costs one commit to begin.
         run = await self.ledger.create_run(
             Run(
-                run_id=run_id, template=_stable_ref(ref), template_version=made.full_version,
+                run_id=run_id,
+                template=_stable_ref(ref),
+                template_version=made.full_version,
                 status=RunStatus.RUNNING,
                 inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
                 lease_holder=holder,
                 lease_expires_at=time.time() + self.settings.lease_ttl,
             ),
-            events=[Event(run_id=run_id, kind="run.started",
-                          data={"attempt": 1, "template": made.name,
-                                "version": made.full_version})],
+            events=[
+                Event(
+                    run_id=run_id,
+                    kind="run.started",
+                    data={"attempt": 1, "template": made.name, "version": made.full_version},
+                )
+            ],
         )
-        return await self._advance(run, made, dict(inputs), services, holder=holder,
-                                   fresh=True)
+        return await self._advance(run, made, dict(inputs), services, holder=holder, fresh=True)
 
     async def resume(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -308,8 +326,12 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
         made = self._checked_template(run, force)
         if run.status is RunStatus.WAITING:  # its checkpoint must be the one people were asked on
-            await check_checkpoint(self._saver(made), run_id, await self.ledger.waits(run_id),
-                                   _step(run, await self.ledger.node_records(run_id)))
+            await check_checkpoint(
+                self._saver(made),
+                run_id,
+                await self.ledger.waits(run_id),
+                _step(run, await self.ledger.node_records(run_id)),
+            )
         services = await self._services(services)
         # No checkpoint yet: queued, or its process died before the first step was saved.
         unstarted = not await self._has_checkpoint(made, run_id)
@@ -325,13 +347,17 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         run = await self.ledger.get_run(run_id)
         if run.status is not RunStatus.FAILED:
             raise InvalidTransition(
-                f"run {run_id} is {run.status}; only a failed run can be retried")
+                f"run {run_id} is {run.status}; only a failed run can be retried"
+            )
         made = self._checked_template(run, force)
         services = await self._services(services)
         payload = None if await self._has_checkpoint(made, run_id) else graph_inputs(run.inputs)
         holder = await self._claim(run, made, "run.retried", attempt=run.attempt + 1)
         return await self._advance(
-            dataclasses.replace(run, attempt=run.attempt + 1), made, payload, services,
+            dataclasses.replace(run, attempt=run.attempt + 1),
+            made,
+            payload,
+            services,
             holder=holder,
         )
 
@@ -344,9 +370,16 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         if run.status is RunStatus.RUNNING and lease_live:
             return await self.ledger.request_cancel(run_id)
         cancelled = await self.ledger.transition(
-            run_id, RunStatus.CANCELLED, finished_at=time.time(),
-            expect=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED,
-                    RunStatus.PARKED],
+            run_id,
+            RunStatus.CANCELLED,
+            finished_at=time.time(),
+            expect=[
+                RunStatus.QUEUED,
+                RunStatus.RUNNING,
+                RunStatus.WAITING,
+                RunStatus.FAILED,
+                RunStatus.PARKED,
+            ],
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )
         if run.status.waits_for_person:
@@ -369,10 +402,15 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             unreadable = str(exc.of(run_id, _step(run, records)))
         except StagelineError:
             pass
-        return RunSummary(run=run, records=records, state=state, waits=waits,
-                          checkpoint_error=unreadable,
-                          lineage=await self.ledger.lineage(run_id),
-                          forks=await self.ledger.forks(run_id))
+        return RunSummary(
+            run=run,
+            records=records,
+            state=state,
+            waits=waits,
+            checkpoint_error=unreadable,
+            lineage=await self.ledger.lineage(run_id),
+            forks=await self.ledger.forks(run_id),
+        )
 
     def _checked_template(self, run: Run, force: bool) -> Template:
         made = self.load(run.template)
@@ -411,17 +449,32 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         await self.ledger.acquire_lease(run.run_id, holder, self.settings.lease_ttl)
         attempt = attempt or run.attempt
         # A cancel flag stays: one accepted while a process that died advanced the run wins.
-        fields: dict[str, Any] = {"attempt": attempt, "error": None, "failure_phase": None,
-                                  "failed_node": None}
+        fields: dict[str, Any] = {
+            "attempt": attempt,
+            "error": None,
+            "failure_phase": None,
+            "failed_node": None,
+        }
         if template.full_version != run.template_version:
             fields["template_version"] = template.full_version
         try:
             # `expect`: the run may have moved on between reading it and taking the lease.
             await self.ledger.transition(
-                run.run_id, RunStatus.RUNNING, expect=[run.status], **fields,
-                events=[Event(run_id=run.run_id, kind=kind,
-                              data={"attempt": attempt, "template": template.name,
-                                    "version": template.full_version})],
+                run.run_id,
+                RunStatus.RUNNING,
+                expect=[run.status],
+                **fields,
+                events=[
+                    Event(
+                        run_id=run.run_id,
+                        kind=kind,
+                        data={
+                            "attempt": attempt,
+                            "template": template.name,
+                            "version": template.full_version,
+                        },
+                    )
+                ],
             )
         except BaseException:
             with contextlib.suppress(StagelineError):
@@ -449,11 +502,21 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             if self._drain_reason is not None:
                 control.request_drain(self._drain_reason)
             earlier = () if fresh else await self.ledger.node_records(run_id)
-            journal = LedgerJournal(self.ledger, run_id, run.attempt,
-                                    budget=run_budget(template, run.inputs), previous=earlier)
+            journal = LedgerJournal(
+                self.ledger,
+                run_id,
+                run.attempt,
+                budget=run_budget(template, run.inputs),
+                previous=earlier,
+            )
             context = RunContext(
-                run_id=run_id, attempt=run.attempt, template=template.name, services=services,
-                journal=journal, run_dir=self.settings.run_dir(run_id), model=self.model,
+                run_id=run_id,
+                attempt=run.attempt,
+                template=template.name,
+                services=services,
+                journal=journal,
+                run_dir=self.settings.run_dir(run_id),
+                model=self.model,
             )
             keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
             # Each step's checkpoint commit also reads the cancel flag: a cancel stops the run
@@ -461,16 +524,18 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
             interrupts: list[Any] = []
             try:
-                outcome, state = await self._drive(template, run_id, payload, context, control,
-                                                   interrupts)
+                outcome, state = await self._drive(
+                    template, run_id, payload, context, control, interrupts
+                )
             finally:
                 self.ledger.watch_cancel(run_id, None)
                 self._controls.discard(control)
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await keeper
-            settled = await settle_waits(self.ledger, self._saver(template), template, run,
-                                         outcome, interrupts)
+            settled = await settle_waits(
+                self.ledger, self._saver(template), template, run, outcome, interrupts
+            )
             finished = await finish_run(self.ledger, run_id, outcome, journal, settled)
         finally:
             if finished is None:
@@ -482,13 +547,21 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             records = sorted(journal.records.values(), key=lambda r: (r.started_at, r.node))
         else:
             records = await self.ledger.node_records(run_id)
-        waits = (await self.ledger.pending_waits(run_id=run_id)
-                 if finished.status.waits_for_person else [])
+        waits = (
+            await self.ledger.pending_waits(run_id=run_id)
+            if finished.status.waits_for_person
+            else []
+        )
         return RunSummary(run=finished, records=records, state=state, waits=waits)
 
     async def _drive(
-        self, template: Template, run_id: str, payload: Any, context: RunContext,
-        control: RunControl, interrupts: list[Any],
+        self,
+        template: Template,
+        run_id: str,
+        payload: Any,
+        context: RunContext,
+        control: RunControl,
+        interrupts: list[Any],
     ) -> tuple[BaseException | str | None, dict[str, Any] | None]:
         """Run the graph. Returns the outcome (None when it ended, 'waiting', a drain reason, or
         the error) and the latest state seen in the stream (None if it must be read back); the
@@ -498,8 +571,12 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         waiting = False
         try:
             async for chunk in graph.astream(
-                payload, _config(run_id), context=context, durability="sync",
-                stream_mode="values", control=control,
+                payload,
+                _config(run_id),
+                context=context,
+                durability="sync",
+                stream_mode="values",
+                control=control,
             ):
                 if "__interrupt__" in chunk:
                     waiting = True
@@ -518,9 +595,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             return exc, None if state is None else _public_state(state)
         return ("waiting" if waiting else None), None if state is None else _public_state(state)
 
-    async def _keep_lease(
-        self, run_id: str, holder: str, ttl: float, control: RunControl
-    ) -> None:
+    async def _keep_lease(self, run_id: str, holder: str, ttl: float, control: RunControl) -> None:
         """Renew the lease while the run advances; turn a cancel request into a drain."""
         interval = min(ttl / 3, 1.0)
         while True:

@@ -29,8 +29,9 @@ def load_factory(spec: str, root: Any = None) -> Any:
     """The object ``module:attribute`` names; the project ``root`` is importable for it."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigError(f"services = {spec!r}: expected 'module:callable', "
-                          "e.g. 'myapp.services:make'")
+        raise ConfigError(
+            f"services = {spec!r}: expected 'module:callable', e.g. 'myapp.services:make'"
+        )
     if root is not None and str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
@@ -38,8 +39,9 @@ def load_factory(spec: str, root: Any = None) -> Any:
     except ImportError as exc:
         raise ConfigError(f"services = {spec!r}: cannot import {module_name!r}: {exc}") from exc
     except Exception as exc:
-        raise ConfigError(f"services = {spec!r}: importing {module_name!r} failed: "
-                          f"{type(exc).__name__}: {exc}") from exc
+        raise ConfigError(
+            f"services = {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     found: Any = module
     for part in attr.split("."):
         if not hasattr(found, part):
@@ -68,11 +70,12 @@ async def open_services(settings: Settings) -> AsyncIterator[Mapping[str, Any]]:
         except ConfigError:
             raise
         except Exception as exc:
-            raise ConfigError(f"services = {spec!r} failed: {type(exc).__name__}: {exc}"
-                              ) from exc
+            raise ConfigError(f"services = {spec!r} failed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(made, Mapping):
-            raise ConfigError(f"services = {spec!r} gave a {type(made).__name__}; "
-                              "it must return a mapping of service name -> object")
+            raise ConfigError(
+                f"services = {spec!r} gave a {type(made).__name__}; "
+                "it must return a mapping of service name -> object"
+            )
         yield made
 
 

@@ -58,5 +58,11 @@ async def quick_status(ledger: LedgerStore, run_id: str, home: Path) -> RunSumma
                 check_writes(saved.writes, run_id, waits, None, is_interrupt=_is_interrupt)
             except CheckpointCorrupt:
                 return None
-    return RunSummary(run=run, records=records, state=state, waits=waits,
-                      lineage=await ledger.lineage(run_id), forks=await ledger.forks(run_id))
+    return RunSummary(
+        run=run,
+        records=records,
+        state=state,
+        waits=waits,
+        lineage=await ledger.lineage(run_id),
+        forks=await ledger.forks(run_id),
+    )

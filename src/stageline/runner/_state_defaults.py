@@ -21,8 +21,9 @@ from typing import Any
 
 __all__ = ["recall", "remember", "remember_graph"]
 
-_EMPTY: dict[str, type[Any]] = {t.__name__: t for t in (
-    list, dict, set, frozenset, tuple, str, int, float, bool, bytes)}
+_EMPTY: dict[str, type[Any]] = {
+    t.__name__: t for t in (list, dict, set, frozenset, tuple, str, int, float, bool, bytes)
+}
 """Types whose empty value is recorded by name (anything else makes the record unsure)."""
 
 
@@ -60,8 +61,11 @@ def recall(home: Path, version: str) -> tuple[dict[str, Any], list[str]] | None:
     if not isinstance(data, dict) or data.get("version") != version:
         return None
     named, order = data.get("defaults"), data.get("order")
-    if not isinstance(named, dict) or not isinstance(order, list) or not all(
-            isinstance(key, str) for key in order):
+    if (
+        not isinstance(named, dict)
+        or not isinstance(order, list)
+        or not all(isinstance(key, str) for key in order)
+    ):
         return None
     if not all(isinstance(kind, str) and kind in _EMPTY for kind in named.values()):
         return None

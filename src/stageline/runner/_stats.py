@@ -38,13 +38,15 @@ def parse_since(text: str | None, *, now: float | None = None) -> float | None:
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
     if found:
         return (now if now is not None else time.time()) - float(found.group(1)) * _UNITS[
-            found.group(2)]
+            found.group(2)
+        ]
     try:
         return datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
         raise UsageError(
             f"--since takes a duration such as 7d or 12h, or a date such as 2026-11-01; "
-            f"got {text!r}") from None
+            f"got {text!r}"
+        ) from None
 
 
 def _entry(g: OutcomeGroup) -> dict[str, Any]:
@@ -69,13 +71,18 @@ def _nodes(groups: Iterable[OutcomeGroup]) -> list[dict[str, Any]]:
     """One entry per (template, node), each with its ``alternatives`` where a router chose."""
     out: list[dict[str, Any]] = []
     by_node: dict[tuple[str, str], dict[str, Any]] = {}
-    for g in sorted(groups, key=lambda g: (g.template, g.node, g.alternative is not None,
-                                           g.alternative or "")):
+    for g in sorted(
+        groups, key=lambda g: (g.template, g.node, g.alternative is not None, g.alternative or "")
+    ):
         key = (g.template, g.node)
         if g.alternative is None:
-            entry = {"template": g.template, "node": g.node,
-                     "capability": ", ".join(g.capabilities) or None, **_entry(g),
-                     "alternatives": []}
+            entry = {
+                "template": g.template,
+                "node": g.node,
+                "capability": ", ".join(g.capabilities) or None,
+                **_entry(g),
+                "alternatives": [],
+            }
             by_node[key] = entry
             out.append(entry)
         elif key in by_node:
@@ -88,9 +95,15 @@ def summarize(rows: Iterable[Outcome]) -> list[dict[str, Any]]:
     return _nodes(group_outcomes(rows))
 
 
-async def outcome_stats(ledger: LedgerStore, *, template: str | None = None,
-                        since: float | None = None) -> dict[str, Any]:
+async def outcome_stats(
+    ledger: LedgerStore, *, template: str | None = None, since: float | None = None
+) -> dict[str, Any]:
     """What ``stageline stats --json`` prints; the ledger sums the rows up (no row is loaded)."""
     nodes = _nodes(await ledger.outcome_groups(template=template, since=since))
-    return {"template": template, "since": since, "percentiles": "nearest-rank",
-            "outcomes": sum(n["count"] for n in nodes), "nodes": nodes}
+    return {
+        "template": template,
+        "since": since,
+        "percentiles": "nearest-rank",
+        "outcomes": sum(n["count"] for n in nodes),
+        "nodes": nodes,
+    }

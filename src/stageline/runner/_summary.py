@@ -43,6 +43,8 @@ class RunSummary:
             "decisions": [w.to_dict() for w in self.waits if w.kind is WaitKind.GATE],
             "questions": [w.to_dict() for w in self.waits if w.kind is WaitKind.QUESTION],
             "checkpoint_error": self.checkpoint_error,
-            "lineage": {"forked_from": self.lineage.to_dict() if self.lineage else None,
-                        "forks": [f.to_dict() for f in self.forks]},
+            "lineage": {
+                "forked_from": self.lineage.to_dict() if self.lineage else None,
+                "forks": [f.to_dict() for f in self.forks],
+            },
         }

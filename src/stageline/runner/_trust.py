@@ -24,8 +24,9 @@ from stageline.runner._trust_writes import check_writes
 __all__ = ["check_checkpoint"]
 
 
-async def check_checkpoint(saver: BaseCheckpointSaver[Any], run_id: str, waits: Sequence[Wait],
-                           step: str | None) -> None:
+async def check_checkpoint(
+    saver: BaseCheckpointSaver[Any], run_id: str, waits: Sequence[Wait], step: str | None
+) -> None:
     """Raise ``CheckpointCorrupt`` (naming the run and ``step``) unless the run's latest
     checkpoint reads back and its pending writes agree with the ledger's ``waits``."""
     try:
@@ -34,5 +35,10 @@ async def check_checkpoint(saver: BaseCheckpointSaver[Any], run_id: str, waits: 
         raise exc.of(run_id, step) from exc
     if saved is None:
         return
-    check_writes(list(saved.pending_writes or ()), run_id, waits, step,
-                 is_interrupt=lambda value: isinstance(value, Interrupt))
+    check_writes(
+        list(saved.pending_writes or ()),
+        run_id,
+        waits,
+        step,
+        is_interrupt=lambda value: isinstance(value, Interrupt),
+    )

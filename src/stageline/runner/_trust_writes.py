@@ -27,8 +27,14 @@ def human_payload(value: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def check_writes(writes: Sequence[tuple[str, str, Any]], run_id: str, waits: Sequence[Wait],
-                 step: str | None, *, is_interrupt: Callable[[Any], bool]) -> None:
+def check_writes(
+    writes: Sequence[tuple[str, str, Any]],
+    run_id: str,
+    waits: Sequence[Wait],
+    step: str | None,
+    *,
+    is_interrupt: Callable[[Any], bool],
+) -> None:
     """Raise ``CheckpointCorrupt`` unless the pending ``writes`` (task, channel, value) agree
     with the ledger's ``waits``; ``is_interrupt`` says what an interrupt (with ``id`` and
     ``value``) is."""
@@ -36,16 +42,20 @@ def check_writes(writes: Sequence[tuple[str, str, Any]], run_id: str, waits: Seq
     for wait in waits:
         asked.setdefault(wait.interrupt_id, []).append(_plain(dict(wait.payload)))
     said = {w.token: _plain(dict(w.response)) for w in waits if w.response is not None}
-    waiting = ({task for task, channel, _ in writes if channel == _INTERRUPT}
-               - {task for task, channel, _ in writes if channel == _RESUME})
+    waiting = {task for task, channel, _ in writes if channel == _INTERRUPT} - {
+        task for task, channel, _ in writes if channel == _RESUME
+    }
     for task, channel, value in writes:
         values = value if isinstance(value, list | tuple) else [value]
         if channel == _INTERRUPT:
             for interrupt in values:
                 if not is_interrupt(interrupt):  # LangGraph writes nothing else there
-                    raise CheckpointCorrupt(f"a pending interrupt of task {task} is a "
-                                            f"{type(interrupt).__name__}, not an interrupt",
-                                            run_id=run_id, step=step)
+                    raise CheckpointCorrupt(
+                        f"a pending interrupt of task {task} is a "
+                        f"{type(interrupt).__name__}, not an interrupt",
+                        run_id=run_id,
+                        step=step,
+                    )
                 payload = human_payload(interrupt.value)
                 if payload is None:
                     continue  # not a gate's or question's: the ledger has nothing to say
@@ -53,15 +63,22 @@ def check_writes(writes: Sequence[tuple[str, str, Any]], run_id: str, waits: Seq
                 if mine not in asked.get(str(interrupt.id), []):
                     raise CheckpointCorrupt(
                         f"the pending interrupt of task {task} is not the one the ledger asked",
-                        run_id=run_id, step=step)
+                        run_id=run_id,
+                        step=step,
+                    )
         elif channel == _RESUME:
             for resume in values:
                 token = resume.get("token") if isinstance(resume, Mapping) else None
                 if token is None or said.get(str(token)) != _plain(resume):
                     raise CheckpointCorrupt(
-                        f"a pending resume value of task {task} is no decision the ledger "
-                        "recorded", run_id=run_id, step=step)
+                        f"a pending resume value of task {task} is no decision the ledger recorded",
+                        run_id=run_id,
+                        step=step,
+                    )
         elif task in waiting:  # not resumed yet: it cannot have written anything else
             raise CheckpointCorrupt(
                 f"task {task} waits at an interrupt, yet has a pending write to {channel!r} "
-                "that it never made", run_id=run_id, step=step)
+                "that it never made",
+                run_id=run_id,
+                step=step,
+            )

@@ -66,17 +66,23 @@ def _wait_from(run: Run, interrupt: Any, now: float) -> Wait | None:
     overrides = run.inputs.get(DEADLINES_INPUT) or {}
     seconds = float(overrides.get(name) or value.get("deadline") or 0) or None
     return Wait(
-        run_id=run.run_id, wait_id=interrupt.id if gate else str(value["question_id"]),
-        kind=WaitKind(value["kind"]), name=name, node=str(value["node"]),
-        attempt=int(value["attempt"]), interrupt_id=interrupt.id,
+        run_id=run.run_id,
+        wait_id=interrupt.id if gate else str(value["question_id"]),
+        kind=WaitKind(value["kind"]),
+        name=name,
+        node=str(value["node"]),
+        attempt=int(value["attempt"]),
+        interrupt_id=interrupt.id,
         payload={k: v for k, v in value.items() if k not in ("refused",)},
-        requested_at=now, deadline_at=None if seconds is None else now + seconds,
+        requested_at=now,
+        deadline_at=None if seconds is None else now + seconds,
         policy=tuple(value.get("on_deadline") or ()),
     )
 
 
-async def _checkpoint_view(saver: BaseCheckpointSaver[Any], run_id: str
-                           ) -> tuple[set[str] | None, set[str]]:
+async def _checkpoint_view(
+    saver: BaseCheckpointSaver[Any], run_id: str
+) -> tuple[set[str] | None, set[str]]:
     """Interrupt ids still pending at the run's checkpoint (None: unreadable), and the response
     tokens its nodes have taken."""
     try:
@@ -110,9 +116,11 @@ async def settle_waits(
         return Settled()  # nothing a person said or is asked: no read on a plain run
     run_id, now = run.run_id, time.time()
     waits = await ledger.waits(run_id)
-    refused = {str(p["refused"].get("token")): str(p["refused"].get("reason"))
-               for p in (human_payload(getattr(i, "value", None)) for i in interrupts)
-               if p is not None and isinstance(p.get("refused"), Mapping)}
+    refused = {
+        str(p["refused"].get("token")): str(p["refused"].get("reason"))
+        for p in (human_payload(getattr(i, "value", None)) for i in interrupts)
+        if p is not None and isinstance(p.get("refused"), Mapping)
+    }
     again: str | None = None
     decided = [w for w in waits if w.status is WaitStatus.DECIDED]
     if decided:
@@ -121,34 +129,79 @@ async def settle_waits(
             key = (run_id, wait.wait_id, wait.round)
             if wait.token in refused:
                 reason = refused[wait.token]
-                await ledger.settle_wait(*key, WaitStatus.REFUSED, reason=reason, events=[Event(
-                    run_id=run_id, kind=f"{wait.kind}.refused", node=wait.node, level="warning",
-                    message=f"{what(wait)} refused the {_said(wait)}: {reason}; it asks again",
-                    data={"wait_id": wait.wait_id, "round": wait.round})])
+                await ledger.settle_wait(
+                    *key,
+                    WaitStatus.REFUSED,
+                    reason=reason,
+                    events=[
+                        Event(
+                            run_id=run_id,
+                            kind=f"{wait.kind}.refused",
+                            node=wait.node,
+                            level="warning",
+                            message=(
+                                f"{what(wait)} refused the {_said(wait)}: {reason}; it asks again"
+                            ),
+                            data={"wait_id": wait.wait_id, "round": wait.round},
+                        )
+                    ],
+                )
             elif wait.token in taken or (pending is not None and wait.interrupt_id not in pending):
                 await ledger.settle_wait(*key, WaitStatus.APPLIED)
             else:
-                why = _describe_failure(outcome)[0] if isinstance(outcome, BaseException) else (
-                    f"the run stopped first ({outcome or 'it ended'})")
+                why = (
+                    _describe_failure(outcome)[0]
+                    if isinstance(outcome, BaseException)
+                    else (f"the run stopped first ({outcome or 'it ended'})")
+                )
                 again = why
-                await ledger.settle_wait(*key, WaitStatus.ROLLED_BACK, reopen=True, reason=why,
-                                         events=[Event(
-                    run_id=run_id, kind=f"{wait.kind}.rolled_back", node=wait.node,
-                    level="warning", data={"wait_id": wait.wait_id, "round": wait.round},
-                    message=(f"the resume failed before the run passed {what(wait)}: {why}; "
-                             f"the {_said(wait)} is rolled back and the run waits again"))])
-    known = {(w.wait_id, w.attempt, w.interrupt_id) for w in waits
-             if w.status is WaitStatus.PENDING}
-    asked = [w for w in (_wait_from(run, i, now) for i in interrupts) if w is not None
-             and (w.wait_id, w.attempt, w.interrupt_id) not in known]
+                await ledger.settle_wait(
+                    *key,
+                    WaitStatus.ROLLED_BACK,
+                    reopen=True,
+                    reason=why,
+                    events=[
+                        Event(
+                            run_id=run_id,
+                            kind=f"{wait.kind}.rolled_back",
+                            node=wait.node,
+                            level="warning",
+                            data={"wait_id": wait.wait_id, "round": wait.round},
+                            message=(
+                                f"the resume failed before the run passed {what(wait)}: {why}; "
+                                f"the {_said(wait)} is rolled back and the run waits again"
+                            ),
+                        )
+                    ],
+                )
+    known = {
+        (w.wait_id, w.attempt, w.interrupt_id) for w in waits if w.status is WaitStatus.PENDING
+    }
+    asked = [
+        w
+        for w in (_wait_from(run, i, now) for i in interrupts)
+        if w is not None and (w.wait_id, w.attempt, w.interrupt_id) not in known
+    ]
     if asked:
         await ledger.open_waits(run_id, asked, events=[_asked_event(w) for w in asked])
     rejected = None
     if outcome is None:
         ending = {n for n, g in template.gates.items() if g.ends_run_on_reject}
-        rejected = next((w for w in reversed(await ledger.waits(run_id)) if w.name in ending
-                         and w.kind is WaitKind.GATE and w.decision == "reject"
-                         and w.status is WaitStatus.APPLIED), None) if ending else None
+        rejected = (
+            next(
+                (
+                    w
+                    for w in reversed(await ledger.waits(run_id))
+                    if w.name in ending
+                    and w.kind is WaitKind.GATE
+                    and w.decision == "reject"
+                    and w.status is WaitStatus.APPLIED
+                ),
+                None,
+            )
+            if ending
+            else None
+        )
     parked = any((human_payload(getattr(i, "value", None)) or {}).get("park") for i in interrupts)
     return Settled(again=again, rejected=rejected, parked=parked and outcome == "waiting")
 
@@ -158,18 +211,38 @@ def _said(wait: Wait) -> str:
 
 
 def _asked_event(wait: Wait) -> Event:
-    deadline = (time.strftime(" (deadline %Y-%m-%d %H:%M:%S)", time.localtime(wait.deadline_at))
-                if wait.deadline_at else "")
+    deadline = (
+        time.strftime(" (deadline %Y-%m-%d %H:%M:%S)", time.localtime(wait.deadline_at))
+        if wait.deadline_at
+        else ""
+    )
     if wait.kind is WaitKind.GATE:
-        return Event(run_id=wait.run_id, kind="gate.waiting", node=wait.node,
-                     message=f"waiting for a decision at gate {wait.name!r}{deadline}",
-                     data={"gate": wait.name, "wait_id": wait.wait_id, "attempt": wait.attempt,
-                           "state_hash": wait.state_hash, "deadline_at": wait.deadline_at})
+        return Event(
+            run_id=wait.run_id,
+            kind="gate.waiting",
+            node=wait.node,
+            message=f"waiting for a decision at gate {wait.name!r}{deadline}",
+            data={
+                "gate": wait.name,
+                "wait_id": wait.wait_id,
+                "attempt": wait.attempt,
+                "state_hash": wait.state_hash,
+                "deadline_at": wait.deadline_at,
+            },
+        )
     count = len(wait.payload.get("question_set", {}).get("questions", []))
-    return Event(run_id=wait.run_id, kind="question.asked", node=wait.node,
-                 message=f"asking {count} question(s), set {wait.wait_id}{deadline}",
-                 data={"question_id": wait.wait_id, "turn": wait.payload.get("turn"),
-                       "attempt": wait.attempt, "deadline_at": wait.deadline_at})
+    return Event(
+        run_id=wait.run_id,
+        kind="question.asked",
+        node=wait.node,
+        message=f"asking {count} question(s), set {wait.wait_id}{deadline}",
+        data={
+            "question_id": wait.wait_id,
+            "turn": wait.payload.get("turn"),
+            "attempt": wait.attempt,
+            "deadline_at": wait.deadline_at,
+        },
+    )
 
 
 def graph_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,6 +260,7 @@ def with_deadlines(
     if unknown := [n for n in deadlines if n not in known]:
         raise InputError(
             f"no gate or question node {unknown[0]!r} in template {template.name!r} to give a "
-            f"deadline to; it has: {', '.join(sorted(known)) or 'none'}")
+            f"deadline to; it has: {', '.join(sorted(known)) or 'none'}"
+        )
     seconds = {n: parse_duration(v, f"deadline of {n!r}") for n, v in deadlines.items()}
     return {**inputs, DEADLINES_INPUT: seconds}

@@ -64,33 +64,46 @@ class Budget:
         nodes = {str(k): cls.of(v) for k, v in dict(data.pop("nodes", None) or {}).items()}
         unknown = set(data) - {"tokens", "cost", "ask_tokens", "ask_cost"}
         if unknown:
-            raise UsageError(f"unknown budget field {sorted(unknown)[0]!r}; "
-                             "use tokens, cost, ask_tokens, ask_cost, nodes")
+            raise UsageError(
+                f"unknown budget field {sorted(unknown)[0]!r}; "
+                "use tokens, cost, ask_tokens, ask_cost, nodes"
+            )
         for key, limit in data.items():
             if limit is not None and (isinstance(limit, bool) or not 0 < float(limit) < math.inf):
                 raise UsageError(f"budget {key} must be a positive number, got {limit!r}")
-        return cls(**{k: None if v is None else float(v) for k, v in data.items()},
-                   nodes={k: v for k, v in nodes.items() if v is not None})
+        return cls(
+            **{k: None if v is None else float(v) for k, v in data.items()},
+            nodes={k: v for k, v in nodes.items() if v is not None},
+        )
 
     def over(self, other: Budget | None) -> Budget:
         """This budget with ``other``'s limits taking precedence where it sets them."""
         if other is None:
             return self
-        pick = {k: getattr(other, k) if getattr(other, k) is not None else getattr(self, k)
-                for k in ("tokens", "cost", "ask_tokens", "ask_cost")}
+        pick = {
+            k: getattr(other, k) if getattr(other, k) is not None else getattr(self, k)
+            for k in ("tokens", "cost", "ask_tokens", "ask_cost")
+        }
         return Budget(**pick, nodes={**self.nodes, **other.nodes})
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: getattr(self, k) for k in
-                               ("tokens", "cost", "ask_tokens", "ask_cost")
-                               if getattr(self, k) is not None}
+        out: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in ("tokens", "cost", "ask_tokens", "ask_cost")
+            if getattr(self, k) is not None
+        }
         if self.nodes:
             out["nodes"] = {k: v.to_dict() for k, v in self.nodes.items()}
         return out
 
 
-def overrun(budget: Budget, node: str, run_used: Mapping[str, float],
-            node_used: Mapping[str, float], granted: Mapping[str, float]) -> dict[str, Any] | None:
+def overrun(
+    budget: Budget,
+    node: str,
+    run_used: Mapping[str, float],
+    node_used: Mapping[str, float],
+    granted: Mapping[str, float],
+) -> dict[str, Any] | None:
     """The first limit that is used up before ``node`` runs, or None.
 
     ``granted`` is what budget gates added so far, by ``"{scope}:{measure}"``.
@@ -106,16 +119,23 @@ def overrun(budget: Budget, node: str, run_used: Mapping[str, float],
             limit = base + granted.get(f"{scope}:{measure}", 0.0)
             if used.get(measure, 0.0) >= limit:
                 ask = getattr(limits, f"ask_{measure}") or base
-                return {"scope": scope, "measure": measure, "limit": limit,
-                        "used": used.get(measure, 0.0), "ask": ask}
+                return {
+                    "scope": scope,
+                    "measure": measure,
+                    "limit": limit,
+                    "used": used.get(measure, 0.0),
+                    "ask": ask,
+                }
     return None
 
 
 def _describe(over: Mapping[str, Any]) -> str:
     unit = "tokens" if over["measure"] == "tokens" else "in cost"
     whose = "the run" if over["scope"] == "run" else f"node {over['scope'][5:]!r}"
-    return (f"{whose} used {over['used']:g} of its {over['limit']:g} {unit}; "
-            f"approve {over['ask']:g} more {unit}?")
+    return (
+        f"{whose} used {over['used']:g} of its {over['limit']:g} {unit}; "
+        f"approve {over['ask']:g} more {unit}?"
+    )
 
 
 async def enforce_budget(ctx: StageContext, state: Any, task_id: str) -> None:
@@ -136,8 +156,10 @@ async def live_overrun(ctx: StageContext, spent: Mapping[str, float]) -> dict[st
     check = getattr(ctx.run.journal, "budget_overrun", None)
     if check is None:
         return None
-    pending = {"tokens": float(spent.get("input_tokens", 0)) + float(spent.get("output_tokens", 0)),
-               "cost": float(spent.get("cost", 0))}
+    pending = {
+        "tokens": float(spent.get("input_tokens", 0)) + float(spent.get("output_tokens", 0)),
+        "cost": float(spent.get("cost", 0)),
+    }
     found: dict[str, Any] | None = await check(ctx.node, ctx.task_id, pending=pending)
     return found
 
@@ -150,11 +172,19 @@ async def budget_gate(ctx: StageContext, state: Any, task_id: str, over: Mapping
     digest = state_hash(state)
     name = "budget" if over["scope"] == "run" else f"budget:{ctx.node}"
     payload: dict[str, Any] = {
-        "kind": "gate", "gate": name, "node": ctx.node, "attempt": ctx.attempt,
-        "state_hash": digest, "deadline": 24 * 3600.0,
-        "on_deadline": ["remind", "escalate", "park"], "changes_to": None,
-        "reject_to": None, "changes_left": None, "show": {"budget": _describe(over)},
-        "budget": dict(over), "task_id": task_id,
+        "kind": "gate",
+        "gate": name,
+        "node": ctx.node,
+        "attempt": ctx.attempt,
+        "state_hash": digest,
+        "deadline": 24 * 3600.0,
+        "on_deadline": ["remind", "escalate", "park"],
+        "changes_to": None,
+        "reject_to": None,
+        "changes_left": None,
+        "show": {"budget": _describe(over)},
+        "budget": dict(over),
+        "task_id": task_id,
     }
     asked = payload
     while True:
@@ -167,5 +197,5 @@ async def budget_gate(ctx: StageContext, state: Any, task_id: str, over: Mapping
         note = f": {decision.get('note')}" if decision.get("note") else ""
         raise BudgetRejected(f"budget gate {name!r} rejected ({_describe(over)}){note}")
     ctx.run.journal.grant_budget(  # type: ignore[attr-defined]
-        str(decision.get("token") or ""), f"{over['scope']}:{over['measure']}",
-        float(over["ask"]))
+        str(decision.get("token") or ""), f"{over['scope']}:{over['measure']}", float(over["ask"])
+    )

@@ -19,9 +19,7 @@ _log = logging.getLogger("stageline.stage")
 class Journal(Protocol):
     """Where node lifecycle facts go; the runner implements it over the ledger."""
 
-    def node_started(
-        self, *, node: str, task_id: str, try_no: int, stage: str
-    ) -> int | None:
+    def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> int | None:
         """Record the start; may return the try number to use instead of ``try_no`` (a node
         re-run after its process stopped is a new try)."""
         ...
@@ -154,11 +152,17 @@ class StageContext:
         is kept and a retry runs it again. A node that runs more than once in a run (a loop)
         and means to repeat the effect each time puts the round in ``key``.
         """
-        return await self.run.journal.effect(node=self.node, key=key, fn=fn,
-                                             idempotent=idempotent)
+        return await self.run.journal.effect(node=self.node, key=key, fn=fn, idempotent=idempotent)
 
-    def ask(self, questions: Any, *, turn: int, name: str | None = None,
-            deadline: float | str | None = None, on_deadline: str | Any = "park") -> dict[str, Any]:
+    def ask(
+        self,
+        questions: Any,
+        *,
+        turn: int,
+        name: str | None = None,
+        deadline: float | str | None = None,
+        on_deadline: str | Any = "park",
+    ) -> dict[str, Any]:
         """Ask a person a question set from inside this stage and wait for the answers.
 
         ``questions``: strings (free text) or mappings (``text``, ``id``, ``choices``,
@@ -170,9 +174,14 @@ class StageContext:
         from stageline.stages._human import DEFAULT_DEADLINE, ask_person, deadline_steps
         from stageline.stages._human import parse_duration as duration
 
-        return ask_person(self, questions, turn=turn, name=name,
-                          deadline=DEFAULT_DEADLINE if deadline is None else duration(deadline),
-                          on_deadline=deadline_steps(on_deadline, "question"))
+        return ask_person(
+            self,
+            questions,
+            turn=turn,
+            name=name,
+            deadline=DEFAULT_DEADLINE if deadline is None else duration(deadline),
+            on_deadline=deadline_steps(on_deadline, "question"),
+        )
 
     def metric(self, name: str, value: float) -> None:
         """Record a per-node metric; a repeated name adds up (tokens over several calls)."""

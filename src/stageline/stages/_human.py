@@ -72,13 +72,15 @@ def deadline_steps(on_deadline: str | Sequence[str], kind: str) -> tuple[str, ..
     it; a list names the steps (in that order; remind and escalate may be left out).
     """
     finals = FINAL_STEPS[kind]
-    steps = (("remind", "escalate", on_deadline) if isinstance(on_deadline, str)
-             else tuple(on_deadline))
+    steps = (
+        ("remind", "escalate", on_deadline) if isinstance(on_deadline, str) else tuple(on_deadline)
+    )
     order = [s for s in ("remind", "escalate") if s in steps]
     if not steps or steps[-1] not in finals or list(steps[:-1]) != order:
         raise UsageError(
             f"on_deadline for a {kind} is one of {', '.join(finals)}, or a list: optionally "
-            f"remind, then escalate, then one of those; got {on_deadline!r}")
+            f"remind, then escalate, then one of those; got {on_deadline!r}"
+        )
     return tuple(steps)
 
 
@@ -117,15 +119,26 @@ def gate_stage(
 
     async def run_gate(state: Any, ctx: StageContext) -> dict[str, Any]:
         digest = state_hash(state)
-        counts = (state.get(LOOPS_KEY) if isinstance(state, Mapping)
-                  else getattr(state, LOOPS_KEY, None)) or {}
-        left = None if changes_loop is None else max(
-            0, changes_loop[1] - counts.get(changes_loop[0], 0))
+        counts = (
+            state.get(LOOPS_KEY) if isinstance(state, Mapping) else getattr(state, LOOPS_KEY, None)
+        ) or {}
+        left = (
+            None
+            if changes_loop is None
+            else max(0, changes_loop[1] - counts.get(changes_loop[0], 0))
+        )
         values = dict(state) if isinstance(state, Mapping) else {}
         payload: dict[str, Any] = {
-            "kind": "gate", "gate": name, "node": ctx.node, "attempt": ctx.attempt,
-            "state_hash": digest, "deadline": deadline, "on_deadline": list(on_deadline),
-            "changes_to": changes_to, "reject_to": reject_to, "changes_left": left,
+            "kind": "gate",
+            "gate": name,
+            "node": ctx.node,
+            "attempt": ctx.attempt,
+            "state_hash": digest,
+            "deadline": deadline,
+            "on_deadline": list(on_deadline),
+            "changes_to": changes_to,
+            "reject_to": reject_to,
+            "changes_left": left,
             "show": {k: _clip(values[k]) for k in show if k in values},
         }
         if park is not None:
@@ -159,11 +172,15 @@ def _refuse_decision(
     if not isinstance(decision, Mapping) or decision.get("decision") not in DECISIONS:
         return f"not a decision: {decision!r}"
     if decision.get("attempt") != attempt:
-        return (f"stale: the decision is for attempt {decision.get('attempt')}, "
-                f"but the run is at attempt {attempt}")
+        return (
+            f"stale: the decision is for attempt {decision.get('attempt')}, "
+            f"but the run is at attempt {attempt}"
+        )
     if decision.get("state_hash") != digest:
-        return (f"stale: the decision was made on state {decision.get('state_hash')}, "
-                f"but the state is now {digest}")
+        return (
+            f"stale: the decision was made on state {decision.get('state_hash')}, "
+            f"but the state is now {digest}"
+        )
     if decision["decision"] == "changes" and (changes_to is None or left == 0):
         return "this gate takes no (more) changes"
     return None
@@ -193,8 +210,9 @@ def question_stage(
     if not isinstance(max_turns, int) or max_turns < 1:
         raise UsageError("max_turns must be at least 1")
 
-    async def author(state: Any, history: list[dict[str, Any]], ctx: StageContext, local: int
-                     ) -> list[dict[str, Any]] | None:
+    async def author(
+        state: Any, history: list[dict[str, Any]], ctx: StageContext, local: int
+    ) -> list[dict[str, Any]] | None:
         if ask is None:
             return fixed if local == 0 else None
 
@@ -214,8 +232,16 @@ def question_stage(
             qs = await author(state, history + asked_now, ctx, local)
             if not qs:
                 break
-            asked_now.append(ask_person(ctx, qs, turn=len(history) + local, name=name,
-                                        deadline=deadline, on_deadline=on_deadline))
+            asked_now.append(
+                ask_person(
+                    ctx,
+                    qs,
+                    turn=len(history) + local,
+                    name=name,
+                    deadline=deadline,
+                    on_deadline=on_deadline,
+                )
+            )
         update: dict[str, Any] = {history_key: history + asked_now}
         if answers_key:
             merged: dict[str, Any] = {}
@@ -225,8 +251,7 @@ def question_stage(
         return update
 
     run_question.__name__ = run_question.__qualname__ = f"question[{name}]"
-    return Stage(fn=run_question, name=f"question:{name}", capability="clarify",
-                 cost_class="none")
+    return Stage(fn=run_question, name=f"question:{name}", capability="clarify", cost_class="none")
 
 
 def ask_person(
@@ -246,9 +271,16 @@ def ask_person(
     qs = normalize_questions(questions)
     qid = question_id(ctx.run_id, turn)
     payload: dict[str, Any] = {
-        "kind": "question", "name": name or ctx.node, "node": ctx.node, "run_id": ctx.run_id,
-        "thread_id": ctx.run_id, "question_id": qid, "turn": turn, "attempt": ctx.attempt,
-        "question_set": {"questions": qs}, "deadline": deadline,
+        "kind": "question",
+        "name": name or ctx.node,
+        "node": ctx.node,
+        "run_id": ctx.run_id,
+        "thread_id": ctx.run_id,
+        "question_id": qid,
+        "turn": turn,
+        "attempt": ctx.attempt,
+        "question_set": {"questions": qs},
+        "deadline": deadline,
         "on_deadline": list(on_deadline),
     }
     asked = payload
@@ -258,12 +290,18 @@ def ask_person(
         if why is None:
             break
         asked = {**payload, "refused": {"token": _token(response), "reason": why}}
-    return {"turn": turn, "question_id": qid, "questions": qs, "answers": answers,
-            "actor": response.get("actor")}
+    return {
+        "turn": turn,
+        "question_id": qid,
+        "questions": qs,
+        "answers": answers,
+        "actor": response.get("actor"),
+    }
 
 
-def _take_answers(response: Any, qid: str, qs: list[dict[str, Any]]
-                  ) -> tuple[dict[str, Any], str | None]:
+def _take_answers(
+    response: Any, qid: str, qs: list[dict[str, Any]]
+) -> tuple[dict[str, Any], str | None]:
     if not isinstance(response, Mapping) or response.get("question_id") != qid:
         got = response.get("question_id") if isinstance(response, Mapping) else response
         return {}, f"stale: an answer for question set {got!r}, not {qid!r}"

@@ -21,7 +21,6 @@ from stageline.statekeys import LOOPS_KEY
 __all__ = ["LOOPS_KEY", "failure_phase", "make_node", "merge_loop_counts"]
 
 
-
 def merge_loop_counts(
     left: Mapping[str, int] | None, right: Mapping[str, int] | None
 ) -> dict[str, int]:
@@ -61,8 +60,10 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
         info = runtime.execution_info
         task_id = info.task_id if info is not None else node
         try_no = info.node_attempt if info is not None else 1
-        try_no = rc.journal.node_started(node=node, task_id=task_id, try_no=try_no,
-                                         stage=made.name) or try_no
+        try_no = (
+            rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
+            or try_no
+        )
         ctx = StageContext(run=rc, node=node, try_no=try_no, task_id=task_id)
         try:
             if loop is not None:
@@ -78,8 +79,13 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
             # An interrupt (gate, question): LangGraph replays the node on resume, and the
             # replay finishes this same record.
             rc.journal.node_finished(
-                node=node, task_id=task_id, try_no=try_no, stage=made.name, status="waiting",
-                started=ctx.started, metrics=ctx.metrics,
+                node=node,
+                task_id=task_id,
+                try_no=try_no,
+                stage=made.name,
+                status="waiting",
+                started=ctx.started,
+                metrics=ctx.metrics,
             )
             raise
         except BaseException as exc:
@@ -94,8 +100,15 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
                 # runs it again as a new try.
                 error, phase = "interrupted: stopped before it finished", "interrupted"
             rc.journal.node_finished(
-                node=node, task_id=task_id, try_no=try_no, stage=made.name, status="failed",
-                started=ctx.started, metrics=ctx.metrics, error=error, failure_phase=phase,
+                node=node,
+                task_id=task_id,
+                try_no=try_no,
+                stage=made.name,
+                status="failed",
+                started=ctx.started,
+                metrics=ctx.metrics,
+                error=error,
+                failure_phase=phase,
                 **outcome,
             )
             raise
@@ -103,8 +116,14 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
         if loop is not None:
             update = {**update, LOOPS_KEY: {loop[0]: 1}}
         rc.journal.node_finished(
-            node=node, task_id=task_id, try_no=try_no, stage=made.name, status="succeeded",
-            started=ctx.started, metrics=ctx.metrics, **_outcome(rc, made, ctx, state),
+            node=node,
+            task_id=task_id,
+            try_no=try_no,
+            stage=made.name,
+            status="succeeded",
+            started=ctx.started,
+            metrics=ctx.metrics,
+            **_outcome(rc, made, ctx, state),
         )
         return update
 
@@ -114,15 +133,20 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
 
 def _outcome(rc: RunContext, made: Stage, ctx: StageContext, state: Any) -> dict[str, Any]:
     """What the journal's outcome row needs besides the record (see ``Journal``)."""
-    return {"template": rc.template, "capability": made.capability,
-            "alternative": getattr(ctx, "alternative", None), "input_shape": input_shape(state)}
+    return {
+        "template": rc.template,
+        "capability": made.capability,
+        "alternative": getattr(ctx, "alternative", None),
+        "input_shape": input_shape(state),
+    }
 
 
 def input_shape(state: Any) -> str:
     """A hash of the keys and value types of ``state`` (stageline's own keys left out)."""
     values = state if isinstance(state, Mapping) else getattr(state, "__dict__", {})
-    shape = sorted((str(k), type(v).__name__) for k, v in values.items()
-                   if not str(k).startswith("stageline_"))
+    shape = sorted(
+        (str(k), type(v).__name__) for k, v in values.items() if not str(k).startswith("stageline_")
+    )
     return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
 
 
@@ -148,5 +172,3 @@ def _as_update(result: Any, node: str) -> dict[str, Any]:
     if hasattr(result, "model_dump"):
         return dict(result.model_dump(exclude_unset=True))
     raise TypeError(f"stage {node!r} returned {type(result).__name__}; a stage returns a dict")
-
-

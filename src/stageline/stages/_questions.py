@@ -46,15 +46,24 @@ def normalize_questions(spec: Any) -> list[dict[str, Any]]:
         if not isinstance(text, str) or not text.strip():
             raise UsageError(f"question {i} needs a non-empty `text`")
         qid = str(item.get("id") or f"q{i}")
-        kind = item.get("kind") or ("choice" if item.get("choices") is not None
-                                    else "json" if item.get("schema") is not None else "text")
+        kind = item.get("kind") or (
+            "choice"
+            if item.get("choices") is not None
+            else "json"
+            if item.get("schema") is not None
+            else "text"
+        )
         if kind not in KINDS:
             raise UsageError(f"question {qid!r}: kind must be one of {', '.join(KINDS)}")
         q: dict[str, Any] = {"id": qid, "text": text, "kind": kind}
         if kind == "choice":
             choices = item.get("choices")
-            if (not isinstance(choices, Sequence) or isinstance(choices, str) or not choices
-                    or not all(isinstance(c, str) for c in choices)):
+            if (
+                not isinstance(choices, Sequence)
+                or isinstance(choices, str)
+                or not choices
+                or not all(isinstance(c, str) for c in choices)
+            ):
                 raise UsageError(f"question {qid!r}: choices must be a non-empty list of strings")
             q["choices"] = list(choices)
         if kind == "json":
@@ -95,12 +104,13 @@ def validate_answers(
     """
     if not isinstance(answers, Mapping):
         raise AnswerInvalid(
-            f"answers must map question ids to values, got {type(answers).__name__}")
+            f"answers must map question ids to values, got {type(answers).__name__}"
+        )
     by_id = {q["id"]: q for q in questions}
     if unknown := [k for k in answers if k not in by_id]:
         raise AnswerInvalid(
-            f"there is no question {unknown[0]!r} in this set; its questions: "
-            + ", ".join(by_id))
+            f"there is no question {unknown[0]!r} in this set; its questions: " + ", ".join(by_id)
+        )
     out: dict[str, Any] = {}
     for qid, q in by_id.items():
         if qid not in answers:
@@ -126,7 +136,8 @@ def _check(q: Mapping[str, Any], value: Any) -> Any:
         if value not in q["choices"]:
             raise AnswerInvalid(
                 f"{shown(value)} is not a choice of question {qid!r}; choose one of: "
-                + ", ".join(q["choices"]))
+                + ", ".join(q["choices"])
+            )
         return value
     schema = q.get("schema") or {}
     if isinstance(value, str) and schema.get("type") != "string":
@@ -137,10 +148,13 @@ def _check(q: Mapping[str, Any], value: Any) -> Any:
     import jsonschema
 
     error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(dict(schema)).iter_errors(value))
+        jsonschema.Draft202012Validator(dict(schema)).iter_errors(value)
+    )
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path)
         raise AnswerInvalid(
             f"the answer to question {qid!r} does not fit its schema"
-            + (f" at {where}" if where else "") + f": {error.message}")
+            + (f" at {where}" if where else "")
+            + f": {error.message}"
+        )
     return value

@@ -59,8 +59,10 @@ def router_stage(
         raise UsageError(f"a router for {capability!r} needs at least two alternatives")
     if cost_weight < 0:
         raise UsageError(f"cost_weight must not be negative, got {cost_weight}")
-    alts = {str(k): v if isinstance(v, Stage) else Stage(fn=v, name=str(k))
-            for k, v in alternatives.items()}
+    alts = {
+        str(k): v if isinstance(v, Stage) else Stage(fn=v, name=str(k))
+        for k, v in alternatives.items()
+    }
     spec = Router(capability=capability, alternatives=alts, cost_weight=float(cost_weight))
 
     async def route(state: Any, ctx: StageContext) -> Any:
@@ -70,8 +72,7 @@ def router_stage(
 
     label = name or f"router:{capability}"
     route.__name__ = route.__qualname__ = label.replace(":", "_")
-    made = Stage(fn=route, name=label, capability=capability,
-                 metadata={"router": spec})
+    made = Stage(fn=route, name=label, capability=capability, metadata={"router": spec})
     return made.with_options(retry=retry, timeout=timeout) if retry or timeout else made
 
 
@@ -89,8 +90,11 @@ def thompson_scores(rows: Sequence[Any], spec: Router, rng: random.Random) -> di
         p = rng.betavariate(1 + wins, 1 + len(seen) - wins)
         q = 1.0
         if graded:
-            qs = [min(1.0, max(0.0, float(r.quality))) for r in seen
-                  if r.status == "succeeded" and r.quality is not None]
+            qs = [
+                min(1.0, max(0.0, float(r.quality)))
+                for r in seen
+                if r.status == "succeeded" and r.quality is not None
+            ]
             q = rng.betavariate(1 + sum(qs), 1 + len(qs) - sum(qs))
         costs = [float(r.cost) for r in seen]
         mean_cost = sum(costs) / len(costs) if costs else 0.0
@@ -108,8 +112,10 @@ def _seed(ctx: StageContext) -> str | None:
 async def choose(spec: Router, ctx: StageContext, state: Any) -> str:
     """The alternative this node run uses: drawn once, kept across replays."""
     loops = state.get(_LOOPS_KEY) if isinstance(state, Mapping) else None
-    key = (f"router:{spec.capability}:a{ctx.attempt}:t{ctx.try_no}"
-           f":{json.dumps(loops or {}, sort_keys=True)}")
+    key = (
+        f"router:{spec.capability}:a{ctx.attempt}:t{ctx.try_no}"
+        f":{json.dumps(loops or {}, sort_keys=True)}"
+    )
     journal = ctx.run.journal
 
     async def pick() -> dict[str, Any]:
@@ -117,16 +123,25 @@ async def choose(spec: Router, ctx: StageContext, state: Any) -> str:
         history = await history_of(ctx.run.template) if history_of is not None else []
         rows = [o for o in history if o.node == ctx.node and o.capability == spec.capability]
         seed = _seed(ctx)
-        rng = (random.Random(f"{seed}|{ctx.run.template}|{ctx.node}|{len(rows)}|{key}")
-               if seed is not None else random.Random())
+        rng = (
+            random.Random(f"{seed}|{ctx.run.template}|{ctx.node}|{len(rows)}|{key}")
+            if seed is not None
+            else random.Random()
+        )
         scores = thompson_scores(rows, spec, rng)
         choice = max(sorted(scores), key=lambda a: scores[a])
         journal.node_event(
-            node=ctx.node, kind="router.chose", level="info", category="lifecycle",
+            node=ctx.node,
+            kind="router.chose",
+            level="info",
+            category="lifecycle",
             message=f"{spec.capability}: chose {choice!r}",
-            data={"capability": spec.capability, "alternative": choice,
-                  "scores": {a: round(s, 4) for a, s in scores.items()},
-                  "history": len(rows)},
+            data={
+                "capability": spec.capability,
+                "alternative": choice,
+                "scores": {a: round(s, 4) for a, s in scores.items()},
+                "history": len(rows),
+            },
         )
         return {"alternative": choice}
 

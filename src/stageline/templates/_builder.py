@@ -192,8 +192,12 @@ class Template:
     ) -> Template:
         """Run ``targets`` in parallel after ``source``; ``join`` runs once all have finished."""
         self._fanouts.append(
-            _Fanout(source=source, targets=tuple(targets), join=join and _end(join),
-                    where=where or _caller())
+            _Fanout(
+                source=source,
+                targets=tuple(targets),
+                join=join and _end(join),
+                where=where or _caller(),
+            )
         )
         self._touch()
         return self
@@ -213,11 +217,15 @@ class Template:
         if bad or max_iterations < 1:
             raise TemplateError(
                 f"loop {name!r} needs a bound of at least 1, got {max_iterations!r}",
-                source=where[0], line=where[1],
+                source=where[0],
+                line=where[1],
             )
         self._loops[name] = Loop(
-            name=name, head=head, max_iterations=max_iterations,
-            on_exhausted=on_exhausted and _end(on_exhausted), where=where,
+            name=name,
+            head=head,
+            max_iterations=max_iterations,
+            on_exhausted=on_exhausted and _end(on_exhausted),
+            where=where,
         )
         self._touch()
         return self
@@ -295,8 +303,13 @@ class Template:
             "name": self.name,
             "state": sorted((k, _stable_repr(v)) for k, v in _hints(self.state).items()),
             "nodes": [
-                [n.name, n.stage.name, code(n.stage.fn), _stable_repr(n.stage.retry),
-                 n.stage.timeout]
+                [
+                    n.name,
+                    n.stage.name,
+                    code(n.stage.fn),
+                    _stable_repr(n.stage.retry),
+                    n.stage.timeout,
+                ]
                 for n in self._nodes.values()
             ],
             "edges": sorted([s, t] for s, t, _ in self._edges),
@@ -307,8 +320,9 @@ class Template:
             ),
         }
         if self._gates or self._questions:  # only then: other templates keep their digests
-            shape["human"] = sorted([k, repr(v)] for k, v in {**self._gates,
-                                                              **self._questions}.items())
+            shape["human"] = sorted(
+                [k, repr(v)] for k, v in {**self._gates, **self._questions}.items()
+            )
         return hashlib.sha256(json.dumps(shape, default=str).encode()).hexdigest()[:12]
 
     @property
@@ -382,8 +396,9 @@ class Template:
             todo.extend(succ.get(n, ()))
         for n, node in self._nodes.items():
             if n not in seen:
-                fail(f"node {n!r} is unreachable from the start node {self._start[0]!r}",
-                     node.where)
+                fail(
+                    f"node {n!r} is unreachable from the start node {self._start[0]!r}", node.where
+                )
 
         self._check_gates(fail)
         self._check_fan_in(fail)
@@ -394,12 +409,16 @@ class Template:
         for name in self._gates:
             outs = [(t, where) for s, t, where in self._edges if s == name]
             if len(outs) > 1:
-                fail(f"gate {name!r} has {len(outs)} edges out; an approved gate goes on to one "
-                     "node (or ends the run)", outs[1][1])
+                fail(
+                    f"gate {name!r} has {len(outs)} edges out; an approved gate goes on to one "
+                    "node (or ends the run)",
+                    outs[1][1],
+                )
             for f in self._fanouts:
                 if f.source == name:
-                    fail(f"gate {name!r} cannot fan out; add an edge to one node that does",
-                         f.where)
+                    fail(
+                        f"gate {name!r} cannot fan out; add an edge to one node that does", f.where
+                    )
 
     def _check_fan_in(self, fail: Callable[[str, Where], None]) -> None:
         hints = _hints(self.state)
@@ -462,7 +481,9 @@ class Template:
         self.validate()
         assert self._start is not None
         graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(
-            self.graph_schema(), context_schema=RunContext, input_schema=self.state,
+            self.graph_schema(),
+            context_schema=RunContext,
+            input_schema=self.state,
             output_schema=self.state,
         )
         heads = {lp.head: lp for lp in self._loops.values()}
@@ -470,8 +491,9 @@ class Template:
             loop = heads.get(name)
             graph.add_node(
                 name,
-                make_node(name, node.stage,
-                          loop=(loop.name, loop.max_iterations) if loop else None),
+                make_node(
+                    name, node.stage, loop=(loop.name, loop.max_iterations) if loop else None
+                ),
                 retry_policy=node.stage.retry,
                 timeout=node.stage.timeout,
             )
@@ -486,8 +508,12 @@ class Template:
             has_out.add(s)
         for r in self._routes:
             if r.source in self._gates:
-                r = _Route(source=r.source, router=r.router, where=r.where,
-                           targets={**r.targets, "approve": approved.get(r.source, END)})
+                r = _Route(
+                    source=r.source,
+                    router=r.router,
+                    where=r.where,
+                    targets={**r.targets, "approve": approved.get(r.source, END)},
+                )
             router, targets = self._route(r)
             graph.add_conditional_edges(r.source, router, cast(Any, targets))
             has_out.add(r.source)

@@ -13,7 +13,13 @@ from stageline.errors import TemplateError
 from stageline.stages import GATES_KEY, LOOPS_KEY, merge_loop_counts
 
 __all__ = [
-    "_back_edges", "_cycles", "_get", "_has_reducer", "_hints", "_stable_repr", "_with_loops",
+    "_back_edges",
+    "_cycles",
+    "_get",
+    "_has_reducer",
+    "_hints",
+    "_stable_repr",
+    "_with_loops",
 ]
 
 
@@ -67,9 +73,12 @@ def _with_loops(schema: type[Any]) -> type[Any]:
         BaseModel = None  # type: ignore[assignment,misc]
     if BaseModel is not None and isinstance(schema, type) and issubclass(schema, BaseModel):
         return create_model(  # type: ignore[call-overload,no-any-return]
-            schema.__name__, __base__=schema,
-            **{LOOPS_KEY: (loops_hint, Field(default_factory=dict)),
-               GATES_KEY: (gates_hint, Field(default_factory=dict))},
+            schema.__name__,
+            __base__=schema,
+            **{
+                LOOPS_KEY: (loops_hint, Field(default_factory=dict)),
+                GATES_KEY: (gates_hint, Field(default_factory=dict)),
+            },
         )
     raise TemplateError(f"state schema {schema!r} must be a TypedDict or a pydantic model")
 

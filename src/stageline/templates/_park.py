@@ -34,12 +34,19 @@ def add_park(
     """Add park gate ``name``: approve or changes grant loop ``loop`` ``rounds`` more rounds
     and go back to ``head``; reject ends the run. It waits with no deadline step but a park."""
     steps = deadline_steps("park", "gate")
-    made = gate_stage(name, changes_to=head, feedback_key=feedback_key, show=tuple(show),
-                      deadline=DEFAULT_DEADLINE, on_deadline=steps,
-                      park={"loop": loop, "rounds": rounds})
+    made = gate_stage(
+        name,
+        changes_to=head,
+        feedback_key=feedback_key,
+        show=tuple(show),
+        deadline=DEFAULT_DEADLINE,
+        on_deadline=steps,
+        park={"loop": loop, "rounds": rounds},
+    )
     template.add_stage(name, made)
     template.add_route(name, _router(name), {"changes": head, "reject": END})
     template.add_edge(name, head)  # approve: along the gate's edge
-    template._gates[name] = GateSpec(name=name, changes_to=head, reject_to=None,
-                                     deadline=DEFAULT_DEADLINE, on_deadline=steps)
+    template._gates[name] = GateSpec(
+        name=name, changes_to=head, reject_to=None, deadline=DEFAULT_DEADLINE, on_deadline=steps
+    )
     return template

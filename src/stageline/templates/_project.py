@@ -64,8 +64,8 @@ def _import_sources() -> bool:
                 importlib.import_module(name)
             except ImportError as exc:
                 raise StageNotFound(
-                    f"cannot import stage module {name!r} (stage_modules in stageline.toml): "
-                    f"{exc}") from exc
+                    f"cannot import stage module {name!r} (stage_modules in stageline.toml): {exc}"
+                ) from exc
         for folder in dirs:
             for path in sorted(folder.glob("*.py")) if folder.is_dir() else ():
                 key = str(path.resolve())

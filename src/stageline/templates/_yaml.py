@@ -61,21 +61,47 @@ from stageline.templates._yaml_human import read_human
 
 __all__ = ["load_yaml_template"]
 
-TOP_KEYS = ("name", "version", "description", "state", "stages", "gates", "questions", "start",
-            "edges", "fanout", "routes", "loops", "budget")
-TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "list": list,
-                         "dict": dict, "any": Any}
+TOP_KEYS = (
+    "name",
+    "version",
+    "description",
+    "state",
+    "stages",
+    "gates",
+    "questions",
+    "start",
+    "edges",
+    "fanout",
+    "routes",
+    "loops",
+    "budget",
+)
+TYPES: dict[str, Any] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "list": list,
+    "dict": dict,
+    "any": Any,
+}
 _NUMBER, _COUNT, _FLAG = "a number", "a positive integer", "true or false"
-_RETRY_FIELDS = {"initial_interval": _NUMBER, "backoff_factor": _NUMBER, "max_interval": _NUMBER,
-                 "max_attempts": _COUNT, "jitter": _FLAG}
+_RETRY_FIELDS = {
+    "initial_interval": _NUMBER,
+    "backoff_factor": _NUMBER,
+    "max_interval": _NUMBER,
+    "max_attempts": _COUNT,
+    "jitter": _FLAG,
+}
 
 
 def _ok(value: Any, kind: str) -> bool:
     """Whether ``value`` is ``_NUMBER``, ``_COUNT`` or ``_FLAG`` (a boolean is not a number)."""
     if kind == _FLAG or isinstance(value, bool):
         return kind == _FLAG and isinstance(value, bool)
-    return isinstance(value, int) and value >= 1 if kind == _COUNT else isinstance(
-        value, int | float)
+    return (
+        isinstance(value, int) and value >= 1 if kind == _COUNT else isinstance(value, int | float)
+    )
 
 
 class _Map(dict[Any, Any]):
@@ -113,8 +139,13 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[_Map
         key, text = loader.construct_object(key_node, deep=True), (key_node.tag, key_node.value)
         if not isinstance(key, Hashable) or (text in seen and own.count(text) > 1):
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, f"found duplicate key {shown(key)}"
-                if isinstance(key, Hashable) else "found an unhashable key", key_node.start_mark)
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key {shown(key)}"
+                if isinstance(key, Hashable)
+                else "found an unhashable key",
+                key_node.start_mark,
+            )
         seen.add(text)
         data[key] = loader.construct_object(value_node, deep=True)
         data.lines[key], data.raw[key] = key_node.start_mark.line + 1, str(key_node.value)
@@ -183,15 +214,23 @@ class _Reader:
         self.line = line
         return (self.src, line)
 
-    def mapping(self, value: Any, what: str, line: int, allowed: tuple[str, ...] | None = None,
-                required: tuple[str, ...] = ()) -> _Map:
+    def mapping(
+        self,
+        value: Any,
+        what: str,
+        line: int,
+        allowed: tuple[str, ...] | None = None,
+        required: tuple[str, ...] = (),
+    ) -> _Map:
         """``value`` as a mapping with only ``allowed`` and all ``required`` keys."""
         if not isinstance(value, _Map):
             self.fail(f"{what} must be a mapping, got {shown(value)}", line)
         for key in value:
             if allowed is not None and key not in allowed:
-                self.fail(f"unknown key {key!r} in {what}; allowed keys: {', '.join(allowed)}",
-                          value.at(key))
+                self.fail(
+                    f"unknown key {key!r} in {what}; allowed keys: {', '.join(allowed)}",
+                    value.at(key),
+                )
         if missing := [key for key in required if key not in value]:
             self.fail(f"{what} needs `{missing[0]}`", line)
         return value
@@ -224,16 +263,24 @@ class _Reader:
             self.fail(f"{what} {ref!r} takes {n} positional arguments, not {arity}", line)
         return fn
 
-    def items(self, top: _Map, key: str, what: str = "", allowed: tuple[str, ...] | None = None,
-              required: tuple[str, ...] = ()) -> Iterator[tuple[Any, int]]:
+    def items(
+        self,
+        top: _Map,
+        key: str,
+        what: str = "",
+        allowed: tuple[str, ...] | None = None,
+        required: tuple[str, ...] = (),
+    ) -> Iterator[tuple[Any, int]]:
         """The entries listed under top-level ``key`` with their lines, as checked mappings."""
         seq = top.get(key)
         if seq is not None and not isinstance(seq, _Seq):
             self.fail(f"`{key}` must be a list", top.at(key))
         for item, line in zip(seq or (), seq.lines if seq else (), strict=True):
             self.line = line
-            yield (item if allowed is None else self.mapping(item, what, line, allowed, required),
-                   line)
+            yield (
+                item if allowed is None else self.mapping(item, what, line, allowed, required),
+                line,
+            )
 
     # -- sections ---------------------------------------------------------------------------
 
@@ -244,16 +291,21 @@ class _Reader:
         for key, decl in spec.items():
             at = self.line = spec.at(key)
             if not isinstance(key, str) or key in RESERVED_KEYS:
-                self.fail(f"bad state key {key!r} (a string other than "
-                          f"{' or '.join(map(repr, RESERVED_KEYS))})", at)
+                self.fail(
+                    f"bad state key {key!r} (a string other than "
+                    f"{' or '.join(map(repr, RESERVED_KEYS))})",
+                    at,
+                )
             type_name, reducer, type_at, reducer_at = decl, None, at, at
             if isinstance(decl, _Map):
                 decl = self.mapping(decl, f"state key {key!r}", at, ("type", "reducer"))
                 type_name, reducer = decl.get("type", "any"), decl.get("reducer")
                 type_at, reducer_at = decl.at("type"), decl.at("reducer")
             if not isinstance(type_name, str) or type_name not in TYPES:
-                self.fail(f"state key {key!r} has unknown type {type_name!r}; "
-                          f"types: {', '.join(TYPES)}", type_at)
+                self.fail(
+                    f"state key {key!r} has unknown type {type_name!r}; types: {', '.join(TYPES)}",
+                    type_at,
+                )
             fields[key] = TYPES[type_name]
             if reducer is not None:
                 fields[key] = Annotated[fields[key], self.reducer(reducer, key, reducer_at)]
@@ -264,8 +316,11 @@ class _Reader:
         if ref in ("append", "merge"):
             return operator.add if ref == "append" else _Reducer(_merge, "merge")
         if not isinstance(ref, str) or (":" not in ref and "." not in ref):
-            self.fail(f"state key {key!r} has unknown reducer {ref!r}; use append, merge "
-                      "or an import path (module:function)", line)
+            self.fail(
+                f"state key {key!r} has unknown reducer {ref!r}; use append, merge "
+                "or an import path (module:function)",
+                line,
+            )
         return _Reducer(self.resolve(ref, f"reducer of state key {key!r}", line, 2), ref)
 
     def stage(self, node: Any, spec: Any, line: int, state_keys: list[str]) -> Stage:
@@ -275,8 +330,9 @@ class _Reader:
             self.fail(f"bad node name {node!r}: a string, not END, without ':' or '|'", line)
         opts = _Map(line)
         if isinstance(spec, _Map):
-            opts = self.mapping(spec, f"stage {node!r}", line,
-                                ("use", "retry", "timeout", "writes"), ("use",))
+            opts = self.mapping(
+                spec, f"stage {node!r}", line, ("use", "retry", "timeout", "writes"), ("use",)
+            )
         ref = self.text(opts.get("use", spec), f"the stage of node {node!r}", opts.at("use"))
         try:
             made = find_stage(ref)
@@ -290,11 +346,15 @@ class _Reader:
             if opt == "writes" and value is not None:
                 value = [value] if isinstance(value, str) else self.names(value, "writes", at)
                 if missing := [k for k in value if k not in state_keys]:
-                    self.fail(f"node {node!r} writes {', '.join(map(repr, missing))}, not declared "
-                              f"under state: ({', '.join(state_keys) or 'none'})", at)
+                    self.fail(
+                        f"node {node!r} writes {', '.join(map(repr, missing))}, not declared "
+                        f"under state: ({', '.join(state_keys) or 'none'})",
+                        at,
+                    )
             elif opt == "timeout" and value is not None and not _ok(value, _NUMBER):
-                self.fail(f"node {node!r}: timeout must be a number of seconds, "
-                          f"got {shown(value)}", at)
+                self.fail(
+                    f"node {node!r}: timeout must be a number of seconds, got {shown(value)}", at
+                )
             elif opt == "retry" and value is not None and not isinstance(value, int):
                 value = self.retry(f"node {node!r}: retry", value, at)
             try:
@@ -305,16 +365,19 @@ class _Reader:
 
     def retry(self, what: str, value: Any, line: int) -> dict[str, Any]:
         """A mapping of ``RetryPolicy`` fields, checked; ``retry_on`` names exception classes."""
-        spec = self.mapping(value, f"{what} (a number of attempts or a mapping)", line,
-                            RetryPolicy._fields)
+        spec = self.mapping(
+            value, f"{what} (a number of attempts or a mapping)", line, RetryPolicy._fields
+        )
         for key, kind in _RETRY_FIELDS.items():
             if key in spec and not _ok(spec[key], kind):
                 self.fail(f"{what} {key} must be {kind}, got {shown(spec[key])}", spec.at(key))
         if (refs := spec.get("retry_on")) is None:
             return dict(spec)
         at, one = spec.at("retry_on"), isinstance(refs, str)
-        found = [self.resolve(r, f"{what} retry_on", at, 1)
-                 for r in ([refs] if one else self.names(refs, f"{what} retry_on", at))]
+        found = [
+            self.resolve(r, f"{what} retry_on", at, 1)
+            for r in ([refs] if one else self.names(refs, f"{what} retry_on", at))
+        ]
         return {**spec, "retry_on": found[0] if one else tuple(found)}
 
     # -- the whole file ---------------------------------------------------------------------
@@ -328,14 +391,17 @@ class _Reader:
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             text = ", ".join(filter(None, [exc.context, exc.problem]))
-            self.fail(f"invalid YAML: {text}" + (f" (column {mark.column + 1})" if mark else ""),
-                      mark.line + 1 if mark else None)
+            self.fail(
+                f"invalid YAML: {text}" + (f" (column {mark.column + 1})" if mark else ""),
+                mark.line + 1 if mark else None,
+            )
         except yaml.YAMLError as exc:
             self.fail(f"invalid YAML: {exc}", None)
         if data is None:
             self.fail("the file is empty; a template needs `name` and `stages`", 1)
-        top = self.mapping(data, "a template", getattr(data, "line", 1), TOP_KEYS,
-                           ("name", "stages"))
+        top = self.mapping(
+            data, "a template", getattr(data, "line", 1), TOP_KEYS, ("name", "stages")
+        )
         try:
             return self.build(top)
         except TemplateError:
@@ -348,8 +414,9 @@ class _Reader:
         name = self.text(top["name"], "name", top.at("name"))
         version, description = top.get("version", "1"), top.get("description") or ""
         if isinstance(version, bool) or not isinstance(version, str | int):
-            self.fail(f"version must be a string (quote it), got {shown(version)}",
-                      top.at("version"))
+            self.fail(
+                f"version must be a string (quote it), got {shown(version)}", top.at("version")
+            )
         if not isinstance(description, str):
             self.fail("description must be a string", top.at("description"))
         state = self.state(name, top.get("state"), top.at("state"))
@@ -357,8 +424,14 @@ class _Reader:
             budget = Budget.of(top.get("budget"))
         except (UsageError, TypeError, ValueError) as exc:
             self.fail(f"bad budget: {exc}", top.at("budget"))
-        template = Template(name, state=state, version=str(version), description=description,
-                            source=self.src, budget=budget)
+        template = Template(
+            name,
+            state=state,
+            version=str(version),
+            description=description,
+            source=self.src,
+            budget=budget,
+        )
         stages = self.mapping(top["stages"], "stages", top.at("stages"))
         if not stages:
             self.fail("`stages` lists no stages", top.at("stages"))
@@ -380,9 +453,12 @@ class _Reader:
         fanout_keys = ("from", "to", "join")
         for m, line in self.items(top, "fanout", "a fan-out", fanout_keys, fanout_keys[:2]):
             join = self.text(m["join"], "join", line) if "join" in m else None
-            template.add_fanout(self.text(m["from"], "fan-out from", line),
-                                self.names(m["to"], "fan-out to", line), join=join,
-                                where=self.where(line))
+            template.add_fanout(
+                self.text(m["from"], "fan-out from", line),
+                self.names(m["to"], "fan-out to", line),
+                join=join,
+                where=self.where(line),
+            )
         route_keys = ("from", "by", "to")
         for m, line in self.items(top, "routes", "a route", route_keys, route_keys):
             source = self.text(m["from"], "route from", line)
@@ -402,20 +478,26 @@ class _Reader:
     def loops(self, template: Template, top: _Map) -> None:
         """The ``loops:`` section; a loop's name defaults to its head."""
         seen: set[str] = set()
-        for m, line in self.items(top, "loops", "a loop", ("name", "head", "max", "on_exhausted"),
-                                  ("head", "max")):
+        for m, line in self.items(
+            top, "loops", "a loop", ("name", "head", "max", "on_exhausted"), ("head", "max")
+        ):
             head = self.text(m["head"], "loop head", line)
             name = self.text(m.get("name", head), "loop name", line)
             if name in seen:
                 self.fail(f"loop {name!r} is declared twice", line)
             if not _ok(m["max"], _COUNT):
-                self.fail(f"loop {name!r}: `max` must be {_COUNT}, got {shown(m['max'])}",
-                          m.at("max"))
+                self.fail(
+                    f"loop {name!r}: `max` must be {_COUNT}, got {shown(m['max'])}", m.at("max")
+                )
             seen.add(name)
             parked = m.get("on_exhausted")
             template.add_loop(
-                name, head=head, max_iterations=m["max"], where=self.where(line),
-                on_exhausted=None if parked is None else self.text(parked, "on_exhausted", line))
+                name,
+                head=head,
+                max_iterations=m["max"],
+                where=self.where(line),
+                on_exhausted=None if parked is None else self.text(parked, "on_exhausted", line),
+            )
 
 
 def load_yaml_template(path: Path) -> Template:

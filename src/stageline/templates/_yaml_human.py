@@ -12,10 +12,16 @@ if TYPE_CHECKING:
 
 __all__ = ["read_human"]
 
-_GATE_KEYS = ("changes_to", "reject_to", "max_changes", "feedback", "show", "deadline",
-              "on_deadline")
-_QUESTION_KEYS = ("questions", "ask", "max_turns", "history", "answers", "deadline",
-                  "on_deadline")
+_GATE_KEYS = (
+    "changes_to",
+    "reject_to",
+    "max_changes",
+    "feedback",
+    "show",
+    "deadline",
+    "on_deadline",
+)
+_QUESTION_KEYS = ("questions", "ask", "max_turns", "history", "answers", "deadline", "on_deadline")
 _OPTION = {"feedback": "feedback_key", "history": "history_key", "answers": "answers_key"}
 
 
@@ -40,7 +46,8 @@ def read_human(reader: _Reader, template: Template, top: _Map) -> None:
                 elif key in ("show", "on_deadline") and not isinstance(value, str):
                     value = reader.names(value, f"{what} {key}", at)
                 elif key in ("max_changes", "max_turns") and (
-                        isinstance(value, bool) or not isinstance(value, int)):
+                    isinstance(value, bool) or not isinstance(value, int)
+                ):
                     reader.fail(f"{what}: {key} must be a whole number, got {value!r}", at)
                 elif key == "ask":
                     value = reader.resolve(value, f"{what} ask", at, 3)

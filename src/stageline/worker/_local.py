@@ -92,8 +92,9 @@ async def run_local_worker(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop)
             try:
-                await _loop(runner, settings.home, stopping, idle_exit, retention, held,
-                            max(1, concurrency))
+                await _loop(
+                    runner, settings.home, stopping, idle_exit, retention, held, max(1, concurrency)
+                )
             finally:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
@@ -103,8 +104,13 @@ async def run_local_worker(
 
 
 async def _loop(
-    runner: Runner, home: Path, stopping: asyncio.Event, idle_exit: float | None,
-    retention: float | None, held: IO[str], concurrency: int = 1,
+    runner: Runner,
+    home: Path,
+    stopping: asyncio.Event,
+    idle_exit: float | None,
+    retention: float | None,
+    held: IO[str],
+    concurrency: int = 1,
 ) -> None:
     skipped: set[str] = set()
     busy: dict[str, asyncio.Task[None]] = {}
@@ -122,8 +128,9 @@ async def _loop(
                     continue
             if busy:
                 idle_since = time.monotonic()
-                await asyncio.wait([*busy.values(), stopped], timeout=POLL,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    [*busy.values(), stopped], timeout=POLL, return_when=asyncio.FIRST_COMPLETED
+                )
                 continue
             now = time.monotonic()
             if now - swept > SWEEP_EVERY:
@@ -157,8 +164,7 @@ async def _queued(runner: Runner, skipped: set[str]) -> list[str]:
 async def _advance(runner: Runner, run_id: str, skipped: set[str]) -> None:
     """Advance one queued run until it ends, waits or stops; notes go to its worker.log."""
     if not is_run_id(run_id):  # written by something other than stageline: never a path
-        _log.error("refusing queued run %s: not a valid run id; it is not advanced",
-                   shown(run_id))
+        _log.error("refusing queued run %s: not a valid run id; it is not advanced", shown(run_id))
         skipped.add(run_id)
         return
     log = runner.settings.run_dir(run_id) / "worker.log"

@@ -48,8 +48,11 @@ _SCHEMA_LOCK = 0x5374_6167  # "Stag": serialises schema set-up between starting 
 def queue_conninfo(url: str) -> str:
     """The database URL as libpq takes it: stageline's own pool options removed."""
     parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-             if k not in _STAGELINE_OPTIONS]
+    query = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if k not in _STAGELINE_OPTIONS
+    ]
     scheme = parts.scheme.split("+", 1)[0]
     return parts._replace(scheme=scheme, query=urlencode(query)).geturl()
 
@@ -74,7 +77,8 @@ def queue_app(url: str) -> App:
     """The procrastinate app over the database at ``url``, with stageline's tasks."""
     app = App(connector=PsycopgConnector(conninfo=queue_conninfo(url), min_size=1, max_size=4))
     app.task(
-        name=ADVANCE_TASK, pass_context=True,
+        name=ADVANCE_TASK,
+        pass_context=True,
         retry=RetryStrategy(wait=RETRY_WAIT, retry_exceptions={LeaseHeld, StorageError}),
     )(advance_run)
     app.periodic(cron=SWEEP_CRON)(app.task(name="stageline.sweep", pass_context=True)(sweep))

@@ -77,8 +77,16 @@ async def run_worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
         try:
-            await work_queue(app, runner, stopping, concurrency=concurrency, retention=retention,
-                             heartbeat=heartbeat, stalled_after=stalled_after, name=name)
+            await work_queue(
+                app,
+                runner,
+                stopping,
+                concurrency=concurrency,
+                retention=retention,
+                heartbeat=heartbeat,
+                stalled_after=stalled_after,
+                name=name,
+            )
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
@@ -99,8 +107,11 @@ async def work_queue(
     procrastinate then waits for the jobs in flight). ``stageline worker`` and ``stageline
     serve`` on Postgres both work this way."""
     options: dict[str, Any] = dict(
-        concurrency=concurrency, name=name, install_signal_handlers=False,
-        update_heartbeat_interval=heartbeat, stalled_worker_timeout=stalled_after,
+        concurrency=concurrency,
+        name=name,
+        install_signal_handlers=False,
+        update_heartbeat_interval=heartbeat,
+        stalled_worker_timeout=stalled_after,
         additional_context={"runner": runner, "retention": retention},
     )
     rescuer = asyncio.create_task(_requeue_stalled(app, stalled_after, heartbeat))
@@ -121,8 +132,11 @@ async def work_queue(
             except (ConnectorException, psycopg.Error, StorageError) as exc:
                 if stopping.is_set():
                     raise
-                _log.warning("the job queue is unreachable (%s); retrying in %ss",
-                             type(exc).__name__, RESTART_WAIT)
+                _log.warning(
+                    "the job queue is unreachable (%s); retrying in %ss",
+                    type(exc).__name__,
+                    RESTART_WAIT,
+                )
             finally:
                 watch.cancel()
                 if not work.done():
@@ -147,7 +161,8 @@ async def _requeue_stalled(app: App, stalled_after: float, every: float) -> None
     while True:
         try:
             stalled: Any = await app.job_manager.get_stalled_jobs(
-                task_name=ADVANCE_TASK, seconds_since_heartbeat=stalled_after)
+                task_name=ADVANCE_TASK, seconds_since_heartbeat=stalled_after
+            )
             for job in stalled:
                 await _requeue(app, job)
         except Exception:  # the database went away for a moment: look again next time
@@ -162,8 +177,11 @@ async def _requeue(app: App, job: Any) -> None:
         # The run has a queued job already (queueing_lock): end this one, which frees the
         # run's lock for that one.
         await app.job_manager.finish_job(job=job, status=Status.FAILED, delete_job=False)
-        _log.warning("ended stalled job %s: run %s is queued again already", job.id,
-                     job.task_kwargs.get("run_id"))
+        _log.warning(
+            "ended stalled job %s: run %s is queued again already",
+            job.id,
+            job.task_kwargs.get("run_id"),
+        )
     except ProcrastinateException:  # another worker requeued it first
         return
     else:

@@ -22,8 +22,11 @@ router = APIRouter(prefix="/links", tags=["chat"], include_in_schema=False)
 Chat = Annotated[ChatRuntime, Depends(get_chat)]
 TOKEN = r"^[A-Za-z0-9_\-]{1,2000}\.[A-Za-z0-9_\-]{1,100}$"
 _VERBS = {"approve": "Approve", "reject": "Reject", "changes": "Request changes at"}
-_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
-            "X-Robots-Tag": "noindex"}
+_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Robots-Tag": "noindex",
+}
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
@@ -34,7 +37,9 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
         "<style>body{font:16px system-ui,sans-serif;max-width:40em;margin:3em auto;"
         "padding:0 1em}button{font-size:1em;padding:.5em 1.2em}textarea{width:100%}</style>"
         f"</head><body><h1>{html.escape(title)}</h1>{body}</body></html>",
-        status_code=status, headers=_HEADERS)
+        status_code=status,
+        headers=_HEADERS,
+    )
 
 
 def _refused(why: str, status: int) -> HTMLResponse:
@@ -78,20 +83,25 @@ async def confirm(token: str, chat: Chat) -> HTMLResponse:
     if why is not None:
         return _refused(why, 409)
     verb = _VERBS[claim.decision]
-    note = ("<p><label>What should change?<br><textarea name=note rows=5 required>"
-            "</textarea></label></p>" if claim.decision == "changes" else
-            "<p><label>Note (optional)<br><textarea name=note rows=3></textarea></label></p>")
+    note = (
+        "<p><label>What should change?<br><textarea name=note rows=5 required>"
+        "</textarea></label></p>"
+        if claim.decision == "changes"
+        else "<p><label>Note (optional)<br><textarea name=note rows=3></textarea></label></p>"
+    )
     return _page(
         f"{verb} gate {claim.gate}?",
         f"<p>Run <code>{html.escape(claim.run_id)}</code>, gate <b>{html.escape(claim.gate)}"
         f"</b>, attempt {claim.attempt}.</p><p>Nothing is decided until you confirm.</p>"
         f"<form method=post>{note}<button type=submit>Confirm: "
-        f"{html.escape(verb.lower())}</button></form>")
+        f"{html.escape(verb.lower())}</button></form>",
+    )
 
 
 @router.post("/{token}", response_class=HTMLResponse)
-async def decide(token: str, request: Request, chat: Chat,
-                 note: Annotated[str, Form(max_length=4000)] = "") -> HTMLResponse:
+async def decide(
+    token: str, request: Request, chat: Chat, note: Annotated[str, Form(max_length=4000)] = ""
+) -> HTMLResponse:
     claim = await _claim(chat, token)
     if isinstance(claim, HTMLResponse):
         return claim
@@ -105,9 +115,14 @@ async def decide(token: str, request: Request, chat: Chat,
         return _refused(why, 409)
     runner = chat.runner
     actor = f"link:{claim.decision}"
-    common = dict(gate=claim.gate, actor=actor, attempt=claim.attempt,
-                  state_hash=claim.state_hash or None, wait_id=claim.wait_id,
-                  note=note.strip() or None)
+    common = dict(
+        gate=claim.gate,
+        actor=actor,
+        attempt=claim.attempt,
+        state_hash=claim.state_hash or None,
+        wait_id=claim.wait_id,
+        note=note.strip() or None,
+    )
     if claim.decision == "approve":
         work = runner.approve(claim.run_id, **common)  # type: ignore[arg-type]
     elif claim.decision == "reject":
@@ -119,7 +134,10 @@ async def decide(token: str, request: Request, chat: Chat,
         summary = await get_advancer(request).run(work)
     except StagelineError as exc:
         return _refused(f"Nothing was changed: {exc}", 409)
-    return _page("Done", f"<p>{html.escape(_VERBS[claim.decision])} gate "
-                         f"<b>{html.escape(claim.gate)}</b> of run <code>"
-                         f"{html.escape(claim.run_id)}</code>: recorded. The run is now "
-                         f"{html.escape(str(summary.run.status))}.</p>")
+    return _page(
+        "Done",
+        f"<p>{html.escape(_VERBS[claim.decision])} gate "
+        f"<b>{html.escape(claim.gate)}</b> of run <code>"
+        f"{html.escape(claim.run_id)}</code>: recorded. The run is now "
+        f"{html.escape(str(summary.run.status))}.</p>",
+    )

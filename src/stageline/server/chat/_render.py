@@ -11,15 +11,34 @@ from typing import Any
 from stageline.ledger import Run, Wait, WaitKind, WaitStatus
 
 __all__ = [
-    "button_value", "changes_modal", "escalation_text", "gate_blocks", "milestone_text",
-    "parse_value", "question_blocks", "question_modal", "root_blocks",
+    "button_value",
+    "changes_modal",
+    "escalation_text",
+    "gate_blocks",
+    "milestone_text",
+    "parse_value",
+    "question_blocks",
+    "question_modal",
+    "root_blocks",
 ]
 
 TEXT_LIMIT = 2900
-_ICONS = {"queued": "🕓", "running": "▶️", "waiting": "⏸️", "succeeded": "✅", "failed": "❌",
-          "cancelled": "⏹️", "rejected": "⛔", "parked": "🅿️"}
-_SAID = {"approve": "Approved", "reject": "Rejected", "changes": "Changes requested",
-         "answered": "Answered"}
+_ICONS = {
+    "queued": "🕓",
+    "running": "▶️",
+    "waiting": "⏸️",
+    "succeeded": "✅",
+    "failed": "❌",
+    "cancelled": "⏹️",
+    "rejected": "⛔",
+    "parked": "🅿️",
+}
+_SAID = {
+    "approve": "Approved",
+    "reject": "Rejected",
+    "changes": "Changes requested",
+    "answered": "Answered",
+}
 
 
 def esc(text: Any) -> str:
@@ -41,15 +60,26 @@ def _section(text: str) -> dict[str, Any]:
 
 def button_value(wait: Wait, channel: str = "") -> str:
     """What a button carries: the run, the visit, its attempt and state hash (what was shown)."""
-    return json.dumps({"r": wait.run_id, "w": wait.wait_id, "a": wait.attempt,
-                       "h": wait.state_hash or "", "g": wait.name, "c": channel},
-                      separators=(",", ":"))
+    return json.dumps(
+        {
+            "r": wait.run_id,
+            "w": wait.wait_id,
+            "a": wait.attempt,
+            "h": wait.state_hash or "",
+            "g": wait.name,
+            "c": channel,
+        },
+        separators=(",", ":"),
+    )
 
 
 def parse_value(value: str) -> dict[str, Any]:
     data = json.loads(value)
-    if not isinstance(data, dict) or not isinstance(data.get("r"), str) or not isinstance(
-            data.get("w"), str):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("r"), str)
+        or not isinstance(data.get("w"), str)
+    ):
         raise ValueError("not a stageline button")
     return data
 
@@ -98,20 +128,37 @@ def _summary(wait: Wait) -> str:
 
 def gate_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, Any]]]:
     """A gate: its summary, and while it waits, Approve / Reject / Request changes."""
-    head = (f"⏸️ Gate *{esc(wait.name)}* of run `{esc(wait.run_id)}` (attempt {wait.attempt})"
-            + (f", deadline {_when(wait.deadline_at)}" if wait.deadline_at else ""))
+    head = f"⏸️ Gate *{esc(wait.name)}* of run `{esc(wait.run_id)}` (attempt {wait.attempt})" + (
+        f", deadline {_when(wait.deadline_at)}" if wait.deadline_at else ""
+    )
     blocks = [_section(head + _summary(wait))]
     if wait.status is WaitStatus.PENDING:
         value = button_value(wait, channel)
         buttons = [
-            {"type": "button", "action_id": "approve", "style": "primary", "value": value,
-             "text": {"type": "plain_text", "text": "Approve"}},
-            {"type": "button", "action_id": "reject", "style": "danger", "value": value,
-             "text": {"type": "plain_text", "text": "Reject"}},
+            {
+                "type": "button",
+                "action_id": "approve",
+                "style": "primary",
+                "value": value,
+                "text": {"type": "plain_text", "text": "Approve"},
+            },
+            {
+                "type": "button",
+                "action_id": "reject",
+                "style": "danger",
+                "value": value,
+                "text": {"type": "plain_text", "text": "Reject"},
+            },
         ]
         if wait.payload.get("changes_to") is not None:
-            buttons.append({"type": "button", "action_id": "changes", "value": value,
-                            "text": {"type": "plain_text", "text": "Request changes"}})
+            buttons.append(
+                {
+                    "type": "button",
+                    "action_id": "changes",
+                    "value": value,
+                    "text": {"type": "plain_text", "text": "Request changes"},
+                }
+            )
         blocks.append({"type": "actions", "block_id": "decide", "elements": buttons})
     else:
         blocks.append(_section(_decided(wait)))
@@ -128,17 +175,30 @@ def question_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, 
     """A question set: its questions, and while it waits an Answer button."""
     questions = questions_of(wait)
     head = f"❓ Run `{esc(wait.run_id)}` asks {len(questions)} question(s) at *{esc(wait.node)}*"
-    lines = [head] + [f"• {esc(q.get('text', ''))}" + (
-        f" _({', '.join(esc(c) for c in q.get('choices', []))})_" if q.get("choices") else "")
-        for q in questions]
+    lines = [head] + [
+        f"• {esc(q.get('text', ''))}"
+        + (f" _({', '.join(esc(c) for c in q.get('choices', []))})_" if q.get("choices") else "")
+        for q in questions
+    ]
     if len(questions) == 1 and questions[0].get("kind", "text") == "text":
         lines.append("_Reply in this thread to answer._")
     blocks = [_section("\n".join(lines))]
     if wait.status is WaitStatus.PENDING:
-        blocks.append({"type": "actions", "block_id": "answer", "elements": [
-            {"type": "button", "action_id": "answer", "style": "primary",
-             "value": button_value(wait, channel),
-             "text": {"type": "plain_text", "text": "Answer"}}]})
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": "answer",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": "answer",
+                        "style": "primary",
+                        "value": button_value(wait, channel),
+                        "text": {"type": "plain_text", "text": "Answer"},
+                    }
+                ],
+            }
+        )
     else:
         blocks.append(_section(_decided(wait)))
     return head, blocks
@@ -157,11 +217,20 @@ def _plain(text: str, limit: int = 24) -> dict[str, Any]:
 
 def changes_modal(value: str, wait_name: str) -> dict[str, Any]:
     return {
-        "type": "modal", "callback_id": "changes", "private_metadata": value,
-        "title": _plain("Request changes"), "submit": _plain("Send"), "close": _plain("Cancel"),
-        "blocks": [{"type": "input", "block_id": "note", "label": _plain(
-            f"What should change at {wait_name}?", 2000), "element": {
-                "type": "plain_text_input", "action_id": "note", "multiline": True}}],
+        "type": "modal",
+        "callback_id": "changes",
+        "private_metadata": value,
+        "title": _plain("Request changes"),
+        "submit": _plain("Send"),
+        "close": _plain("Cancel"),
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": "note",
+                "label": _plain(f"What should change at {wait_name}?", 2000),
+                "element": {"type": "plain_text_input", "action_id": "note", "multiline": True},
+            }
+        ],
     }
 
 
@@ -173,24 +242,47 @@ def question_modal(value: str, wait: Wait) -> dict[str, Any]:
         qid, kind = str(q["id"]), q.get("kind", "text")
         element: dict[str, Any]
         if kind == "choice":
-            element = {"type": "static_select", "action_id": "value", "options": [
-                {"text": _plain(str(c), 75), "value": str(c)} for c in q.get("choices", [])]}
+            element = {
+                "type": "static_select",
+                "action_id": "value",
+                "options": [
+                    {"text": _plain(str(c), 75), "value": str(c)} for c in q.get("choices", [])
+                ],
+            }
             if q.get("default") in q.get("choices", []):
-                element["initial_option"] = {"text": _plain(str(q["default"]), 75),
-                                             "value": str(q["default"])}
+                element["initial_option"] = {
+                    "text": _plain(str(q["default"]), 75),
+                    "value": str(q["default"]),
+                }
         else:
-            element = {"type": "plain_text_input", "action_id": "value",
-                       "multiline": kind == "json" or len(str(q.get("text", ""))) > 80}
+            element = {
+                "type": "plain_text_input",
+                "action_id": "value",
+                "multiline": kind == "json" or len(str(q.get("text", ""))) > 80,
+            }
             if isinstance(q.get("default"), str) and q.get("default"):
                 element["initial_value"] = q["default"]
             elif kind == "json" and "default" in q:
                 element["initial_value"] = json.dumps(q["default"])
         label = str(q.get("text", qid)) + (" (JSON)" if kind == "json" else "")
-        blocks.append({"type": "input", "block_id": f"q:{qid}", "label": _plain(label, 2000),
-                       "optional": not q.get("required", True), "element": element})
-    return {"type": "modal", "callback_id": "answer", "private_metadata": value,
-            "title": _plain("Answer"), "submit": _plain("Answer"), "close": _plain("Cancel"),
-            "blocks": blocks}
+        blocks.append(
+            {
+                "type": "input",
+                "block_id": f"q:{qid}",
+                "label": _plain(label, 2000),
+                "optional": not q.get("required", True),
+                "element": element,
+            }
+        )
+    return {
+        "type": "modal",
+        "callback_id": "answer",
+        "private_metadata": value,
+        "title": _plain("Answer"),
+        "submit": _plain("Answer"),
+        "close": _plain("Cancel"),
+        "blocks": blocks,
+    }
 
 
 def modal_answers(view: Mapping[str, Any]) -> dict[str, Any]:

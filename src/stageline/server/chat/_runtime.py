@@ -44,8 +44,7 @@ class ChatRuntime:
         if not self.chat.slack:
             return
         self.sink = SlackSink(self.chat, self.runner.ledger)
-        spec = SinkSpec(sink=self.sink, policy=SLACK_POLICY, sink_id=SINK_ID,
-                        give_up_after=None)
+        spec = SinkSpec(sink=self.sink, policy=SLACK_POLICY, sink_id=SINK_ID, give_up_after=None)
         self.deliverer = Deliverer(self.runner.ledger, [spec], poll=0.5)
         self.runner.bus.add(self.deliverer)
         await self.deliverer.start()
@@ -74,8 +73,9 @@ class ChatRuntime:
         if channel:
             await self.call("chat.postEphemeral", channel=channel, user=user, text=text)
 
-    async def carry(self, work: Awaitable[Any],
-                    report: Callable[[StagelineError], Awaitable[None]]) -> None:
+    async def carry(
+        self, work: Awaitable[Any], report: Callable[[StagelineError], Awaitable[None]]
+    ) -> None:
         """Carry out a decision in the background: wait for it briefly (Slack wants an answer
         within three seconds); a refusal (stale, already decided...) is ``report``ed."""
 
@@ -109,4 +109,3 @@ async def chat_running(app: FastAPI, runner: Runner) -> AsyncIterator[ChatRuntim
         yield runtime
     finally:
         await runtime.stop()
-

@@ -56,10 +56,13 @@ class ChatSettings:
         if not api_url.startswith(("http://", "https://")):
             raise ConfigError("[slack] api_url must start with http:// or https://")
         return cls(
-            bot_token=secret("bot_token_env"), signing_secret=secret("signing_secret_env"),
-            channel=section.channel, deciders=tuple(section.deciders),
+            bot_token=secret("bot_token_env"),
+            signing_secret=secret("signing_secret_env"),
+            channel=section.channel,
+            deciders=tuple(section.deciders),
             api_url=api_url if api_url.endswith("/") else api_url + "/",
-            intake_command=section.intake_command, intake_template=section.intake_template,
+            intake_command=section.intake_command,
+            intake_template=section.intake_template,
             intake_input=section.intake_input,
             public_url=settings.public_url.rstrip("/") if settings.public_url else None,
         )
@@ -80,8 +83,10 @@ class ChatSettings:
         if self.deciders:
             _log.warning("slack: %d people may decide from Slack (deciders)", len(self.deciders))
         else:
-            _log.warning("slack: [slack] deciders is not set: ANYONE in the channel may approve, "
-                         "reject and answer from Slack")
+            _log.warning(
+                "slack: [slack] deciders is not set: ANYONE in the channel may approve, "
+                "reject and answer from Slack"
+            )
 
 
 def actor_of(user: Mapping[str, Any]) -> str:

@@ -31,11 +31,18 @@ __all__ = ["MILESTONES", "SLACK_POLICY", "SlackSink"]
 _log = logging.getLogger("stageline.server")
 
 SLACK_POLICY = DeliveryPolicy(batch=20, retries=0, backoff=0.5, max_backoff=15.0, timeout=20.0)
-MILESTONES = EventFilter.of(min_level="info", kinds=("run.*", "node.failed", "gate.*",
-                                                     "question.*"))
+MILESTONES = EventFilter.of(
+    min_level="info", kinds=("run.*", "node.failed", "gate.*", "question.*")
+)
 """What goes into a run's thread besides its gates and questions (a sink-style filter)."""
-_FOR_GOOD = {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text",
-             "invalid_arguments", "too_many_attachments"}
+_FOR_GOOD = {
+    "invalid_blocks",
+    "invalid_blocks_format",
+    "msg_too_long",
+    "no_text",
+    "invalid_arguments",
+    "too_many_attachments",
+}
 """Slack errors that sending the same message again cannot cure."""
 _FORM_METHODS = {"users.info"}
 """Methods Slack takes no JSON body for."""
@@ -47,8 +54,14 @@ class SlackSink:
 
     name = "slack"
 
-    def __init__(self, chat: ChatSettings, ledger: LedgerStore, *, client: Any = None,
-                 milestones: EventFilter = MILESTONES) -> None:
+    def __init__(
+        self,
+        chat: ChatSettings,
+        ledger: LedgerStore,
+        *,
+        client: Any = None,
+        milestones: EventFilter = MILESTONES,
+    ) -> None:
         self.chat = chat
         self.ledger = ledger
         self.client = client or chat.client()
@@ -79,14 +92,24 @@ class SlackSink:
             retry_after = None
             if error == "ratelimited" and exc.response is not None:
                 retry_after = float(exc.response.headers.get("Retry-After", 1) or 1)
-            raise DeliveryError(f"slack {method}: {error}", retryable=error not in _FOR_GOOD,
-                                retry_after=retry_after) from None
+            raise DeliveryError(
+                f"slack {method}: {error}",
+                retryable=error not in _FOR_GOOD,
+                retry_after=retry_after,
+            ) from None
         except Exception as exc:  # the network, a proxy, a page that is not JSON
             raise DeliveryError(f"slack {method}: {type(exc).__name__}") from None
         return dict(response.data) if hasattr(response, "data") else dict(response)
 
-    async def post(self, run_id: str, key: str, text: str, blocks: list[dict[str, Any]] | None,
-                   *, thread: bool = True) -> None:
+    async def post(
+        self,
+        run_id: str,
+        key: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+        *,
+        thread: bool = True,
+    ) -> None:
         """Post once: a message already recorded for ``key`` is not posted again."""
         if await self.ledger.chat_message(run_id, key) is not None:
             return
@@ -98,8 +121,9 @@ class SlackSink:
         if root is not None:
             args["thread_ts"] = root.ts
         done = await self.call("chat.postMessage", **args)
-        await self.ledger.save_chat_message(run_id, key, str(done.get("channel") or channel),
-                                            str(done["ts"]))
+        await self.ledger.save_chat_message(
+            run_id, key, str(done.get("channel") or channel), str(done["ts"])
+        )
 
     @property
     def channel(self) -> str:
@@ -120,8 +144,7 @@ class SlackSink:
         found = await self.ledger.chat_message(run_id, key)
         if found is None:
             return
-        await self.call("chat.update", channel=found.channel, ts=found.ts, text=text,
-                        blocks=blocks)
+        await self.call("chat.update", channel=found.channel, ts=found.ts, text=text, blocks=blocks)
 
     # -- what each event does --------------------------------------------------------------
 
@@ -137,8 +160,12 @@ class SlackSink:
                 await self._wait(wait, post=True)
             return
         if kind.endswith(".escalated"):
-            await self.post(run_id, f"event:{event.seq}",
-                            escalation_text(event.message or kind, self.chat.deciders), None)
+            await self.post(
+                run_id,
+                f"event:{event.seq}",
+                escalation_text(event.message or kind, self.chat.deciders),
+                None,
+            )
             return
         if kind.endswith(".reminded"):
             await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
@@ -149,8 +176,9 @@ class SlackSink:
                 if wait.wait_id == wait_id:
                     await self._wait(wait, post=False)
         if self.milestones.accepts(event) and not kind.startswith(("gate.", "question.")):
-            await self.post(run_id, f"event:{event.seq}",
-                            milestone_text(kind, event.node, event.message), None)
+            await self.post(
+                run_id, f"event:{event.seq}", milestone_text(kind, event.node, event.message), None
+            )
 
     async def _wait(self, wait: Wait, *, post: bool) -> None:
         key = f"wait:{wait.wait_id}:{wait.round}"

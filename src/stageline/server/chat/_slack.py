@@ -43,8 +43,9 @@ Chat = Annotated[ChatRuntime, Depends(get_chat)]
 async def _verified(request: Request, chat: ChatRuntime) -> bytes:
     """The raw body of a request Slack signed; 401 for anything else."""
     if not chat.chat.slack:
-        raise HTTPException(404, "the Slack app is not configured ([slack] bot_token_env and "
-                                 "signing_secret_env)")
+        raise HTTPException(
+            404, "the Slack app is not configured ([slack] bot_token_env and signing_secret_env)"
+        )
     from slack_sdk.signature import SignatureVerifier
 
     body = await request.body()
@@ -77,19 +78,25 @@ async def commands(request: Request, chat: Chat) -> JSONResponse:
     command, text = form.get("command", ""), form.get("text", "").strip()
     user = {"id": form.get("user_id"), "name": form.get("user_name")}
     if not chat.chat.may_decide(str(user["id"])):
-        return JSONResponse(_said("You are not one of the people allowed to start runs here "
-                                  "([slack] deciders)."))
+        return JSONResponse(
+            _said("You are not one of the people allowed to start runs here ([slack] deciders).")
+        )
     settings = chat.chat
     trigger = form.get("trigger_id")
     if trigger and not await chat.runner.ledger.chat_once(f"slack-command:{trigger}"):
-        return JSONResponse(_said("This command was handled already (a replay); nothing was "
-                                  "started."))
+        return JSONResponse(
+            _said("This command was handled already (a replay); nothing was started.")
+        )
     try:
-        if settings.intake_command and command == settings.intake_command and not text.startswith(
-                "run "):
+        if (
+            settings.intake_command
+            and command == settings.intake_command
+            and not text.startswith("run ")
+        ):
             if not settings.intake_template or not settings.intake_input:
-                raise UsageError("the intake command needs [slack] intake_template and "
-                                 "intake_input")
+                raise UsageError(
+                    "the intake command needs [slack] intake_template and intake_input"
+                )
             if not text:
                 raise UsageError(f"say what the task is: `{command} TEXT`")
             template, inputs = settings.intake_template, {settings.intake_input: text}
@@ -98,8 +105,12 @@ async def commands(request: Request, chat: Chat) -> JSONResponse:
         run_id = await _start(request, chat, template, inputs, form.get("channel_id"), user)
     except StagelineError as exc:
         return JSONResponse(_said(f"Could not start: {exc}"))
-    return JSONResponse({"response_type": "in_channel",
-                         "text": f"Started run `{run_id}` ({template}); it goes on in a thread."})
+    return JSONResponse(
+        {
+            "response_type": "in_channel",
+            "text": f"Started run `{run_id}` ({template}); it goes on in a thread.",
+        }
+    )
 
 
 def _parse_run(command: str, text: str) -> tuple[str, dict[str, Any]]:
@@ -121,8 +132,14 @@ def _parse_run(command: str, text: str) -> tuple[str, dict[str, Any]]:
     return words[1], inputs
 
 
-async def _start(request: Request, chat: ChatRuntime, template: str, inputs: dict[str, Any],
-                 channel: str | None, user: dict[str, Any]) -> str:
+async def _start(
+    request: Request,
+    chat: ChatRuntime,
+    template: str,
+    inputs: dict[str, Any],
+    channel: str | None,
+    user: dict[str, Any],
+) -> str:
     """Create the run, open its thread where the command was typed, and have it advanced."""
     from stageline.server.api._common import find_template
 
@@ -133,16 +150,20 @@ async def _start(request: Request, chat: ChatRuntime, template: str, inputs: dic
         text = f"🕓 Run `{run_id}` · *{template}* · starting (asked by <@{esc(user['id'])}>)"
         done = await chat.call("chat.postMessage", channel=channel, text=text)
         if done and done.get("ts"):
-            await runner.ledger.save_chat_message(run_id, "root",
-                                                  str(done.get("channel") or channel),
-                                                  str(done["ts"]))
+            await runner.ledger.save_chat_message(
+                run_id, "root", str(done.get("channel") or channel), str(done["ts"])
+            )
     try:
         run = await runner.create(template, inputs, run_id=run_id)
     except StagelineError as exc:
         root = await runner.ledger.chat_message(run_id, "root")
         if root is not None:
-            await chat.call("chat.update", channel=root.channel, ts=root.ts,
-                            text=f"⛔ Run `{run_id}` · *{template}* could not start: {exc}")
+            await chat.call(
+                "chat.update",
+                channel=root.channel,
+                ts=root.ts,
+                text=f"⛔ Run `{run_id}` · *{template}* could not start: {exc}",
+            )
         raise
     await get_advancer(request).queue(run.run_id)
     return run.run_id
@@ -180,8 +201,12 @@ async def _action(request: Request, chat: ChatRuntime, payload: dict[str, Any]) 
         return
     channel = (payload.get("channel") or {}).get("id") or value.get("c")
     if not chat.chat.may_decide(uid):
-        await chat.tell(channel, uid, "You are not one of the people allowed to decide here "
-                                      "([slack] deciders); nothing was changed.")
+        await chat.tell(
+            channel,
+            uid,
+            "You are not one of the people allowed to decide here "
+            "([slack] deciders); nothing was changed.",
+        )
         return
     action_id = action.get("action_id")
     wait = await _pending(chat, value)
@@ -189,17 +214,27 @@ async def _action(request: Request, chat: ChatRuntime, payload: dict[str, Any]) 
         await chat.tell(channel, uid, wait)
         return
     if action_id in ("changes", "answer"):
-        view = (changes_modal(action["value"], wait.name) if action_id == "changes"
-                else question_modal(action["value"], wait))
+        view = (
+            changes_modal(action["value"], wait.name)
+            if action_id == "changes"
+            else question_modal(action["value"], wait)
+        )
         await chat.call("views.open", trigger_id=payload.get("trigger_id"), view=view)
         return
     if action_id not in ("approve", "reject"):
         return
     runner, advancer = chat.runner, get_advancer(request)
     decide = runner.approve if action_id == "approve" else runner.reject
-    work = advancer.run(decide(value["r"], gate=value.get("g"), actor=actor_of(user),
-                               attempt=value.get("a"), state_hash=value.get("h") or None,
-                               wait_id=value["w"]))
+    work = advancer.run(
+        decide(
+            value["r"],
+            gate=value.get("g"),
+            actor=actor_of(user),
+            attempt=value.get("a"),
+            state_hash=value.get("h") or None,
+            wait_id=value["w"],
+        )
+    )
     await chat.carry(work, lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"))
 
 
@@ -212,8 +247,9 @@ async def _pending(chat: ChatRuntime, value: dict[str, Any]) -> Any:
     if last.status is WaitStatus.PENDING:
         return last
     if last.status in (WaitStatus.DECIDED, WaitStatus.APPLIED):
-        return (f"Already decided: {last.decision or 'answered'} by {last.actor}; nothing was "
-                "changed.")
+        return (
+            f"Already decided: {last.decision or 'answered'} by {last.actor}; nothing was changed."
+        )
     return f"This is no longer waiting ({last.status}); nothing was changed."
 
 
@@ -236,20 +272,30 @@ async def _submission(request: Request, chat: ChatRuntime, payload: dict[str, An
     runner, advancer = chat.runner, get_advancer(request)
     if view.get("callback_id") == "changes":
         note = ((view.get("state", {}).get("values", {}).get("note") or {}).get("note") or {}).get(
-            "value") or ""
+            "value"
+        ) or ""
         if not note.strip():
             return _errors({"note": "Say what should change."})
-        work = advancer.run(runner.request_changes(
-            value["r"], note=note, gate=value.get("g"), actor=actor_of(user),
-            attempt=value.get("a"), state_hash=value.get("h") or None, wait_id=value["w"]))
+        work = advancer.run(
+            runner.request_changes(
+                value["r"],
+                note=note,
+                gate=value.get("g"),
+                actor=actor_of(user),
+                attempt=value.get("a"),
+                state_hash=value.get("h") or None,
+                wait_id=value["w"],
+            )
+        )
     elif view.get("callback_id") == "answer":
         answers = modal_answers(view)
         try:
             checked = validate_answers(questions_of(wait), answers)
         except AnswerInvalid as exc:
             return _errors(_blame(str(exc), wait))
-        work = advancer.run(runner.answer(value["r"], checked, question_id=value["w"],
-                                          actor=actor_of(user)))
+        work = advancer.run(
+            runner.answer(value["r"], checked, question_id=value["w"], actor=actor_of(user))
+        )
     else:
         return Response(status_code=200)
     await chat.carry(work, lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"))
@@ -285,8 +331,13 @@ async def events(request: Request, chat: Chat) -> Response:
     if event_id and not await chat.runner.ledger.chat_once(f"slack-event:{event_id}"):
         return Response(status_code=200, headers={"X-Slack-No-Retry": "1"})  # a retry
     event = payload.get("event") or {}
-    if (event.get("type") == "message" and event.get("thread_ts") and not event.get("bot_id")
-            and not event.get("subtype") and event.get("thread_ts") != event.get("ts")):
+    if (
+        event.get("type") == "message"
+        and event.get("thread_ts")
+        and not event.get("bot_id")
+        and not event.get("subtype")
+        and event.get("thread_ts") != event.get("ts")
+    ):
         await _reply(request, chat, event)
     return Response(status_code=200)
 
@@ -299,20 +350,32 @@ async def _reply(request: Request, chat: ChatRuntime, event: dict[str, Any]) -> 
     if run_id is None:
         return
     waiting = [w for w in await chat.runner.pending(run_id) if w.kind is WaitKind.QUESTION]
-    single = [w for w in waiting if len(questions_of(w)) == 1
-              and questions_of(w)[0].get("kind", "text") == "text"]
+    single = [
+        w
+        for w in waiting
+        if len(questions_of(w)) == 1 and questions_of(w)[0].get("kind", "text") == "text"
+    ]
     if not single:
         return
     if not chat.chat.may_decide(uid):
-        await chat.tell(channel, uid, "You are not one of the people allowed to answer here "
-                                      "([slack] deciders); your reply answered nothing.")
+        await chat.tell(
+            channel,
+            uid,
+            "You are not one of the people allowed to answer here "
+            "([slack] deciders); your reply answered nothing.",
+        )
         return
     wait = single[0]
     qid = str(questions_of(wait)[0]["id"])
     user = {"id": uid, "name": await _name(chat, uid)}
-    work = get_advancer(request).run(chat.runner.answer(
-        run_id, {qid: _unescape(str(event.get("text") or ""))}, question_id=wait.wait_id,
-        actor=actor_of(user)))
+    work = get_advancer(request).run(
+        chat.runner.answer(
+            run_id,
+            {qid: _unescape(str(event.get("text") or ""))},
+            question_id=wait.wait_id,
+            actor=actor_of(user),
+        )
+    )
     await chat.carry(work, lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"))
 
 

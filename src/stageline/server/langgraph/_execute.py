@@ -69,8 +69,9 @@ class ApiRuns:
         """The checkpoint an API run this server follows started from (None: the beginning)."""
         return self._starts.get(api_run_id)
 
-    def launch(self, runner: Runner, api_run: ApiRun, work: Work,
-               start: str | None = None) -> asyncio.Task[None]:
+    def launch(
+        self, runner: Runner, api_run: ApiRun, work: Work, start: str | None = None
+    ) -> asyncio.Task[None]:
         """Carry out ``work`` for ``api_run`` (from checkpoint ``start``) in the background,
         recording how it ended."""
         ledger = runner.ledger
@@ -81,8 +82,7 @@ class ApiRuns:
             try:
                 await ledger.set_api_run_status(key, ApiRunStatus.RUNNING)
                 summary = await work()
-                run = summary.run if summary is not None else await ledger.get_run(
-                    api_run.run_id)
+                run = summary.run if summary is not None else await ledger.get_run(api_run.run_id)
                 status = api_status_of(run)
                 if status is ApiRunStatus.PENDING:  # drained at shutdown: it goes on later
                     status = ApiRunStatus.RUNNING
@@ -138,29 +138,38 @@ class ApiRuns:
             await asyncio.sleep(JOIN_POLL)
 
 
-async def plan(runner: Runner, advancer: Advancer, body: RunCreate, thread_id: str,
-               run: Run | None, actor: str) -> Work:
+async def plan(
+    runner: Runner, advancer: Advancer, body: RunCreate, thread_id: str, run: Run | None, actor: str
+) -> Work:
     """Check what ``body`` asks of the thread and return the work that does it; a run made
     for an empty thread is created here (queued), so that its inputs are checked at once."""
     assistant = known_assistant(runner, body.assistant_id)
     command = body.command
     if command is not None and (command.update is not None or command.goto is not None):
-        raise HTTPException(422, "command.update and command.goto are not supported; change "
-                            "a thread's state with threads.update_state")
+        raise HTTPException(
+            422,
+            "command.update and command.goto are not supported; change "
+            "a thread's state with threads.update_state",
+        )
     resume = command.resume if command is not None else None
     if resume is not None and body.input:
-        raise HTTPException(422, "give input (to start a thread) or command (to resume it), "
-                            "not both")
+        raise HTTPException(
+            422, "give input (to start a thread) or command (to resume it), not both"
+        )
     if run is None:
         if resume is not None:
-            raise HTTPException(409, f"thread {thread_id} has not started; there is nothing to "
-                                "resume (start it with input)")
+            raise HTTPException(
+                409,
+                f"thread {thread_id} has not started; there is nothing to "
+                "resume (start it with input)",
+            )
         with unprocessable():
             await runner.create(assistant, body.input or {}, run_id=thread_id)
         return lambda: advancer.advance(thread_id)
     if assistant_of(run) != assistant:
-        raise HTTPException(409, f"thread {thread_id} belongs to assistant "
-                            f"{assistant_of(run)!r}, not {assistant!r}")
+        raise HTTPException(
+            409, f"thread {thread_id} belongs to assistant {assistant_of(run)!r}, not {assistant!r}"
+        )
     said = f"thread {thread_id} is {thread_status(run)} (its run is {run.status})"
     if resume is not None:
         if run.status is not RunStatus.WAITING:
@@ -169,8 +178,11 @@ async def plan(runner: Runner, advancer: Advancer, body: RunCreate, thread_id: s
     if run.status is RunStatus.WAITING:
         raise HTTPException(409, f"{said}: resume it with command={{'resume': ...}}")
     if body.input:
-        raise HTTPException(409, f"{said}; a thread takes input only when it starts (copy it "
-                            "with threads.copy, or start a new thread)")
+        raise HTTPException(
+            409,
+            f"{said}; a thread takes input only when it starts (copy it "
+            "with threads.copy, or start a new thread)",
+        )
     if run.status is RunStatus.FAILED:
         return lambda: advancer.run(runner.retry(thread_id))
     if run.status is RunStatus.QUEUED:
@@ -187,13 +199,18 @@ def _chosen(pending: list[Wait], resume: Any) -> tuple[Wait, Any]:
         key = next(iter(resume))
         return ids[key], resume[key]
     if len(pending) > 1:
-        raise HTTPException(422, f"{len(pending)} interrupts wait ({', '.join(ids)}); key the "
-                            "resume by interrupt id: {\"<id>\": value}")
+        raise HTTPException(
+            422,
+            f"{len(pending)} interrupts wait ({', '.join(ids)}); key the "
+            'resume by interrupt id: {"<id>": value}',
+        )
     return pending[0], resume
 
 
-_GATE_FORMS = ("resume a gate with \"approve\", \"reject\" or {\"decision\": \"approve\" | "
-               "\"reject\" | \"changes\", \"note\": \"...\"}")
+_GATE_FORMS = (
+    'resume a gate with "approve", "reject" or {"decision": "approve" | '
+    '"reject" | "changes", "note": "..."}'
+)
 
 
 def _gate_decision(value: Any) -> tuple[str, str | None]:
@@ -212,8 +229,7 @@ def _gate_decision(value: Any) -> tuple[str, str | None]:
     return decision, note
 
 
-async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any,
-                  actor: str) -> Work:
+async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any, actor: str) -> Work:
     run_id = run.run_id
     pending = await runner.pending(run_id)
     if not pending:
@@ -232,11 +248,15 @@ async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any,
             return lambda: advancer.run(runner.reject(run_id, note=note, **options))
         return lambda: advancer.run(runner.request_changes(run_id, note=note or "", **options))
     if not isinstance(value, Mapping):
-        raise HTTPException(422, "resume a question set with a mapping of question id -> "
-                            f"answer; got {type(value).__name__}")
+        raise HTTPException(
+            422,
+            "resume a question set with a mapping of question id -> "
+            f"answer; got {type(value).__name__}",
+        )
     questions = wait.payload.get("question_set", {}).get("questions", [])
     with unprocessable():
         validate_answers(questions, value)
     answers = dict(value)
-    return lambda: advancer.run(runner.answer(run_id, answers, question_id=wait.wait_id,
-                                              actor=actor))
+    return lambda: advancer.run(
+        runner.answer(run_id, answers, question_id=wait.wait_id, actor=actor)
+    )

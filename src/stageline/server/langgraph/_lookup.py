@@ -26,8 +26,11 @@ def known_assistant(runner: Runner, assistant_id: str) -> str:
     """The template an assistant id names; 404 for anything else (never a path)."""
     names = assistant_names(runner)
     if assistant_id not in names:
-        raise HTTPException(404, f"assistant {assistant_id!r} not found; the assistants are the "
-                            f"templates: {', '.join(names)}")
+        raise HTTPException(
+            404,
+            f"assistant {assistant_id!r} not found; the assistants are the "
+            f"templates: {', '.join(names)}",
+        )
     return assistant_id
 
 

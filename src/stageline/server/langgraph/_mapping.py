@@ -66,8 +66,9 @@ def iso(stamp: float | str | None) -> str | None:
 
 def assistant_of(run: Run) -> str:
     """The assistant (template name) of a run started from a name or a template file."""
-    return Path(run.template).stem if ("/" in run.template or "\\" in run.template) else (
-        run.template)
+    return (
+        Path(run.template).stem if ("/" in run.template or "\\" in run.template) else (run.template)
+    )
 
 
 def thread_status(run: Run | None, busy: bool = False) -> str:
@@ -117,12 +118,19 @@ def public_values(values: Any) -> dict[str, Any]:
     return dict(jsonable({k: v for k, v in data.items() if k not in RESERVED_KEYS}))
 
 
-def thread_json(thread_id: str, run: Run | None, meta: ThreadMeta | None,
-                snapshot: Any | None, *, busy: bool = False) -> dict[str, Any]:
+def thread_json(
+    thread_id: str,
+    run: Run | None,
+    meta: ThreadMeta | None,
+    snapshot: Any | None,
+    *,
+    busy: bool = False,
+) -> dict[str, Any]:
     """A LangGraph ``Thread``."""
     created = meta.created_at if meta else (run.created_at if run else 0.0)
-    updated = max(x for x in (run.updated_at if run else 0.0,
-                              meta.updated_at if meta else 0.0, created))
+    updated = max(
+        x for x in (run.updated_at if run else 0.0, meta.updated_at if meta else 0.0, created)
+    )
     interrupts: dict[str, list[dict[str, Any]]] = {}
     if snapshot is not None:
         for task in snapshot.tasks:
@@ -143,25 +151,48 @@ def checkpoint_json(thread_id: str, config: Mapping[str, Any] | None) -> dict[st
     if not config:
         return None
     conf = config.get("configurable", {})
-    return {"thread_id": thread_id, "checkpoint_ns": conf.get("checkpoint_ns", ""),
-            "checkpoint_id": conf.get("checkpoint_id"), "checkpoint_map": None}
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": conf.get("checkpoint_ns", ""),
+        "checkpoint_id": conf.get("checkpoint_id"),
+        "checkpoint_map": None,
+    }
 
 
 def state_json(thread_id: str, snapshot: Any | None) -> dict[str, Any]:
     """A LangGraph ``ThreadState`` from a ``StateSnapshot`` (None: an empty thread)."""
-    if snapshot is None or (not snapshot.values and not snapshot.next
-                            and not snapshot.config.get("configurable", {}).get("checkpoint_id")):
-        return {"values": {}, "next": [], "tasks": [], "interrupts": [], "metadata": {},
-                "created_at": None, "parent_checkpoint": None,
-                "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "",
-                               "checkpoint_id": None, "checkpoint_map": None}}
-    tasks = [{
-        "id": task.id, "name": task.name,
-        "error": None if task.error is None else f"{type(task.error).__name__}: {task.error}",
-        "interrupts": [interrupt_json(i) for i in task.interrupts],
-        "checkpoint": None, "state": None,
-        "result": jsonable(task.result) if getattr(task, "result", None) is not None else None,
-    } for task in snapshot.tasks]
+    if snapshot is None or (
+        not snapshot.values
+        and not snapshot.next
+        and not snapshot.config.get("configurable", {}).get("checkpoint_id")
+    ):
+        return {
+            "values": {},
+            "next": [],
+            "tasks": [],
+            "interrupts": [],
+            "metadata": {},
+            "created_at": None,
+            "parent_checkpoint": None,
+            "checkpoint": {
+                "thread_id": thread_id,
+                "checkpoint_ns": "",
+                "checkpoint_id": None,
+                "checkpoint_map": None,
+            },
+        }
+    tasks = [
+        {
+            "id": task.id,
+            "name": task.name,
+            "error": None if task.error is None else f"{type(task.error).__name__}: {task.error}",
+            "interrupts": [interrupt_json(i) for i in task.interrupts],
+            "checkpoint": None,
+            "state": None,
+            "result": jsonable(task.result) if getattr(task, "result", None) is not None else None,
+        }
+        for task in snapshot.tasks
+    ]
     return {
         "values": public_values(snapshot.values),
         "next": list(snapshot.next),

@@ -54,12 +54,17 @@ def _events(modes: Iterable[str], before: Any | None, snap: Any) -> list[bytes]:
     return out
 
 
-async def stream_run(runner: Runner, api_run: ApiRun, template: str, modes: list[str],
-                     start: str | None, task: asyncio.Future[Any] | None) -> AsyncIterator[bytes]:
+async def stream_run(
+    runner: Runner,
+    api_run: ApiRun,
+    template: str,
+    modes: list[str],
+    start: str | None,
+    task: asyncio.Future[Any] | None,
+) -> AsyncIterator[bytes]:
     """Events of ``api_run`` from checkpoint ``start`` (None: from the thread's beginning)
     until its advance (``task``) has ended."""
-    yield sse("metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id,
-                           "attempt": 1})
+    yield sse("metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id, "attempt": 1})
     graph = runner.graph(template)
     thread_id = api_run.run_id
     last = start

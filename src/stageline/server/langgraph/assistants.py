@@ -36,47 +36,67 @@ def _assistant(runner: Runner, name: str, origin: str) -> dict[str, Any]:
     except StagelineError:  # a broken template file: listed, without what it would say
         pass
     return {
-        "assistant_id": name, "graph_id": name, "name": name, "description": description,
-        "config": {}, "context": {}, "version": 1,
+        "assistant_id": name,
+        "graph_id": name,
+        "name": name,
+        "description": description,
+        "config": {},
+        "context": {},
+        "version": 1,
         "metadata": {"origin": origin, "template_version": version},
-        "created_at": iso(_EPOCH), "updated_at": iso(_EPOCH),
+        "created_at": iso(_EPOCH),
+        "updated_at": iso(_EPOCH),
     }
 
 
 def _all(runner: Runner) -> list[dict[str, Any]]:
-    return [_assistant(runner, i.name, i.origin)
-            for i in list_templates(runner.settings.template_dirs)]
+    return [
+        _assistant(runner, i.name, i.origin) for i in list_templates(runner.settings.template_dirs)
+    ]
 
 
-@router.post("/assistants/search", summary="Assistants (templates), filtered by graph_id, name "
-             "or metadata")
-async def search_assistants(body: AssistantSearch, runner: RunnerDep,
-                            _actor: Reader) -> list[dict[str, Any]]:
-    found = [a for a in _all(runner)
-             if (body.graph_id is None or a["graph_id"] == body.graph_id)
-             and (body.name is None or body.name in a["name"])
-             and matches(a["metadata"], body.metadata or {})]
-    return found[body.offset:body.offset + body.limit]
+@router.post(
+    "/assistants/search", summary="Assistants (templates), filtered by graph_id, name or metadata"
+)
+async def search_assistants(
+    body: AssistantSearch, runner: RunnerDep, _actor: Reader
+) -> list[dict[str, Any]]:
+    found = [
+        a
+        for a in _all(runner)
+        if (body.graph_id is None or a["graph_id"] == body.graph_id)
+        and (body.name is None or body.name in a["name"])
+        and matches(a["metadata"], body.metadata or {})
+    ]
+    return found[body.offset : body.offset + body.limit]
 
 
 @router.post("/assistants/count", summary="How many assistants match")
 async def count_assistants(body: AssistantSearch, runner: RunnerDep, _actor: Reader) -> int:
-    return len([a for a in _all(runner)
-                if (body.graph_id is None or a["graph_id"] == body.graph_id)
-                and matches(a["metadata"], body.metadata or {})])
+    return len(
+        [
+            a
+            for a in _all(runner)
+            if (body.graph_id is None or a["graph_id"] == body.graph_id)
+            and matches(a["metadata"], body.metadata or {})
+        ]
+    )
 
 
 @router.get("/assistants/{assistant_id}", summary="An assistant (a template)")
 async def get_assistant(assistant_id: str, runner: RunnerDep, _actor: Reader) -> dict[str, Any]:
     known_assistant(runner, assistant_id)
-    origin = next(i.origin for i in list_templates(runner.settings.template_dirs)
-                  if i.name == assistant_id)
+    origin = next(
+        i.origin for i in list_templates(runner.settings.template_dirs) if i.name == assistant_id
+    )
     return _assistant(runner, assistant_id, origin)
 
 
 @router.get("/assistants/{assistant_id}/graph", summary="The template's graph: nodes and edges")
 async def get_assistant_graph(
-    assistant_id: str, runner: RunnerDep, _actor: Reader,
+    assistant_id: str,
+    runner: RunnerDep,
+    _actor: Reader,
     xray: Annotated[int | bool, Query()] = False,
 ) -> dict[str, Any]:
     known_assistant(runner, assistant_id)
@@ -99,16 +119,25 @@ def state_schema(name: str, state: type[Any]) -> dict[str, Any]:
     except Exception:
         hints = dict(getattr(state, "__annotations__", {}))
     required = sorted(getattr(state, "__required_keys__", ()))
-    return {"title": name, "type": "object",
-            "properties": {k: _schema_of(v) for k, v in hints.items()},
-            **({"required": required} if required else {})}
+    return {
+        "title": name,
+        "type": "object",
+        "properties": {k: _schema_of(v) for k, v in hints.items()},
+        **({"required": required} if required else {}),
+    }
 
 
 @router.get("/assistants/{assistant_id}/schemas", summary="The template's state schema")
-async def get_assistant_schemas(assistant_id: str, runner: RunnerDep,
-                                _actor: Reader) -> dict[str, Any]:
+async def get_assistant_schemas(
+    assistant_id: str, runner: RunnerDep, _actor: Reader
+) -> dict[str, Any]:
     known_assistant(runner, assistant_id)
     schema = state_schema(assistant_id, runner.load(assistant_id).state)
-    return {"graph_id": assistant_id, "input_schema": schema, "output_schema": schema,
-            "state_schema": schema, "config_schema": None, "context_schema": None}
-
+    return {
+        "graph_id": assistant_id,
+        "input_schema": schema,
+        "output_schema": schema,
+        "state_schema": schema,
+        "config_schema": None,
+        "context_schema": None,
+    }

@@ -33,9 +33,14 @@ RunnerDep = Annotated[Runner, Depends(get_runner)]
 AdvancerDep = Annotated[Advancer, Depends(get_advancer)]
 
 
-async def _accept(request: Request, runner: Runner, advancer: Advancer, body: RunCreate,
-                  thread_id: str | None, actor: str
-                  ) -> tuple[ApiRun, asyncio.Task[None], str | None]:
+async def _accept(
+    request: Request,
+    runner: Runner,
+    advancer: Advancer,
+    body: RunCreate,
+    thread_id: str | None,
+    actor: str,
+) -> tuple[ApiRun, asyncio.Task[None], str | None]:
     """Check and start one API run; returns it, its task and the checkpoint it starts from."""
     tracker = ApiRuns.of(request)
     stateless = thread_id is None
@@ -54,9 +59,14 @@ async def _accept(request: Request, runner: Runner, advancer: Advancer, body: Ru
         latest = await snapshot(runner, run)
         start = latest.config["configurable"].get("checkpoint_id") if latest else None
         work = await plan(runner, advancer, body, thread_id, run, actor)
-        api_run = await runner.ledger.add_api_run(ApiRun(
-            api_run_id=str(uuid.uuid4()), run_id=thread_id, assistant_id=body.assistant_id,
-            metadata=body.metadata or {}))
+        api_run = await runner.ledger.add_api_run(
+            ApiRun(
+                api_run_id=str(uuid.uuid4()),
+                run_id=thread_id,
+                assistant_id=body.assistant_id,
+                metadata=body.metadata or {},
+            )
+        )
         task = tracker.launch(runner, api_run, work, start)
     return api_run, task, start
 
@@ -73,67 +83,111 @@ async def _outcome(runner: Runner, api_run: ApiRun) -> dict[str, Any]:
     latest = await snapshot(runner, run)
     values = public_values(latest.values) if latest is not None else {}
     if ended.status is ApiRunStatus.ERROR or run.status is RunStatus.FAILED:
-        return {**values, "__error__": {"error": "RunError",
-                                        "message": ended.error or run.error or "the run failed"}}
+        return {
+            **values,
+            "__error__": {
+                "error": "RunError",
+                "message": ended.error or run.error or "the run failed",
+            },
+        }
     if latest is not None and latest.interrupts:
         values["__interrupt__"] = [interrupt_json(i) for i in latest.interrupts]
     return values
 
 
 @router.post("/threads/{thread_id}/runs", summary="Start a run on the thread, in the background")
-async def create_run(thread_id: str, body: RunCreate, request: Request, runner: RunnerDep,
-                     advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+async def create_run(
+    thread_id: str,
+    body: RunCreate,
+    request: Request,
+    runner: RunnerDep,
+    advancer: AdvancerDep,
+    actor: Decider,
+) -> JSONResponse:
     api_run, _task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
     return JSONResponse(api_run_json(api_run), headers=_location(api_run))
 
 
 @router.post("/runs", summary="Start a run on a new thread, in the background")
-async def create_stateless_run(body: RunCreate, request: Request, runner: RunnerDep,
-                               advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+async def create_stateless_run(
+    body: RunCreate, request: Request, runner: RunnerDep, advancer: AdvancerDep, actor: Decider
+) -> JSONResponse:
     api_run, _task, _start = await _accept(request, runner, advancer, body, None, actor)
     return JSONResponse(api_run_json(api_run), headers=_location(api_run))
 
 
-async def _wait(request: Request, runner: Runner, advancer: Advancer, body: RunCreate,
-                thread_id: str | None, actor: str) -> JSONResponse:
+async def _wait(
+    request: Request,
+    runner: Runner,
+    advancer: Advancer,
+    body: RunCreate,
+    thread_id: str | None,
+    actor: str,
+) -> JSONResponse:
     api_run, task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
     await asyncio.shield(task)
     return JSONResponse(await _outcome(runner, api_run), headers=_location(api_run))
 
 
-@router.post("/threads/{thread_id}/runs/wait", summary="Start a run on the thread and answer "
-             "when it ends or waits for a person")
-async def wait_run(thread_id: str, body: RunCreate, request: Request, runner: RunnerDep,
-                   advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+@router.post(
+    "/threads/{thread_id}/runs/wait",
+    summary="Start a run on the thread and answer when it ends or waits for a person",
+)
+async def wait_run(
+    thread_id: str,
+    body: RunCreate,
+    request: Request,
+    runner: RunnerDep,
+    advancer: AdvancerDep,
+    actor: Decider,
+) -> JSONResponse:
     return await _wait(request, runner, advancer, body, thread_id, actor)
 
 
 @router.post("/runs/wait", summary="Start a run on a new thread and answer when it ends or waits")
-async def wait_stateless_run(body: RunCreate, request: Request, runner: RunnerDep,
-                             advancer: AdvancerDep, actor: Decider) -> JSONResponse:
+async def wait_stateless_run(
+    body: RunCreate, request: Request, runner: RunnerDep, advancer: AdvancerDep, actor: Decider
+) -> JSONResponse:
     return await _wait(request, runner, advancer, body, None, actor)
 
 
-async def _stream(request: Request, runner: Runner, advancer: Advancer, body: RunCreate,
-                  thread_id: str | None, actor: str) -> StreamingResponse:
+async def _stream(
+    request: Request,
+    runner: Runner,
+    advancer: Advancer,
+    body: RunCreate,
+    thread_id: str | None,
+    actor: str,
+) -> StreamingResponse:
     api_run, task, start = await _accept(request, runner, advancer, body, thread_id, actor)
     modes = [body.stream_mode] if isinstance(body.stream_mode, str) else list(body.stream_mode)
     run = await runner.ledger.get_run(api_run.run_id)
-    return StreamingResponse(stream_run(runner, api_run, run.template, modes, start, task),
-                             media_type="text/event-stream", headers=_location(api_run))
+    return StreamingResponse(
+        stream_run(runner, api_run, run.template, modes, start, task),
+        media_type="text/event-stream",
+        headers=_location(api_run),
+    )
 
 
-@router.post("/threads/{thread_id}/runs/stream", summary="Start a run on the thread and stream "
-             "its values and updates (server-sent events)")
-async def stream_thread_run(thread_id: str, body: RunCreate, request: Request,
-                            runner: RunnerDep, advancer: AdvancerDep,
-                            actor: Decider) -> StreamingResponse:
+@router.post(
+    "/threads/{thread_id}/runs/stream",
+    summary="Start a run on the thread and stream its values and updates (server-sent events)",
+)
+async def stream_thread_run(
+    thread_id: str,
+    body: RunCreate,
+    request: Request,
+    runner: RunnerDep,
+    advancer: AdvancerDep,
+    actor: Decider,
+) -> StreamingResponse:
     return await _stream(request, runner, advancer, body, thread_id, actor)
 
 
 @router.post("/runs/stream", summary="Start a run on a new thread and stream it")
-async def stream_stateless_run(body: RunCreate, request: Request, runner: RunnerDep,
-                               advancer: AdvancerDep, actor: Decider) -> StreamingResponse:
+async def stream_stateless_run(
+    body: RunCreate, request: Request, runner: RunnerDep, advancer: AdvancerDep, actor: Decider
+) -> StreamingResponse:
     return await _stream(request, runner, advancer, body, None, actor)
 
 
@@ -147,11 +201,15 @@ async def _api_run(runner: Runner, thread_id: str, run_id: str) -> ApiRun:
 
 @router.get("/threads/{thread_id}/runs", summary="The thread's API runs, newest first")
 async def list_runs(
-    thread_id: str, request: Request, runner: RunnerDep, _actor: Reader,
+    thread_id: str,
+    request: Request,
+    runner: RunnerDep,
+    _actor: Reader,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     offset: Annotated[int, Query(ge=0)] = 0,
-    status: Annotated[Literal["pending", "running", "error", "success", "timeout",
-                              "interrupted"] | None, Query()] = None,
+    status: Annotated[
+        Literal["pending", "running", "error", "success", "timeout", "interrupted"] | None, Query()
+    ] = None,
 ) -> list[dict[str, Any]]:
     await find_thread(runner, thread_id)
     tracker = ApiRuns.of(request)
@@ -160,29 +218,40 @@ async def list_runs(
         current = await tracker.status(runner, api_run)
         if status is None or str(current) == status:
             shown.append(api_run_json(api_run, current))
-    return shown[offset:offset + limit]
+    return shown[offset : offset + limit]
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", summary="An API run")
-async def get_run(thread_id: str, run_id: str, request: Request, runner: RunnerDep,
-                  _actor: Reader) -> dict[str, Any]:
+async def get_run(
+    thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Reader
+) -> dict[str, Any]:
     api_run = await _api_run(runner, thread_id, run_id)
     return api_run_json(api_run, await ApiRuns.of(request).status(runner, api_run))
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/join", summary="Wait for an API run to end; "
-            "answers the thread's values")
-async def join_run(thread_id: str, run_id: str, request: Request, runner: RunnerDep,
-                   _actor: Reader) -> dict[str, Any]:
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/join",
+    summary="Wait for an API run to end; answers the thread's values",
+)
+async def join_run(
+    thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Reader
+) -> dict[str, Any]:
     api_run = await _api_run(runner, thread_id, run_id)
     await ApiRuns.of(request).join(runner, api_run)
     return await _outcome(runner, api_run)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream", summary="Join an API run's stream: "
-            "its events from where it started while it goes on; its end state once it ended")
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/stream",
+    summary="Join an API run's stream: "
+    "its events from where it started while it goes on; its end state once it ended",
+)
 async def join_stream(
-    thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Reader,
+    thread_id: str,
+    run_id: str,
+    request: Request,
+    runner: RunnerDep,
+    _actor: Reader,
     stream_mode: Annotated[list[str] | None, Query()] = None,
 ) -> StreamingResponse:
     api_run = await _api_run(runner, thread_id, run_id)
@@ -195,14 +264,22 @@ async def join_stream(
         latest = await snapshot(runner, run)
         start = latest.config["configurable"].get("checkpoint_id") if latest else None
     modes = stream_mode or ["values", "updates"]
-    return StreamingResponse(stream_run(runner, api_run, run.template, modes, start, task),
-                             media_type="text/event-stream")
+    return StreamingResponse(
+        stream_run(runner, api_run, run.template, modes, start, task),
+        media_type="text/event-stream",
+    )
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel", summary="Cancel the thread's run "
-             "(at once, or between its next steps while it advances)")
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    summary="Cancel the thread's run (at once, or between its next steps while it advances)",
+)
 async def cancel_run(
-    thread_id: str, run_id: str, request: Request, runner: RunnerDep, actor: Admin,
+    thread_id: str,
+    run_id: str,
+    request: Request,
+    runner: RunnerDep,
+    actor: Admin,
     wait: Annotated[bool, Query()] = False,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
 ) -> dict[str, Any]:
@@ -210,8 +287,9 @@ async def cancel_run(
     tracker = ApiRuns.of(request)
     run = await runner.ledger.get_run(thread_id)
     if run.status.terminal:
-        raise HTTPException(409, f"thread {thread_id}'s run is already {run.status}; there is "
-                            "nothing to cancel")
+        raise HTTPException(
+            409, f"thread {thread_id}'s run is already {run.status}; there is nothing to cancel"
+        )
     try:
         await runner.cancel(thread_id)
     except StagelineError as exc:
@@ -219,8 +297,9 @@ async def cancel_run(
             raise
         raise HTTPException(409, str(exc)) from exc
     if tracker.task(api_run.api_run_id) is None and not api_run.status.done:
-        await runner.ledger.set_api_run_status(api_run.api_run_id, ApiRunStatus.INTERRUPTED,
-                                               f"cancelled by {actor}")
+        await runner.ledger.set_api_run_status(
+            api_run.api_run_id, ApiRunStatus.INTERRUPTED, f"cancelled by {actor}"
+        )
     if wait:
         await tracker.join(runner, api_run)
     current = await runner.ledger.api_run(api_run.api_run_id) or api_run

@@ -48,19 +48,23 @@ SEARCH_LIMIT = 1000
 """Threads searched per run status (newest first); metadata rows are all searched."""
 
 
-async def describe(request: Request, runner: Runner, thread_id: str,
-                   found: tuple[Run | None, ThreadMeta | None] | None = None) -> dict[str, Any]:
+async def describe(
+    request: Request,
+    runner: Runner,
+    thread_id: str,
+    found: tuple[Run | None, ThreadMeta | None] | None = None,
+) -> dict[str, Any]:
     run, meta = found or await find_thread(runner, thread_id)
     busy = ApiRuns.of(request).busy(thread_id)
     return thread_json(thread_id, run, meta, await snapshot(runner, run), busy=busy)
 
 
 @router.post("/threads", summary="Create a thread (a run starts on it with its first API run)")
-async def create_thread(body: ThreadCreate, request: Request, runner: RunnerDep,
-                        _actor: Decider) -> dict[str, Any]:
+async def create_thread(
+    body: ThreadCreate, request: Request, runner: RunnerDep, _actor: Decider
+) -> dict[str, Any]:
     with unprocessable():
-        thread_id = check_run_id(body.thread_id, "thread_id") if body.thread_id else (
-            new_run_id())
+        thread_id = check_run_id(body.thread_id, "thread_id") if body.thread_id else (new_run_id())
     async with ApiRuns.of(request).lock(thread_id):
         try:
             existing = await find_thread(runner, thread_id)
@@ -70,21 +74,24 @@ async def create_thread(body: ThreadCreate, request: Request, runner: RunnerDep,
             if body.if_exists == "do_nothing":
                 return await describe(request, runner, thread_id, existing)
             raise HTTPException(409, f"thread {thread_id} already exists")
-        meta = await runner.ledger.put_thread(ThreadMeta(run_id=thread_id,
-                                                         metadata=body.metadata or {}))
+        meta = await runner.ledger.put_thread(
+            ThreadMeta(run_id=thread_id, metadata=body.metadata or {})
+        )
     return thread_json(thread_id, None, meta, None)
 
 
 @router.post("/threads/search", summary="Threads by metadata, status, ids or values")
-async def search_threads(body: ThreadSearch, request: Request, runner: RunnerDep,
-                         _actor: Reader) -> list[dict[str, Any]]:
+async def search_threads(
+    body: ThreadSearch, request: Request, runner: RunnerDep, _actor: Reader
+) -> list[dict[str, Any]]:
     ledger = runner.ledger
     metas = {m.run_id: m for m in await ledger.thread_metas()}
     statuses = runs_of_thread_status(body.status) if body.status else [None]
     runs: dict[str, Run] = {}
     for status in statuses:
-        for run in await ledger.list_runs(status=str(status) if status else None,
-                                          limit=SEARCH_LIMIT):
+        for run in await ledger.list_runs(
+            status=str(status) if status else None, limit=SEARCH_LIMIT
+        ):
             runs[run.run_id] = run
     if body.status is None or body.status == "idle":  # threads with no run yet are idle
         for thread_id in metas:
@@ -120,39 +127,50 @@ async def search_threads(body: ThreadSearch, request: Request, runner: RunnerDep
     return found
 
 
-@router.get("/threads/{thread_id}", summary="A thread: its status, metadata, values and "
-            "interrupts")
-async def get_thread(thread_id: str, request: Request, runner: RunnerDep,
-                     _actor: Reader) -> dict[str, Any]:
+@router.get("/threads/{thread_id}", summary="A thread: its status, metadata, values and interrupts")
+async def get_thread(
+    thread_id: str, request: Request, runner: RunnerDep, _actor: Reader
+) -> dict[str, Any]:
     return await describe(request, runner, thread_id)
 
 
 @router.patch("/threads/{thread_id}", summary="Merge metadata into a thread's")
-async def update_thread(thread_id: str, body: ThreadPatch, request: Request, runner: RunnerDep,
-                        _actor: Decider) -> dict[str, Any]:
+async def update_thread(
+    thread_id: str, body: ThreadPatch, request: Request, runner: RunnerDep, _actor: Decider
+) -> dict[str, Any]:
     run, meta = await find_thread(runner, thread_id)
     merged = {**(meta.metadata if meta else {}), **body.metadata}
     meta = await runner.ledger.set_thread_metadata(thread_id, merged)
     return await describe(request, runner, thread_id, (run, meta))
 
 
-@router.delete("/threads/{thread_id}", status_code=204, summary="Delete a thread (its run, "
-               "checkpoints and records)")
-async def delete_thread(thread_id: str, request: Request, runner: RunnerDep,
-                        _actor: Admin) -> Response:
+@router.delete(
+    "/threads/{thread_id}",
+    status_code=204,
+    summary="Delete a thread (its run, checkpoints and records)",
+)
+async def delete_thread(
+    thread_id: str, request: Request, runner: RunnerDep, _actor: Admin
+) -> Response:
     run, _meta = await find_thread(runner, thread_id)
     if ApiRuns.of(request).busy(thread_id) or (
-            run is not None and run.status is RunStatus.RUNNING
-            and (run.lease_expires_at or 0) > time.time()):
+        run is not None
+        and run.status is RunStatus.RUNNING
+        and (run.lease_expires_at or 0) > time.time()
+    ):
         raise HTTPException(409, f"thread {thread_id} is busy; cancel its run first")
     await runner.delete(thread_id)
     return Response(status_code=204)
 
 
-@router.post("/threads/{thread_id}/copy", summary="Copy a thread: a fork of its run from its "
-             "latest checkpoint, with the lineage recorded")
-async def copy_thread(thread_id: str, request: Request, runner: RunnerDep,
-                      advancer: AdvancerDep, _actor: Admin) -> dict[str, Any]:
+@router.post(
+    "/threads/{thread_id}/copy",
+    summary="Copy a thread: a fork of its run from its "
+    "latest checkpoint, with the lineage recorded",
+)
+async def copy_thread(
+    thread_id: str, request: Request, runner: RunnerDep, advancer: AdvancerDep, _actor: Admin
+) -> dict[str, Any]:
     run, meta = await find_thread(runner, thread_id)
     metadata = dict(meta.metadata) if meta else {}
     if run is None:
@@ -176,28 +194,37 @@ def _checkpoint_id(body: UpdateState | HistoryBody | StateAtCheckpoint) -> str |
     return found or getattr(body, "checkpoint_id", None)
 
 
-@router.get("/threads/{thread_id}/state", summary="The thread's current state, with what it "
-            "waits on (tasks[].interrupts, interrupts)")
-async def get_state(thread_id: str, runner: RunnerDep, _actor: Reader,
-                    subgraphs: Annotated[bool, Query()] = False) -> dict[str, Any]:
+@router.get(
+    "/threads/{thread_id}/state",
+    summary="The thread's current state, with what it waits on (tasks[].interrupts, interrupts)",
+)
+async def get_state(
+    thread_id: str, runner: RunnerDep, _actor: Reader, subgraphs: Annotated[bool, Query()] = False
+) -> dict[str, Any]:
     run, _meta = await find_thread(runner, thread_id)
     return state_json(thread_id, await snapshot(runner, run))
 
 
-@router.get("/threads/{thread_id}/state/{checkpoint_id}", summary="The thread's state at a "
-            "checkpoint")
-async def get_state_at(thread_id: str, checkpoint_id: str, runner: RunnerDep, _actor: Reader,
-                       subgraphs: Annotated[bool, Query()] = False) -> dict[str, Any]:
+@router.get(
+    "/threads/{thread_id}/state/{checkpoint_id}", summary="The thread's state at a checkpoint"
+)
+async def get_state_at(
+    thread_id: str,
+    checkpoint_id: str,
+    runner: RunnerDep,
+    _actor: Reader,
+    subgraphs: Annotated[bool, Query()] = False,
+) -> dict[str, Any]:
     run, _meta = await find_thread(runner, thread_id)
     if run is None:
         raise HTTPException(404, f"thread {thread_id} has no checkpoint {checkpoint_id!r}")
     return state_json(thread_id, await snapshot(runner, run, checkpoint_id))
 
 
-@router.post("/threads/{thread_id}/state/checkpoint", summary="The thread's state at a "
-             "checkpoint")
-async def post_state_at(thread_id: str, body: StateAtCheckpoint, runner: RunnerDep,
-                        _actor: Reader) -> dict[str, Any]:
+@router.post("/threads/{thread_id}/state/checkpoint", summary="The thread's state at a checkpoint")
+async def post_state_at(
+    thread_id: str, body: StateAtCheckpoint, runner: RunnerDep, _actor: Reader
+) -> dict[str, Any]:
     run, _meta = await find_thread(runner, thread_id)
     checkpoint_id = _checkpoint_id(body)
     if run is None and checkpoint_id:
@@ -205,11 +232,20 @@ async def post_state_at(thread_id: str, body: StateAtCheckpoint, runner: RunnerD
     return state_json(thread_id, await snapshot(runner, run, checkpoint_id))
 
 
-@router.post("/threads/{thread_id}/state", summary="Change the state: in place for an "
-             "interrupted or failed thread (it asks again / retry goes on from it); a finished "
-             "one is forked at the checkpoint (admin)")
-async def update_state(thread_id: str, body: UpdateState, request: Request, runner: RunnerDep,
-                       advancer: AdvancerDep, actor: Decider) -> dict[str, Any]:
+@router.post(
+    "/threads/{thread_id}/state",
+    summary="Change the state: in place for an "
+    "interrupted or failed thread (it asks again / retry goes on from it); a finished "
+    "one is forked at the checkpoint (admin)",
+)
+async def update_state(
+    thread_id: str,
+    body: UpdateState,
+    request: Request,
+    runner: RunnerDep,
+    advancer: AdvancerDep,
+    actor: Decider,
+) -> dict[str, Any]:
     run, _meta = await find_thread(runner, thread_id)
     if run is None:
         raise HTTPException(409, f"thread {thread_id} has not started; start it with input")
@@ -217,21 +253,35 @@ async def update_state(thread_id: str, body: UpdateState, request: Request, runn
     checkpoint_id = _checkpoint_id(body)
     if run.status.terminal:
         if checkpoint_id is None:
-            raise HTTPException(409, f"thread {thread_id} has finished ({run.status}); give a "
-                                "checkpoint to fork it from, with the changed values")
+            raise HTTPException(
+                409,
+                f"thread {thread_id} has finished ({run.status}); give a "
+                "checkpoint to fork it from, with the changed values",
+            )
         if not request.state.token.scope.allows("admin"):
-            raise HTTPException(403, f"token {actor!r} has scope {request.state.token.scope}; "
-                                "changing a finished thread forks it, which needs admin")
+            raise HTTPException(
+                403,
+                f"token {actor!r} has scope {request.state.token.scope}; "
+                "changing a finished thread forks it, which needs admin",
+            )
         with unprocessable():
-            done = await advancer.run(runner.fork(thread_id, checkpoint_id=checkpoint_id,
-                                                  changes=values))
+            done = await advancer.run(
+                runner.fork(thread_id, checkpoint_id=checkpoint_id, changes=values)
+            )
         target = done.run.run_id
     elif run.status in (RunStatus.WAITING, RunStatus.FAILED):
         if ApiRuns.of(request).busy(thread_id):
             raise HTTPException(409, f"thread {thread_id} is busy")
         with unprocessable():
-            await advancer.run(runner.update_state(thread_id, values, checkpoint_id=checkpoint_id,
-                                                   as_node=body.as_node, actor=actor))
+            await advancer.run(
+                runner.update_state(
+                    thread_id,
+                    values,
+                    checkpoint_id=checkpoint_id,
+                    as_node=body.as_node,
+                    actor=actor,
+                )
+            )
         target = thread_id
     else:
         raise HTTPException(409, f"thread {thread_id} is busy; change its state when it stops")
@@ -241,22 +291,25 @@ async def update_state(thread_id: str, body: UpdateState, request: Request, runn
 
 
 @router.post("/threads/{thread_id}/history", summary="The thread's checkpoints, newest first")
-async def get_history(thread_id: str, body: HistoryBody, runner: RunnerDep,
-                      _actor: Reader) -> list[dict[str, Any]]:
+async def get_history(
+    thread_id: str, body: HistoryBody, runner: RunnerDep, _actor: Reader
+) -> list[dict[str, Any]]:
     run, _meta = await find_thread(runner, thread_id)
     if run is None:
         return []
-    before = body.before if isinstance(body.before, str) or body.before is None else (
-        body.before.checkpoint_id)
+    before = (
+        body.before
+        if isinstance(body.before, str) or body.before is None
+        else (body.before.checkpoint_id)
+    )
     graph = runner.graph(run.template)
     found: list[dict[str, Any]] = []
     async for snap in graph.aget_state_history(  # metadata is matched here: any key may come
-            config_of(thread_id), before=config_of(thread_id, before) if before else None):
+        config_of(thread_id), before=config_of(thread_id, before) if before else None
+    ):
         if not matches(jsonable(dict(snap.metadata or {})), body.metadata or {}):
             continue
         found.append(state_json(thread_id, snap))
         if len(found) >= body.limit:
             break
     return found
-
-

@@ -29,18 +29,23 @@ async def _sign_in(request: Request, exc: Exception) -> Response:
         return PlainTextResponse("sign in first", status_code=401, headers=SECURITY_HEADERS)
     from urllib.parse import quote
 
-    return RedirectResponse(f"{PREFIX}/login?next={quote(exc.next_url, safe='/')}",
-                            status_code=303)
+    return RedirectResponse(f"{PREFIX}/login?next={quote(exc.next_url, safe='/')}", status_code=303)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code in (403, 404, 405, 413, 422) and "text/html" in request.headers.get(
-            "accept", ""):
-        return render(request, "error.html", None, status_code=exc.status_code,
-                      message=str(exc.detail), code=exc.status_code)
-    return PlainTextResponse(str(exc.detail), status_code=exc.status_code,
-                             headers=SECURITY_HEADERS)
+        "accept", ""
+    ):
+        return render(
+            request,
+            "error.html",
+            None,
+            status_code=exc.status_code,
+            message=str(exc.detail),
+            code=exc.status_code,
+        )
+    return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=SECURITY_HEADERS)
 
 
 def _dashboard(host: FastAPI) -> FastAPI:
@@ -65,5 +70,3 @@ def install_ui(app: FastAPI) -> None:
     and serves no data)."""
     app.mount(PREFIX, _dashboard(app), name="ui")
     app.router.routes.append(Route("/", _home, methods=["GET"], include_in_schema=False))
-
-

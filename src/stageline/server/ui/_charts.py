@@ -31,12 +31,19 @@ def fmt_seconds(value: float | None) -> str:
 
 
 def _text(x: float, y: float, text: str, cls: str = "axis", anchor: str = "start") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}" text-anchor="{anchor}">'
-            f"{escape(text)}</text>")
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}" text-anchor="{anchor}">{escape(text)}</text>'
+    )
 
 
-def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
-             start: float, end: float | None, width: int = 760) -> Markup:
+def timeline(
+    records: Sequence[NodeRecord],
+    events: Sequence[Event],
+    *,
+    start: float,
+    end: float | None,
+    width: int = 760,
+) -> Markup:
     """A Gantt bar per node attempt (retries marked ``try N``, attempts ``a N``), and a
     dashed line where the run went on again (resumed after a person, or retried)."""
     if not records:
@@ -51,17 +58,21 @@ def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
     def x(t: float) -> float:
         return label_w + max(0.0, min(1.0, (t - start) / span)) * plot
 
-    parts = [f'<line x1="{label_w}" x2="{label_w + plot}" y1="{top - 6}" y2="{top - 6}" '
-             f'class="gridline"/>',
-             _text(label_w, top - 10, "0"), _text(label_w + plot, top - 10,
-                                                   fmt_seconds(span), anchor="end")]
+    parts = [
+        f'<line x1="{label_w}" x2="{label_w + plot}" y1="{top - 6}" y2="{top - 6}" '
+        f'class="gridline"/>',
+        _text(label_w, top - 10, "0"),
+        _text(label_w + plot, top - 10, fmt_seconds(span), anchor="end"),
+    ]
     for e in events:
         if e.kind not in ("run.resumed", "run.retried"):
             continue
         word = "retried" if e.kind == "run.retried" else "resumed"
-        parts.append(f'<line x1="{x(e.ts):.1f}" x2="{x(e.ts):.1f}" y1="{top - 6}" '
-                     f'y2="{height - 6}" class="restart {word}" data-restart="{word}">'
-                     f"<title>run {word} (attempt {e.data.get('attempt', '?')})</title></line>")
+        parts.append(
+            f'<line x1="{x(e.ts):.1f}" x2="{x(e.ts):.1f}" y1="{top - 6}" '
+            f'y2="{height - 6}" class="restart {word}" data-restart="{word}">'
+            f"<title>run {word} (attempt {e.data.get('attempt', '?')})</title></line>"
+        )
     for i, r in enumerate(ordered):
         y = top + i * row_h
         open_ = r.status.value in ("running", "waiting")
@@ -73,8 +84,10 @@ def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
         if r.try_no > 1:
             tags.append(f"try {r.try_no}")
         name = r.node + (f" ({', '.join(tags)})" if tags else "")
-        tip = (f"{r.node}: {r.status} · attempt {r.attempt}, try {r.try_no} · "
-               f"{fmt_seconds(r.duration)}" + (f" · {r.error}" if r.error else ""))
+        tip = (
+            f"{r.node}: {r.status} · attempt {r.attempt}, try {r.try_no} · "
+            f"{fmt_seconds(r.duration)}" + (f" · {r.error}" if r.error else "")
+        )
         parts.append(
             f'<g class="bar st-{r.status}" data-bar-node="{escape(r.node)}" '
             f'data-bar-status="{r.status}"'
@@ -82,11 +95,18 @@ def timeline(records: Sequence[NodeRecord], events: Sequence[Event], *,
             + _text(label_w - 8, y + 14, name, "bar-label", "end")
             + f'<rect x="{x1:.1f}" y="{y + 3:.1f}" width="{max(x2 - x1, 3):.1f}" '
             f'height="{row_h - 6}" rx="3"/>'
-            + _text(max(x2, x1 + 3) + 5, y + 14,
-                    str(r.status) if open_ else fmt_seconds(r.duration), "bar-value")
-            + "</g>")
-    return Markup(f'<svg class="chart timeline" viewBox="0 0 {width} {height:.0f}" '
-                  f'width="{width}" xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+            + _text(
+                max(x2, x1 + 3) + 5,
+                y + 14,
+                str(r.status) if open_ else fmt_seconds(r.duration),
+                "bar-value",
+            )
+            + "</g>"
+        )
+    return Markup(
+        f'<svg class="chart timeline" viewBox="0 0 {width} {height:.0f}" '
+        f'width="{width}" xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>'
+    )
 
 
 @dataclass(frozen=True)
@@ -96,8 +116,14 @@ class Series:
     """(x, y), x as epoch seconds."""
 
 
-def line_chart(series: Sequence[Series], *, unit: str = "s", width: int = 520,
-               height: int = 150, title: str = "") -> Markup:
+def line_chart(
+    series: Sequence[Series],
+    *,
+    unit: str = "s",
+    width: int = 520,
+    height: int = 150,
+    title: str = "",
+) -> Markup:
     """Lines over time, with a y axis from 0 and a legend."""
     pts = [p for s in series for p in s.points]
     if not pts:
@@ -117,31 +143,54 @@ def line_chart(series: Sequence[Series], *, unit: str = "s", width: int = 520,
     parts = []
     for frac in (0.0, 0.5, 1.0):
         y = py(y1 * frac)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" '
-                     f'class="gridline"/>' + _text(left - 6, y + 4, fmt(y1 * frac), anchor="end"))
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" '
+            f'class="gridline"/>' + _text(left - 6, y + 4, fmt(y1 * frac), anchor="end")
+        )
     day = time.strftime("%m-%d %H:%M", time.localtime(x0))
     parts.append(_text(left, height - 6, day))
     if x1 != x0:
-        parts.append(_text(width - right, height - 6,
-                           time.strftime("%m-%d %H:%M", time.localtime(x1)), anchor="end"))
+        parts.append(
+            _text(
+                width - right,
+                height - 6,
+                time.strftime("%m-%d %H:%M", time.localtime(x1)),
+                anchor="end",
+            )
+        )
     for i, s in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
-        path = " ".join(f"{'M' if j == 0 else 'L'}{px(a):.1f},{py(b):.1f}"
-                        for j, (a, b) in enumerate(s.points))
-        parts.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2" '
-                     f'data-series="{escape(s.name)}"/>')
-        parts += [f'<circle cx="{px(a):.1f}" cy="{py(b):.1f}" r="2.5" fill="{color}">'
-                  f"<title>{escape(s.name)}: {escape(fmt(b))}</title></circle>"
-                  for a, b in s.points]
-        parts.append(f'<rect x="{left + 8 + i * 90}" y="2" width="10" height="4" '
-                     f'fill="{color}"/>' + _text(left + 22 + i * 90, 8, s.name, "legend"))
-    return Markup(f'<svg class="chart" role="img" aria-label="{escape(title)}" '
-                  f'viewBox="0 0 {width} {height}" width="{width}" '
-                  f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+        path = " ".join(
+            f"{'M' if j == 0 else 'L'}{px(a):.1f},{py(b):.1f}" for j, (a, b) in enumerate(s.points)
+        )
+        parts.append(
+            f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2" '
+            f'data-series="{escape(s.name)}"/>'
+        )
+        parts += [
+            f'<circle cx="{px(a):.1f}" cy="{py(b):.1f}" r="2.5" fill="{color}">'
+            f"<title>{escape(s.name)}: {escape(fmt(b))}</title></circle>"
+            for a, b in s.points
+        ]
+        parts.append(
+            f'<rect x="{left + 8 + i * 90}" y="2" width="10" height="4" '
+            f'fill="{color}"/>' + _text(left + 22 + i * 90, 8, s.name, "legend")
+        )
+    return Markup(
+        f'<svg class="chart" role="img" aria-label="{escape(title)}" '
+        f'viewBox="0 0 {width} {height}" width="{width}" '
+        f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>'
+    )
 
 
-def bar_chart(values: Mapping[str, float], *, unit: str = "", width: int = 520,
-              title: str = "", percent: bool = False) -> Markup:
+def bar_chart(
+    values: Mapping[str, float],
+    *,
+    unit: str = "",
+    width: int = 520,
+    title: str = "",
+    percent: bool = False,
+) -> Markup:
     """Horizontal bars, one per key, with the value at the end."""
     if not values:
         return Markup('<p class="muted">No data yet.</p>')
@@ -154,12 +203,17 @@ def bar_chart(values: Mapping[str, float], *, unit: str = "", width: int = 520,
         y = i * row_h
         w = max(value / top * plot, 1.5)
         shown = f"{value:.0%}" if percent else f"{value:,.4g}{unit}"
-        parts.append(f'<g data-bar="{escape(key)}" data-value="{value:.6g}">'
-                     f"<title>{escape(key)}: {escape(shown)}</title>"
-                     + _text(label_w - 8, y + 15, key, "bar-label", "end")
-                     + f'<rect x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" '
-                     f'rx="3" fill="{PALETTE[i % len(PALETTE)]}"/>'
-                     + _text(label_w + w + 6, y + 15, shown, "bar-value") + "</g>")
-    return Markup(f'<svg class="chart" role="img" aria-label="{escape(title)}" '
-                  f'viewBox="0 0 {width} {height:.0f}" width="{width}" '
-                  f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+        parts.append(
+            f'<g data-bar="{escape(key)}" data-value="{value:.6g}">'
+            f"<title>{escape(key)}: {escape(shown)}</title>"
+            + _text(label_w - 8, y + 15, key, "bar-label", "end")
+            + f'<rect x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" '
+            f'rx="3" fill="{PALETTE[i % len(PALETTE)]}"/>'
+            + _text(label_w + w + 6, y + 15, shown, "bar-value")
+            + "</g>"
+        )
+    return Markup(
+        f'<svg class="chart" role="img" aria-label="{escape(title)}" '
+        f'viewBox="0 0 {width} {height:.0f}" width="{width}" '
+        f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>'
+    )

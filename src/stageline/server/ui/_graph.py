@@ -122,31 +122,40 @@ def layout(nodes: Sequence[Node], edges: Sequence[Edge]) -> GraphLayout:
     for depth, row in rows.items():
         offset = (widest - len(row)) * PITCH_X / 2
         for i, n in enumerate(row):
-            found.pos[n] = (LEFT + MARGIN + offset + i * PITCH_X + W / 2,
-                            MARGIN + depth * PITCH_Y + H / 2)
+            found.pos[n] = (
+                LEFT + MARGIN + offset + i * PITCH_X + W / 2,
+                MARGIN + depth * PITCH_Y + H / 2,
+            )
     found.width = LEFT + MARGIN * 2 + (widest - 1) * PITCH_X + W + LOOP_GAP * (len(back) + 1)
     found.height = MARGIN * 2 + max(rows, default=0) * PITCH_Y + H
     return found
 
 
 def _label(x: float, y: float, text: str, cls: str, anchor: str = "middle") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}" text-anchor="{anchor}">'
-            f"{escape(text)}</text>")
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}" text-anchor="{anchor}">{escape(text)}</text>'
+    )
 
 
-def _edge(g: GraphLayout, i: int, e: Edge, loops: Mapping[int, int], right: float,
-          rank: int) -> str:
+def _edge(
+    g: GraphLayout, i: int, e: Edge, loops: Mapping[int, int], right: float, rank: int
+) -> str:
     sx, sy = g.pos[e.source]
     tx, ty = g.pos[e.target]
     cls = "edge" + (" conditional" if e.conditional else "")
-    label = e.label if e.label and not e.label.startswith("__") else (
-        "out of rounds" if e.label else None)
+    label = (
+        e.label
+        if e.label and not e.label.startswith("__")
+        else ("out of rounds" if e.label else None)
+    )
     attrs = f'data-edge="{escape(e.source)}->{escape(e.target)}"'
     parts: list[str] = []
     if i in g.back:
         x = right + LOOP_GAP * rank
-        d = (f"M{sx + W / 2:.1f},{sy:.1f} C{x:.1f},{sy:.1f} {x:.1f},{ty:.1f} "
-             f"{tx + W / 2 + 2:.1f},{ty:.1f}")
+        d = (
+            f"M{sx + W / 2:.1f},{sy:.1f} C{x:.1f},{sy:.1f} {x:.1f},{ty:.1f} "
+            f"{tx + W / 2 + 2:.1f},{ty:.1f}"
+        )
         count = loops.get(i, 0)
         attrs += f' data-loop="true" data-iterations="{count}"'
         parts.append(f'<path class="{cls} loop" d="{d}" marker-end="url(#arrow)" {attrs}/>')
@@ -158,8 +167,10 @@ def _edge(g: GraphLayout, i: int, e: Edge, loops: Mapping[int, int], right: floa
     if g.layer.get(e.target, 0) - g.layer.get(e.source, 0) > 1:  # around the layers between
         left = sx <= (MARGIN + g.width) / 2
         bend = (min(sx, tx) - W / 2 - 14) if left else (max(sx, tx) + W / 2 + 14)
-        d = (f"M{sx:.1f},{y1:.1f} C{bend:.1f},{y1 + PITCH_Y / 2:.1f} "
-             f"{bend:.1f},{y2 - PITCH_Y / 2:.1f} {tx:.1f},{y2:.1f}")
+        d = (
+            f"M{sx:.1f},{y1:.1f} C{bend:.1f},{y1 + PITCH_Y / 2:.1f} "
+            f"{bend:.1f},{y2 - PITCH_Y / 2:.1f} {tx:.1f},{y2:.1f}"
+        )
         mid_x, anchor = bend, "middle"
     else:
         d = f"M{sx:.1f},{y1:.1f} C{sx:.1f},{mid:.1f} {tx:.1f},{mid:.1f} {tx:.1f},{y2:.1f}"
@@ -173,17 +184,22 @@ def _edge(g: GraphLayout, i: int, e: Edge, loops: Mapping[int, int], right: floa
 
 def _node(g: GraphLayout, n: Node, status: str, note: str | None, href: str | None) -> str:
     x, y = g.pos[n.id]
-    attrs = (f'data-node="{escape(n.id)}" data-status="{escape(status)}" '
-             f'data-kind="{escape(n.kind)}"')
+    attrs = (
+        f'data-node="{escape(n.id)}" data-status="{escape(status)}" data-kind="{escape(n.kind)}"'
+    )
     said = status.replace("_", " ")
     title = f"{n.id} ({n.kind}): {said}" + (f", {note}" if note and note != status else "")
     if n.id in (START, END):
         word = "start" if n.id == START else "end"
-        return (f'<g class="node terminal st-{status}" {attrs}><title>{escape(title)}</title>'
-                f'<rect x="{x - 34:.1f}" y="{y - 14:.1f}" width="68" height="28" rx="14"/>'
-                f'{_label(x, y + 4, word, "node-label")}</g>')
-    shape = (f'<rect x="{x - W / 2:.1f}" y="{y - H / 2:.1f}" width="{W}" height="{H}" '
-             f'rx="{4 if n.kind == "stage" else 12}"/>')
+        return (
+            f'<g class="node terminal st-{status}" {attrs}><title>{escape(title)}</title>'
+            f'<rect x="{x - 34:.1f}" y="{y - 14:.1f}" width="68" height="28" rx="14"/>'
+            f"{_label(x, y + 4, word, 'node-label')}</g>"
+        )
+    shape = (
+        f'<rect x="{x - W / 2:.1f}" y="{y - H / 2:.1f}" width="{W}" height="{H}" '
+        f'rx="{4 if n.kind == "stage" else 12}"/>'
+    )
     badge = {"gate": "◆ ", "question": "? "}.get(n.kind, "")
     text = n.id if len(n.id) <= 18 else n.id[:17] + "…"
     body = _label(x, y + (0 if note else 4.5), badge + text, "node-label")
@@ -195,24 +211,42 @@ def _node(g: GraphLayout, n: Node, status: str, note: str | None, href: str | No
     return f'<g class="node kind-{escape(n.kind)} st-{escape(status)}" {attrs}>{inner}</g>'
 
 
-def draw_graph(g: GraphLayout, statuses: Mapping[str, str] | None = None, *,
-               notes: Mapping[str, str] | None = None, loops: Mapping[int, int] | None = None,
-               link: str | None = None, label: str = "graph") -> Markup:
+def draw_graph(
+    g: GraphLayout,
+    statuses: Mapping[str, str] | None = None,
+    *,
+    notes: Mapping[str, str] | None = None,
+    loops: Mapping[int, int] | None = None,
+    link: str | None = None,
+    label: str = "graph",
+) -> Markup:
     """The SVG: nodes coloured by ``statuses`` (default ``not_reached``), loop edges with
     ``loops[edge index]`` iterations, nodes linked to ``link + node id`` when given."""
     statuses, notes, loops = statuses or {}, notes or {}, loops or {}
     right = max((x for x, _ in g.pos.values()), default=0.0) + W / 2 + LOOP_GAP
-    edges = [_edge(g, i, e, loops, right, rank)
-             for rank, (i, e) in enumerate((i, e) for i, e in enumerate(g.edges) if i in g.back)]
+    edges = [
+        _edge(g, i, e, loops, right, rank)
+        for rank, (i, e) in enumerate((i, e) for i, e in enumerate(g.edges) if i in g.back)
+    ]
     edges += [_edge(g, i, e, loops, right, 0) for i, e in enumerate(g.edges) if i not in g.back]
-    nodes = [_node(g, n, statuses.get(n.id, "not_reached"), notes.get(n.id),
-                   f"{link}{n.id}" if link and n.id not in (START, END) else None)
-             for n in g.nodes]
-    defs = ('<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
-            'class="arrowhead"/></marker></defs>')
+    nodes = [
+        _node(
+            g,
+            n,
+            statuses.get(n.id, "not_reached"),
+            notes.get(n.id),
+            f"{link}{n.id}" if link and n.id not in (START, END) else None,
+        )
+        for n in g.nodes
+    ]
+    defs = (
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+        'class="arrowhead"/></marker></defs>'
+    )
     return Markup(
         f'<svg class="graph" role="img" aria-label="{escape(label)}" '
         f'viewBox="0 0 {g.width:.0f} {g.height:.0f}" width="{g.width:.0f}" '
         f'xmlns="http://www.w3.org/2000/svg">{defs}<g class="edges">{"".join(edges)}</g>'
-        f'<g class="nodes">{"".join(nodes)}</g></svg>')
+        f'<g class="nodes">{"".join(nodes)}</g></svg>'
+    )

@@ -28,9 +28,10 @@ def template_layout(runner: Runner, name: str) -> GraphLayout:
     key = (made.name, made.full_version)
     if key not in _LAYOUTS:
         drawn = _graph(made)
-        _LAYOUTS[key] = layout([Node(n.id, n.kind) for n in drawn.nodes],
-                               [Edge(e.source, e.target, e.conditional, e.label)
-                                for e in drawn.edges])
+        _LAYOUTS[key] = layout(
+            [Node(n.id, n.kind) for n in drawn.nodes],
+            [Edge(e.source, e.target, e.conditional, e.label) for e in drawn.edges],
+        )
         if len(_LAYOUTS) > 200:
             _LAYOUTS.pop(next(iter(_LAYOUTS)))
     return _LAYOUTS[key]
@@ -44,8 +45,9 @@ def latest_records(records: Sequence[NodeRecord]) -> dict[str, NodeRecord]:
     return latest
 
 
-def node_statuses(g: GraphLayout, run: Run, records: Sequence[NodeRecord],
-                  waits: Sequence[Wait]) -> dict[str, str]:
+def node_statuses(
+    g: GraphLayout, run: Run, records: Sequence[NodeRecord], waits: Sequence[Wait]
+) -> dict[str, str]:
     """Each node's status in this run: its last record's, ``waiting`` where a person is asked,
     ``skipped`` for a node of an ended run whose predecessors all ran (a route went another
     way), ``not_reached`` otherwise."""
@@ -84,21 +86,32 @@ def _notes(records: Sequence[NodeRecord], statuses: dict[str, str]) -> dict[str,
     for node, r in latest_records(records).items():
         tries = f" · try {r.try_no}" if r.try_no > 1 else ""
         shown = statuses.get(node, "")
-        notes[node] = (f"{fmt_seconds(r.duration)}{tries}" if r.duration is not None
-                       and shown not in ("waiting", "running") else shown + tries)
+        notes[node] = (
+            f"{fmt_seconds(r.duration)}{tries}"
+            if r.duration is not None and shown not in ("waiting", "running")
+            else shown + tries
+        )
     return notes
 
 
-def run_graph(runner: Runner, run: Run, records: Sequence[NodeRecord],
-              waits: Sequence[Wait]) -> tuple[Markup, dict[str, str]]:
+def run_graph(
+    runner: Runner, run: Run, records: Sequence[NodeRecord], waits: Sequence[Wait]
+) -> tuple[Markup, dict[str, str]]:
     """The run's graph picture, and each node's status in it."""
     try:
         g = template_layout(runner, run.template)
     except Exception as exc:  # the template is gone or broken: the rest of the page still works
-        return Markup(f'<p class="notice error">No graph: template {run.template!r} cannot be '
-                      f"loaded ({type(exc).__name__}).</p>"), {}
+        return Markup(
+            f'<p class="notice error">No graph: template {run.template!r} cannot be '
+            f"loaded ({type(exc).__name__}).</p>"
+        ), {}
     statuses = node_statuses(g, run, records, waits)
-    svg = draw_graph(g, statuses, notes=_notes(records, statuses),
-                     loops=_loop_counts(g, records), link="#node-",
-                     label=f"graph of run {run.run_id}")
+    svg = draw_graph(
+        g,
+        statuses,
+        notes=_notes(records, statuses),
+        loops=_loop_counts(g, records),
+        link="#node-",
+        label=f"graph of run {run.run_id}",
+    )
     return svg, statuses

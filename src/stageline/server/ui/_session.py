@@ -129,8 +129,9 @@ def same_origin(request: Request) -> bool:
     return True
 
 
-async def check_form(request: Request, session: Session | None,
-                     needed: Scope | str) -> dict[str, str]:
+async def check_form(
+    request: Request, session: Session | None, needed: Scope | str
+) -> dict[str, str]:
     """The posted form, once the origin, the CSRF token and the scope are right (else 403)."""
     if not same_origin(request):
         raise HTTPException(403, "refused: this form was posted from another site")
@@ -139,9 +140,13 @@ async def check_form(request: Request, session: Session | None,
     form = await request.form()
     sent = form.get("csrf")
     if not isinstance(sent, str) or not hmac.compare_digest(sent, session.csrf):
-        raise HTTPException(403, "refused: the form's CSRF token is missing or wrong "
-                                 "(reload the page and try again)")
+        raise HTTPException(
+            403,
+            "refused: the form's CSRF token is missing or wrong (reload the page and try again)",
+        )
     if not session.can(needed):
-        raise HTTPException(403, f"refused: your token {session.name!r} has scope "
-                                 f"{session.scope}; this needs {needed}")
+        raise HTTPException(
+            403,
+            f"refused: your token {session.name!r} has scope {session.scope}; this needs {needed}",
+        )
     return {k: v for k, v in form.items() if isinstance(v, str)}

@@ -20,14 +20,24 @@ if TYPE_CHECKING:
     from stageline.runner import Runner
     from stageline.server._advancer import Advancer
 
-__all__ = ["PREFIX", "SECURITY_HEADERS", "MaybeSession", "Viewer", "advancer_of", "render",
-           "runner_of", "template_infos", "templates"]
+__all__ = [
+    "PREFIX",
+    "SECURITY_HEADERS",
+    "MaybeSession",
+    "Viewer",
+    "advancer_of",
+    "render",
+    "runner_of",
+    "template_infos",
+    "templates",
+]
 
 PREFIX = "/ui"
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
@@ -99,13 +109,23 @@ MaybeSession = Annotated[Session | None, Depends(_maybe_session)]
 Viewer = Annotated[Session, Depends(_viewer)]
 
 
-def render(request: Request, name: str, session: Session | None, *, status_code: int = 200,
-           **context: Any) -> Response:
+def render(
+    request: Request, name: str, session: Session | None, *, status_code: int = 200, **context: Any
+) -> Response:
     """Page ``name`` with the session, its CSRF token and its notices (shown once)."""
     notices = session.take_notices() if session is not None else []
     page: HTMLResponse = templates.TemplateResponse(
-        request, name, {"session": session, "csrf": session.csrf if session else "",
-                        "notices": notices, "prefix": PREFIX, "now": time.time(), **context},
-        status_code=status_code)
+        request,
+        name,
+        {
+            "session": session,
+            "csrf": session.csrf if session else "",
+            "notices": notices,
+            "prefix": PREFIX,
+            "now": time.time(),
+            **context,
+        },
+        status_code=status_code,
+    )
     page.headers.update(SECURITY_HEADERS)
     return page

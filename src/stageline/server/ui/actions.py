@@ -40,11 +40,17 @@ def _back(run_id: str, anchor: str = "") -> Response:
 def _outcome(summary: RunSummary) -> str:
     waiting = ", ".join(w.name for w in summary.waiting)
     return f"run {summary.run.run_id} is {summary.run.status}" + (
-        f" (waiting on {waiting})" if waiting else "")
+        f" (waiting on {waiting})" if waiting else ""
+    )
 
 
-async def _act(request: Request, session: Session | None, run_id: str, needed: str,
-               act: Callable[[dict[str, str], str], Awaitable[Any]]) -> Response:
+async def _act(
+    request: Request,
+    session: Session | None,
+    run_id: str,
+    needed: str,
+    act: Callable[[dict[str, str], str], Awaitable[Any]],
+) -> Response:
     """Check the form, do ``act(form, actor)``, and say how it went on the run page."""
     if not RUN_ID_PATTERN.fullmatch(run_id):
         return Response(f"{run_id[:40]!r} is not a run id", status_code=404)
@@ -73,9 +79,12 @@ def _int(text: str | None) -> int | None:
 async def decide(request: Request, run_id: str, session: MaybeSession) -> Response:
     async def act(form: dict[str, str], actor: str) -> str:
         runner, decision = runner_of(request), form.get("decision")
-        common: dict[str, Any] = dict(gate=form.get("gate") or None, actor=actor,
-                                      attempt=_int(form.get("attempt")),
-                                      state_hash=form.get("state_hash") or None)
+        common: dict[str, Any] = dict(
+            gate=form.get("gate") or None,
+            actor=actor,
+            attempt=_int(form.get("attempt")),
+            state_hash=form.get("state_hash") or None,
+        )
         note = (form.get("note") or "").strip() or None
         if decision == "approve":
             work = runner.approve(run_id, note=note, **common)
@@ -94,17 +103,26 @@ async def decide(request: Request, run_id: str, session: MaybeSession) -> Respon
 def _answers(form: dict[str, str]) -> dict[str, Any]:
     """``a.<question id>`` fields; an empty one is left out (a default fills it, or the runner
     says that the question needs an answer)."""
-    return {key[2:]: value for key, value in form.items()
-            if key.startswith("a.") and value.strip() != ""}
+    return {
+        key[2:]: value
+        for key, value in form.items()
+        if key.startswith("a.") and value.strip() != ""
+    }
 
 
 @router.post("/runs/{run_id}/answer")
 async def answer(request: Request, run_id: str, session: MaybeSession) -> Response:
     async def act(form: dict[str, str], actor: str) -> str:
         answers = _answers(form)
-        summary = await advancer_of(request).run(runner_of(request).answer(
-            run_id, answers, question_id=form.get("question_id") or None, actor=actor,
-            defaults=True))
+        summary = await advancer_of(request).run(
+            runner_of(request).answer(
+                run_id,
+                answers,
+                question_id=form.get("question_id") or None,
+                actor=actor,
+                defaults=True,
+            )
+        )
         return f"answered: {_outcome(summary)}"
 
     return await _act(request, session, run_id, "decide", act)
@@ -113,8 +131,9 @@ async def answer(request: Request, run_id: str, session: MaybeSession) -> Respon
 @router.post("/runs/{run_id}/retry")
 async def retry(request: Request, run_id: str, session: MaybeSession) -> Response:
     async def act(form: dict[str, str], actor: str) -> str:
-        return "retried: " + _outcome(await advancer_of(request).run(
-            runner_of(request).retry(run_id)))
+        return "retried: " + _outcome(
+            await advancer_of(request).run(runner_of(request).retry(run_id))
+        )
 
     return await _act(request, session, run_id, "decide", act)
 
@@ -122,8 +141,9 @@ async def retry(request: Request, run_id: str, session: MaybeSession) -> Respons
 @router.post("/runs/{run_id}/resume")
 async def resume(request: Request, run_id: str, session: MaybeSession) -> Response:
     async def act(form: dict[str, str], actor: str) -> str:
-        return "resumed: " + _outcome(await advancer_of(request).run(
-            runner_of(request).resume(run_id)))
+        return "resumed: " + _outcome(
+            await advancer_of(request).run(runner_of(request).resume(run_id))
+        )
 
     return await _act(request, session, run_id, "decide", act)
 
@@ -133,8 +153,10 @@ async def cancel(request: Request, run_id: str, session: MaybeSession) -> Respon
     async def act(form: dict[str, str], actor: str) -> str:
         run = await runner_of(request).cancel(run_id)
         return f"cancel: run {run_id} is {run.status}" + (
-            " (it stops after its current step)" if run.cancel_requested and
-            str(run.status) == "running" else "")
+            " (it stops after its current step)"
+            if run.cancel_requested and str(run.status) == "running"
+            else ""
+        )
 
     return await _act(request, session, run_id, "admin", act)
 
@@ -152,7 +174,8 @@ async def fork(request: Request, run_id: str, session: MaybeSession) -> Response
         if not isinstance(changes, dict):
             raise InputError("changes: a JSON object of state keys and values")
         summary = await runner_of(request).fork(
-            run_id, at_step=_int(form.get("at_step")), changes=changes, advance=False)
+            run_id, at_step=_int(form.get("at_step")), changes=changes, advance=False
+        )
         await advancer_of(request).queue(summary.run.run_id)
         made.append(summary.run.run_id)
         return f"forked run {run_id} as {summary.run.run_id}"
@@ -170,8 +193,9 @@ async def settle(request: Request, run_id: str, session: MaybeSession) -> Respon
             result = json.loads(text) if text else None
         except json.JSONDecodeError as exc:
             raise InputError(f"result: not JSON ({exc})") from None
-        await runner_of(request).resolve_effect(run_id, form.get("node", ""),
-                                                form.get("key", ""), done=done, result=result)
+        await runner_of(request).resolve_effect(
+            run_id, form.get("node", ""), form.get("key", ""), done=done, result=result
+        )
         return f"effect {form.get('key')!r}: " + ("done" if done else "will run again")
 
     return await _act(request, session, run_id, "admin", act)

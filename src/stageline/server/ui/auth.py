@@ -43,14 +43,26 @@ async def login(request: Request) -> Response:
     if isinstance(secret, str) and 0 < len(secret.strip()) <= 200:
         token = await runner_of(request).ledger.authenticate(secret.strip())
     if token is None or not token.active:
-        return render(request, "login.html", None, next=target,
-                      error="That token is unknown or revoked. Make one with "
-                            "`stageline token create NAME --scope read|decide|admin`.")
+        return render(
+            request,
+            "login.html",
+            None,
+            next=target,
+            error="That token is unknown or revoked. Make one with "
+            "`stageline token create NAME --scope read|decide|admin`.",
+        )
     store: SessionStore = request.app.state.sessions
     session = store.create(secret.strip(), token.name, token.scope)  # type: ignore[union-attr]
     answer = RedirectResponse(target, status_code=303)
-    answer.set_cookie(COOKIE, session.sid, max_age=int(TTL), path=PREFIX, httponly=True,
-                      samesite="strict", secure=request.url.scheme == "https")
+    answer.set_cookie(
+        COOKIE,
+        session.sid,
+        max_age=int(TTL),
+        path=PREFIX,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return answer
 
 

@@ -52,17 +52,23 @@ def _node_charts(rows: list[Outcome], width: float) -> dict[str, Any]:
     for r in rows:
         by_time.setdefault(r.finished_at // width * width, []).append(r.latency)
     times = sorted(by_time)
-    latency = line_chart([
-        Series("p50", [(t, percentile(by_time[t], 50) or 0.0) for t in times]),
-        Series("p95", [(t, percentile(by_time[t], 95) or 0.0) for t in times]),
-    ], title="latency p50 and p95 over time")
+    latency = line_chart(
+        [
+            Series("p50", [(t, percentile(by_time[t], 50) or 0.0) for t in times]),
+            Series("p95", [(t, percentile(by_time[t], 95) or 0.0) for t in times]),
+        ],
+        title="latency p50 and p95 over time",
+    )
     return {"latency": latency}
 
 
 @router.get("/stats")
-async def stats(request: Request, session: Viewer,
-                template: Annotated[str | None, Query(max_length=100)] = None,
-                since: Annotated[str | None, Query(max_length=40)] = None) -> Response:
+async def stats(
+    request: Request,
+    session: Viewer,
+    template: Annotated[str | None, Query(max_length=100)] = None,
+    since: Annotated[str | None, Query(max_length=40)] = None,
+) -> Response:
     runner = runner_of(request)
     error = None
     try:
@@ -81,8 +87,11 @@ async def stats(request: Request, session: Viewer,
         phases = {k: v for k, v in entry["failure_rate_by_phase"].items()}
         charts["phases"] = bar_chart(phases, percent=True, title="failure rate by phase")
         alts = entry["alternatives"]
-        charts["picks"] = bar_chart({a["alternative"]: float(a["count"]) for a in alts},
-                                    title="router picks") if alts else None
+        charts["picks"] = (
+            bar_chart({a["alternative"]: float(a["count"]) for a in alts}, title="router picks")
+            if alts
+            else None
+        )
         cards.append({**entry, **charts})
     groups: dict[str, dict[str, Any]] = {}
     for card in cards:
@@ -93,11 +102,20 @@ async def stats(request: Request, session: Viewer,
     for group in groups.values():
         group["tokens_chart"] = bar_chart(group["tokens"], title="tokens by node")
         group["cost_chart"] = bar_chart(group["cost"], unit=" $", title="cost by node")
-    names = sorted({t.name for t in template_infos(runner)}
-                   | {r.template for r in rows})
-    return render(request, "stats.html", session, nav="stats", groups=groups, template=template,
-                  since=since or "", names=names, error=error, count=len(rows),
-                  bucket=width)
+    names = sorted({t.name for t in template_infos(runner)} | {r.template for r in rows})
+    return render(
+        request,
+        "stats.html",
+        session,
+        nav="stats",
+        groups=groups,
+        template=template,
+        since=since or "",
+        names=names,
+        error=error,
+        count=len(rows),
+        bucket=width,
+    )
 
 
 async def _versions(request: Request, name: str) -> list[tuple[str, int, float]]:
@@ -111,8 +129,9 @@ async def _versions(request: Request, name: str) -> list[tuple[str, int, float]]
 
 
 @router.get("/templates")
-async def templates_page(request: Request, session: Viewer,
-                         name: Annotated[str | None, Query(max_length=100)] = None) -> Response:
+async def templates_page(
+    request: Request, session: Viewer, name: Annotated[str | None, Query(max_length=100)] = None
+) -> Response:
     runner = runner_of(request)
     cards = []
     for info in template_infos(runner):
@@ -123,12 +142,17 @@ async def templates_page(request: Request, session: Viewer,
             made = runner.load(info.name) if re.fullmatch(TEMPLATE_NAME, info.name) else None
             if made is None:
                 raise StagelineError(f"{info.name!r} is not a template name")
-            card.update(version=made.full_version, description=made.description,
-                        gates=sorted(made.gates), questions=sorted(made.questions),
-                        graph=draw_graph(template_layout(runner, info.name), label=info.name))
+            card.update(
+                version=made.full_version,
+                description=made.description,
+                gates=sorted(made.gates),
+                questions=sorted(made.questions),
+                graph=draw_graph(template_layout(runner, info.name), label=info.name),
+            )
         except Exception as exc:  # one broken template must not hide the others
             card["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         card["versions"] = await _versions(request, info.name)
         cards.append(card)
-    return render(request, "templates.html", session, nav="templates", cards=cards,
-                  clock=time.time())
+    return render(
+        request, "templates.html", session, nav="templates", cards=cards, clock=time.time()
+    )

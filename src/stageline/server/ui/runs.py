@@ -32,14 +32,25 @@ def _when(text: str | None) -> float | None:
         return parse_since(text.strip())
 
 
-async def _runs_context(request: Request, status: list[str], template: str | None,
-                        q: str | None, since: str | None, until: str | None,
-                        cursor: str | None) -> dict[str, Any]:
+async def _runs_context(
+    request: Request,
+    status: list[str],
+    template: str | None,
+    q: str | None,
+    since: str | None,
+    until: str | None,
+    cursor: str | None,
+) -> dict[str, Any]:
     runner = runner_of(request)
     error = None
     wanted = [s for v in status for s in v.split(",") if s in {str(x) for x in RunStatus}]
-    query = RunQuery(statuses=wanted, template=template or None, text=q or None, limit=PAGE,
-                     cursor=cursor or None)
+    query = RunQuery(
+        statuses=wanted,
+        template=template or None,
+        text=q or None,
+        limit=PAGE,
+        cursor=cursor or None,
+    )
     try:
         query = RunQuery(**{**query.__dict__, "since": _when(since), "until": _when(until)})
         page = await runner.ledger.search_runs(query)
@@ -51,16 +62,29 @@ async def _runs_context(request: Request, status: list[str], template: str | Non
         if run.status is RunStatus.WAITING:
             pending = await runner.ledger.pending_waits(run_id=run.run_id)
             waits[run.run_id] = ", ".join(
-                f"{'gate' if w.kind is WaitKind.GATE else 'question'} {w.name}" for w in pending)
+                f"{'gate' if w.kind is WaitKind.GATE else 'question'} {w.name}" for w in pending
+            )
     params = [("status", s) for s in wanted] + [
-        (k, v) for k, v in (("template", template), ("q", q), ("since", since),
-                            ("until", until)) if v]
-    return {"runs": runs, "waits": waits, "error": error, "statuses": [str(s) for s in RunStatus],
-            "wanted": wanted, "template": template or "", "q": q or "", "since": since or "",
-            "until": until or "", "cursor": cursor or "",
-            "next_cursor": page.next_cursor if page else None, "params": params,
-            "templates": [t.name for t in template_infos(runner)],
-            "clock": time.time()}
+        (k, v)
+        for k, v in (("template", template), ("q", q), ("since", since), ("until", until))
+        if v
+    ]
+    return {
+        "runs": runs,
+        "waits": waits,
+        "error": error,
+        "statuses": [str(s) for s in RunStatus],
+        "wanted": wanted,
+        "template": template or "",
+        "q": q or "",
+        "since": since or "",
+        "until": until or "",
+        "cursor": cursor or "",
+        "next_cursor": page.next_cursor if page else None,
+        "params": params,
+        "templates": [t.name for t in template_infos(runner)],
+        "clock": time.time(),
+    }
 
 
 Statuses = Annotated[list[str], Query(max_length=40)]
@@ -69,17 +93,31 @@ Text = Annotated[str | None, Query(max_length=200)]
 
 @router.get("/")
 @router.get("/runs")
-async def runs_page(request: Request, session: Viewer, status: Statuses = [],  # noqa: B006
-                    template: Text = None, q: Text = None, since: Text = None,
-                    until: Text = None, cursor: Text = None) -> Response:
+async def runs_page(
+    request: Request,
+    session: Viewer,
+    status: Statuses = [],  # noqa: B006
+    template: Text = None,
+    q: Text = None,
+    since: Text = None,
+    until: Text = None,
+    cursor: Text = None,
+) -> Response:
     context = await _runs_context(request, status, template, q, since, until, cursor)
     return render(request, "runs.html", session, nav="runs", **context)
 
 
 @router.get("/runs/rows")
-async def runs_rows(request: Request, session: Viewer, status: Statuses = [],  # noqa: B006
-                    template: Text = None, q: Text = None, since: Text = None,
-                    until: Text = None, cursor: Text = None) -> Response:
+async def runs_rows(
+    request: Request,
+    session: Viewer,
+    status: Statuses = [],  # noqa: B006
+    template: Text = None,
+    q: Text = None,
+    since: Text = None,
+    until: Text = None,
+    cursor: Text = None,
+) -> Response:
     """The table's rows alone: what the page's script fetches to stay current."""
     context = await _runs_context(request, status, template, q, since, until, cursor)
     return render(request, "_run_rows.html", session, **context)
@@ -99,10 +137,15 @@ async def _run_context(request: Request, run_id: str, *, full: bool) -> dict[str
     svg, statuses = run_graph(runner, run, records, summary.waits)
     end = run.finished_at if run.status in _ENDED else None
     context: dict[str, Any] = {
-        "run": run, "summary": summary, "records": records, "statuses": statuses,
-        "graph": svg, "pending": summary.waiting,
+        "run": run,
+        "summary": summary,
+        "records": records,
+        "statuses": statuses,
+        "graph": svg,
+        "pending": summary.waiting,
         "timeline": timeline(records, events, start=run.created_at, end=end),
-        "duration": (end or time.time()) - run.created_at, "ended": run.status in _ENDED,
+        "duration": (end or time.time()) - run.created_at,
+        "ended": run.status in _ENDED,
         "events": events[-200:],
     }
     if not full:
@@ -116,14 +159,21 @@ async def _run_context(request: Request, run_id: str, *, full: bool) -> dict[str
     except StagelineError:
         history = []
     effects = await runner.ledger.effects(run_id)
-    doubtful = [e for e in effects if e.status is EffectStatus.STARTED
-                and run.status is not RunStatus.RUNNING]
+    doubtful = [
+        e
+        for e in effects
+        if e.status is EffectStatus.STARTED and run.status is not RunStatus.RUNNING
+    ]
     context.update(
-        latest=latest_records(records), transcripts=transcripts, history=history,
-        effects=effects, doubtful=doubtful,
+        latest=latest_records(records),
+        transcripts=transcripts,
+        history=history,
+        effects=effects,
+        doubtful=doubtful,
         gates=[w for w in summary.waits if w.kind is WaitKind.GATE],
         questions=[w for w in summary.waits if w.kind is WaitKind.QUESTION],
-        lineage=summary.lineage, forks=summary.forks,
+        lineage=summary.lineage,
+        forks=summary.forks,
         steps=sorted({h.step for h in history if h.step >= 0}),
     )
     return context
@@ -135,14 +185,16 @@ async def run_page(request: Request, run_id: str, session: Viewer) -> Response:
         _check_id(run_id)
         context = await _run_context(request, run_id, full=True)
     except (RunNotFound, InputError) as exc:
-        return render(request, "missing.html", session, status_code=404, message=str(exc),
-                      nav="runs")
+        return render(
+            request, "missing.html", session, status_code=404, message=str(exc), nav="runs"
+        )
     return render(request, "run.html", session, nav="runs", **context)
 
 
 @router.get("/runs/{run_id}/live")
-async def run_live(request: Request, run_id: str, session: Viewer,
-                   after: Annotated[int, Query(ge=0, le=2**53)] = 0) -> Response:
+async def run_live(
+    request: Request, run_id: str, session: Viewer, after: Annotated[int, Query(ge=0, le=2**53)] = 0
+) -> Response:
     """The parts of a run page that change as it advances (its script swaps them in)."""
     try:
         _check_id(run_id)

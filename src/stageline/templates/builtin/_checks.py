@@ -68,22 +68,41 @@ def git_folder(key: str, *, needs_commit: bool = False) -> Check:
             probe = probe.parent
         if probe.is_file():
             probe = probe.parent
-        args = ["rev-parse", "--verify", "--quiet", "HEAD"] if needs_commit else \
-            ["rev-parse", "--show-toplevel"]
+        args = (
+            ["rev-parse", "--verify", "--quiet", "HEAD"]
+            if needs_commit
+            else ["rev-parse", "--show-toplevel"]
+        )
         try:
-            inside = subprocess.run(["git", "-C", str(probe), "rev-parse", "--show-toplevel"],
-                                    capture_output=True, check=False).returncode == 0
-            ok = inside and subprocess.run(["git", "-C", str(probe), *args],
-                                           capture_output=True, check=False).returncode == 0
+            inside = (
+                subprocess.run(
+                    ["git", "-C", str(probe), "rev-parse", "--show-toplevel"],
+                    capture_output=True,
+                    check=False,
+                ).returncode
+                == 0
+            )
+            ok = (
+                inside
+                and subprocess.run(
+                    ["git", "-C", str(probe), *args], capture_output=True, check=False
+                ).returncode
+                == 0
+            )
         except FileNotFoundError as exc:
-            raise InputError("git is not installed; this template works in a git repository"
-                             ) from exc
+            raise InputError(
+                "git is not installed; this template works in a git repository"
+            ) from exc
         if not inside:
-            raise InputError(f"input {key!r}: {inputs[key]} is not inside a git repository; "
-                             "run `git init` there first")
+            raise InputError(
+                f"input {key!r}: {inputs[key]} is not inside a git repository; "
+                "run `git init` there first"
+            )
         if not ok:
-            raise InputError(f"input {key!r}: the repository at {inputs[key]} has no commit to "
-                             "branch from; commit first")
+            raise InputError(
+                f"input {key!r}: the repository at {inputs[key]} has no commit to "
+                "branch from; commit first"
+            )
 
     return check
 

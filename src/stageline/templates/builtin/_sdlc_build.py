@@ -38,8 +38,14 @@ from stageline.templates._builder import END, Template
 from stageline.templates._park import add_park
 from stageline.templates.builtin._checks import git_folder, harness_spec, path_input
 
-__all__ = ["CI_FILE", "MAX_BUILDS", "SERVICE_CI_COMMAND", "BuildInputs", "add_build_half",
-           "route_verify"]
+__all__ = [
+    "CI_FILE",
+    "MAX_BUILDS",
+    "SERVICE_CI_COMMAND",
+    "BuildInputs",
+    "add_build_half",
+    "route_verify",
+]
 
 MAX_BUILDS = 3
 CI_FILE = ".stageline-ci"
@@ -69,8 +75,9 @@ class BuildInputs(OperationInputs, total=False):
 
 
 def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["failed"])[-1]
         raise RuntimeError(f"git {args[0]} in {cwd}: {why}")
@@ -92,18 +99,25 @@ def _prepare(state: Any, op: OperationContext) -> dict[str, Any]:
     """source_preparation: the run's branch, checked out in a worktree the agent works in."""
     iso = isolate(op.repo, op.run_dir, op.run_id)
     op.repo = iso.worktree  # the agent works in the worktree, never in the checkout
-    return {"branch": iso.branch, "worktree": str(op.repo),
-            "base_commit": state.get("base_commit") or iso.base,
-            "round": int(state.get("build_round") or 0) + 1}
+    return {
+        "branch": iso.branch,
+        "worktree": str(op.repo),
+        "base_commit": state.get("base_commit") or iso.base,
+        "round": int(state.get("build_round") or 0) + 1,
+    }
 
 
 def _prompt(state: Any, op: OperationContext) -> str:
-    text = (f"Implement this task in the repository (branch {op.prepared['branch']} is checked "
-            f"out): {state['task']}\n\nThe approved plan:\n{state.get('plan', '-')}\n")
+    text = (
+        f"Implement this task in the repository (branch {op.prepared['branch']} is checked "
+        f"out): {state['task']}\n\nThe approved plan:\n{state.get('plan', '-')}\n"
+    )
     if state.get("build_feedback"):
         text += f"\nThe last CI run failed; fix what it reports:\n{state['build_feedback']}\n"
-    return text + ("\nRules: change only what the task needs; run the tests; do not commit "
-                   "(stageline commits your changes). End with a one-line summary.")
+    return text + (
+        "\nRules: change only what the task needs; run the tests; do not commit "
+        "(stageline commits your changes). End with a one-line summary."
+    )
 
 
 def _script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
@@ -112,22 +126,32 @@ def _script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
     before = log.read_text(encoding="utf-8") if log.exists() else "# Changelog\n\n"
     line = f"- {state['task']} (stageline run {op.run_id}, build {op.prepared['round']})\n"
     summary = f"recorded the task in CHANGELOG.md (build {op.prepared['round']})"
-    return [{"event": {"type": "message", "text": f"Working on: {state['task']}"}},
-            {"write": "CHANGELOG.md", "content": before.rstrip("\n") + "\n" + line},
-            {"event": {"type": "result", "status": "succeeded", "summary": summary}}]
+    return [
+        {"event": {"type": "message", "text": f"Working on: {state['task']}"}},
+        {"write": "CHANGELOG.md", "content": before.rstrip("\n") + "\n" + line},
+        {"event": {"type": "result", "status": "succeeded", "summary": summary}},
+    ]
 
 
 def _commit(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
     """Commit what the agent changed on the branch (nothing changed: no new commit)."""
     round_no = op.prepared["round"]
     message = f"{state['task']}\n\n{result.summary}\n\nstageline run {op.run_id}, build {round_no}"
-    return {"branch": op.prepared["branch"], "worktree": op.prepared["worktree"],
-            "base_commit": op.prepared["base_commit"], "build_round": round_no,
-            "commit": commit_all(op.repo, message)}
+    return {
+        "branch": op.prepared["branch"],
+        "worktree": op.prepared["worktree"],
+        "base_commit": op.prepared["base_commit"],
+        "build_round": round_no,
+        "commit": commit_all(op.repo, message),
+    }
 
 
 build = operation_stage(
-    "sdlc_build", prompt=_prompt, repo=_target, prepare=_prepare, script=_script,
+    "sdlc_build",
+    prompt=_prompt,
+    repo=_target,
+    prepare=_prepare,
+    script=_script,
     post_steps=(PostStep(name="commit", phase=FailurePhase.VALIDATION, run=_commit),),
     title=lambda s: f"build: {s['task']}",
 )
@@ -144,9 +168,11 @@ def _ci_command(state: Any, services: Any) -> str:
     if given:
         return str(given)
     if state.get("ci_command"):
-        raise InputError(f"the ci_command input is refused: a run's inputs never choose a "
-                         f"command to run; commit the command to the repository's {CI_FILE} "
-                         "file, or pass it from code as the `ci_command` service")
+        raise InputError(
+            f"the ci_command input is refused: a run's inputs never choose a "
+            f"command to run; commit the command to the repository's {CI_FILE} "
+            "file, or pass it from code as the `ci_command` service"
+        )
     path = _target(state) / CI_FILE
     lines = [ln.strip() for ln in path.read_text().splitlines()] if path.is_file() else []
     found = next((ln for ln in lines if ln and not ln.startswith("#")), "")
@@ -168,8 +194,13 @@ async def dispatch(state: Any, ctx: StageContext) -> dict[str, Any]:
     started = time.time()
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_shell(
-            command, cwd=worktree, stdin=asyncio.subprocess.DEVNULL, stdout=log,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            command,
+            cwd=worktree,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             code: int | None = await asyncio.wait_for(proc.wait(), timeout)
         except TimeoutError:
@@ -179,9 +210,16 @@ async def dispatch(state: Any, ctx: StageContext) -> dict[str, Any]:
                 os.killpg(proc.pid, signal.SIGKILL)  # whatever the command left behind
             await proc.wait()
     conclusion = "success" if code == 0 else "timed_out" if code is None else "failure"
-    record = {"ci_run_id": ci_run_id, "command": command, "exit_code": code,
-              "conclusion": conclusion, "commit": state.get("commit"), "started": started,
-              "finished": time.time(), "log": str(log_path)}
+    record = {
+        "ci_run_id": ci_run_id,
+        "command": command,
+        "exit_code": code,
+        "conclusion": conclusion,
+        "commit": state.get("commit"),
+        "started": started,
+        "finished": time.time(),
+        "log": str(log_path),
+    }
     (folder / f"{ci_run_id}.json").write_text(json.dumps(record, indent=2))
     ctx.metric("ci_seconds", record["finished"] - started)
     ctx.log.info(f"CI run {ci_run_id}: {conclusion}", ci_run_id=ci_run_id, command=command)
@@ -195,8 +233,10 @@ async def verify(state: Any, ctx: StageContext) -> dict[str, Any]:
     if record["conclusion"] == "success":
         return {"ci_conclusion": "success", "build_feedback": ""}
     tail = Path(record["log"]).read_text(errors="replace").splitlines()[-FEEDBACK_LINES:]
-    feedback = (f"CI run {record['ci_run_id']} (`{record['command']}`) ended "
-                f"{record['conclusion']} (exit code {record['exit_code']}):\n" + "\n".join(tail))
+    feedback = (
+        f"CI run {record['ci_run_id']} (`{record['command']}`) ended "
+        f"{record['conclusion']} (exit code {record['exit_code']}):\n" + "\n".join(tail)
+    )
     ctx.log.warning(f"CI run {record['ci_run_id']}: {record['conclusion']}; back to build")
     return {"ci_conclusion": record["conclusion"], "build_feedback": feedback}
 
@@ -221,26 +261,47 @@ async def approved(state: Any, ctx: StageContext) -> dict[str, Any]:
     """A summary ready for a pull request of the branch."""
     base, commit = state.get("base_commit", ""), state.get("commit", "")
     stat = _git(Path(state["worktree"]), "diff", "--stat", f"{base}..{commit}") if base else ""
-    text = "\n".join([
-        f"# {state['task']}", "",
-        f"Branch `{state.get('branch')}` at {commit[:12]}, onto {base[:12]}.", "",
-        "## Summary", "", state.get("summary") or "-", "",
-        "## Changes", "", "```", stat or "(no changes)", "```", "",
-        "## Verification", "",
-        f"CI run {state.get('ci_run_id')} passed after {state.get('build_round', 1)} build(s); "
-        f"log: {state.get('ci_log_path')}", "",
-        "## Plan", "", state.get("plan") or "-", ""])
+    text = "\n".join(
+        [
+            f"# {state['task']}",
+            "",
+            f"Branch `{state.get('branch')}` at {commit[:12]}, onto {base[:12]}.",
+            "",
+            "## Summary",
+            "",
+            state.get("summary") or "-",
+            "",
+            "## Changes",
+            "",
+            "```",
+            stat or "(no changes)",
+            "```",
+            "",
+            "## Verification",
+            "",
+            f"CI run {state.get('ci_run_id')} passed after {state.get('build_round', 1)} build(s); "
+            f"log: {state.get('ci_log_path')}",
+            "",
+            "## Plan",
+            "",
+            state.get("plan") or "-",
+            "",
+        ]
+    )
     ctx.log.info("approved: pull request summary written", branch=state.get("branch"))
     return {"outcome": "approved", "pr_summary_path": _write(ctx, "pull_request.md", text)}
 
 
 @stage(name="sdlc.build_parked", capability="escalation", cost_class="none")
 async def build_parked(state: Any, ctx: StageContext) -> dict[str, Any]:
-    ctx.log.warning(f"parked: CI still failing after {MAX_BUILDS} builds",
-                    branch=state.get("branch"))
-    text = (f"# Parked: {state['task']}\n\nCI still fails after {MAX_BUILDS} builds on branch "
-            f"`{state.get('branch')}`; a person decides next.\n\n"
-            f"## Last CI output\n\n```\n{state.get('build_feedback', '')}\n```\n")
+    ctx.log.warning(
+        f"parked: CI still failing after {MAX_BUILDS} builds", branch=state.get("branch")
+    )
+    text = (
+        f"# Parked: {state['task']}\n\nCI still fails after {MAX_BUILDS} builds on branch "
+        f"`{state.get('branch')}`; a person decides next.\n\n"
+        f"## Last CI output\n\n```\n{state.get('build_feedback', '')}\n```\n"
+    )
     return {"outcome": "parked", "pr_summary_path": _write(ctx, "parked.md", text)}
 
 
@@ -252,12 +313,20 @@ def add_build_half(template: Template, *, after: str = "plan_approved") -> Templ
     template.add_route(after, _route_plan, {"build": "build", "end": END})
     template.add_sequence("build", "dispatch", "verify")
     template.add_route("verify", route_verify, {"approved": "approved", "build": "build"})
-    template.add_loop("build_verify", head="build", max_iterations=MAX_BUILDS,
-                      on_exhausted="build_parked")
+    template.add_loop(
+        "build_verify", head="build", max_iterations=MAX_BUILDS, on_exhausted="build_parked"
+    )
     template.add_input_check(path_input("repo", kind="folder"))
     template.add_input_check(git_folder("repo", needs_commit=True))
     template.add_input_check(harness_spec)
     template.add_edge("build_parked", "build_rounds")
-    add_park(template, "build_rounds", loop="build_verify", head="build", rounds=MAX_BUILDS,
-             feedback_key="build_feedback", show=["branch", "build_feedback"])
+    add_park(
+        template,
+        "build_rounds",
+        loop="build_verify",
+        head="build",
+        rounds=MAX_BUILDS,
+        feedback_key="build_feedback",
+        show=["branch", "build_feedback"],
+    )
     return template

@@ -102,8 +102,11 @@ def pages(wiki: Path) -> list[Path]:
     """Every Markdown page under ``wiki``, hidden folders left out, in path order."""
     if not wiki.is_dir():
         return []
-    found = [p for p in wiki.rglob("*.md")
-             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(wiki).parts)]
+    found = [
+        p
+        for p in wiki.rglob("*.md")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(wiki).parts)
+    ]
     return sorted(found, key=lambda p: p.relative_to(wiki).as_posix())
 
 
@@ -166,8 +169,11 @@ def _target_path(target: str, page: Path, wiki: Path, repo: Path) -> Path:
 
 def broken_links(page: Path, text: str, wiki: Path, repo: Path) -> list[str]:
     """The internal link targets on ``page`` that point at nothing."""
-    return [t for t in links(text)
-            if _internal(t) and not _target_path(t, page, wiki, repo).resolve().exists()]
+    return [
+        t
+        for t in links(text)
+        if _internal(t) and not _target_path(t, page, wiki, repo).resolve().exists()
+    ]
 
 
 def _home(op: OperationContext) -> list[Path]:
@@ -180,7 +186,8 @@ def git_snapshot(repo: Path, exclude: list[Path]) -> dict[str, str]:
     """``git status`` entries of ``repo``, each with a digest of the file's content."""
     done = subprocess.run(
         ["git", "-C", str(repo), "status", "--porcelain=v1", "-z", "--untracked-files=all"],
-        capture_output=True, check=True,
+        capture_output=True,
+        check=True,
     )
     parts = done.stdout.decode("utf-8", "surrogateescape").split("\0")
     found: dict[str, str] = {}
@@ -212,10 +219,16 @@ def prepare_wiki(state: Any, op: OperationContext) -> dict[str, Any]:
         raise InputError("the wiki folder cannot be the repository's root; name a folder in it")
     iso = isolate(checkout, op.run_dir, op.run_id, carry=[wiki_rel])
     op.repo = iso.worktree
-    return {"wiki": str(iso.worktree / wiki_rel), "wiki_rel": wiki_rel,
-            "checkout": str(checkout), "checkout_wiki": str(wiki), "branch": iso.branch,
-            "worktree": str(iso.worktree), "base_commit": iso.base,
-            "baseline": git_snapshot(op.repo, _home(op))}
+    return {
+        "wiki": str(iso.worktree / wiki_rel),
+        "wiki_rel": wiki_rel,
+        "checkout": str(checkout),
+        "checkout_wiki": str(wiki),
+        "branch": iso.branch,
+        "worktree": str(iso.worktree),
+        "base_commit": iso.base,
+        "baseline": git_snapshot(op.repo, _home(op)),
+    }
 
 
 def refresh_index(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
@@ -224,8 +237,10 @@ def refresh_index(state: Any, op: OperationContext, result: HarnessResult) -> di
     wiki.mkdir(parents=True, exist_ok=True)
     index = wiki / INDEX
     index.write_text(render_index(wiki), encoding="utf-8")
-    return {"index_path": str(index),
-            "pages": [p.relative_to(wiki).as_posix() for p in pages(wiki)]}
+    return {
+        "index_path": str(index),
+        "pages": [p.relative_to(wiki).as_posix() for p in pages(wiki)],
+    }
 
 
 def validate_wiki(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
@@ -261,17 +276,30 @@ def commit_wiki(state: Any, op: OperationContext, result: HarnessResult) -> dict
     base = op.prepared["base_commit"]
     message = f"{op.node}: {result.summary or 'update the wiki'}\n\nstageline run {op.run_id}"
     commit = commit_all(op.repo, message)
-    stat = subprocess.run(["git", "-C", str(op.repo), "diff", "--stat", f"{base}..{commit}"],
-                          capture_output=True, text=True, check=False).stdout.strip()
-    return {"checkout": op.prepared["checkout"], "wiki_rel": op.prepared["wiki_rel"],
-            "branch": op.prepared["branch"],
-            "worktree": op.prepared["worktree"], "base_commit": base, "commit": commit,
-            "changes": stat or "(no changes)"}
+    stat = subprocess.run(
+        ["git", "-C", str(op.repo), "diff", "--stat", f"{base}..{commit}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return {
+        "checkout": op.prepared["checkout"],
+        "wiki_rel": op.prepared["wiki_rel"],
+        "branch": op.prepared["branch"],
+        "worktree": op.prepared["worktree"],
+        "base_commit": base,
+        "commit": commit,
+        "changes": stat or "(no changes)",
+    }
 
 
 def isolation_of(state: Any) -> Isolation:
-    return Isolation(checkout=Path(state["checkout"]), worktree=Path(state["worktree"]),
-                     branch=str(state["branch"]), base=str(state["base_commit"]))
+    return Isolation(
+        checkout=Path(state["checkout"]),
+        worktree=Path(state["worktree"]),
+        branch=str(state["branch"]),
+        base=str(state["base_commit"]),
+    )
 
 
 POST_STEPS = (

@@ -31,8 +31,11 @@ async def apply_changes(state: Any, ctx: StageContext) -> dict[str, Any]:
     iso = isolation_of(state)
     only = [str(state["wiki_rel"])] if state.get("wiki_rel") else []
     changed = await asyncio.to_thread(apply_to_checkout, iso, str(state["commit"]), only)
-    ctx.log.info(f"applied {len(changed)} file(s) from branch {iso.branch} to {iso.checkout}",
-                 branch=iso.branch, files=changed)
+    ctx.log.info(
+        f"applied {len(changed)} file(s) from branch {iso.branch} to {iso.checkout}",
+        branch=iso.branch,
+        files=changed,
+    )
     return {"applied": changed}
 
 

@@ -38,8 +38,9 @@ RULES = (
     "Markdown links that resolve. Do not write {index}: it is regenerated after you finish. "
     "End with a one-line summary of what you changed."
 )
-TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".py", ".toml", ".yaml", ".yml",
-                           ".json", ".cfg", ".ini"})
+TEXT_SUFFIXES = frozenset(
+    {".md", ".markdown", ".txt", ".rst", ".py", ".toml", ".yaml", ".yml", ".json", ".cfg", ".ini"}
+)
 MAX_SOURCES = 200
 EXCERPT = 600
 _LINKISH = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|\[\[([^\]|]+)(?:\|[^\]]*)?\]\]")
@@ -69,8 +70,7 @@ def _quote(value: str) -> str:
 
 
 def _step_result(summary: str) -> dict[str, Any]:
-    return {"event": {"type": "result", "status": "succeeded", "summary": summary,
-                      "text": summary}}
+    return {"event": {"type": "result", "status": "succeeded", "summary": summary, "text": summary}}
 
 
 # -- ingest -------------------------------------------------------------------------------------
@@ -90,8 +90,10 @@ def ingest_sources(state: Any, op: OperationContext) -> dict[str, Any]:
     else:
         base = source
         files = sorted(
-            p for p in source.rglob("*")
-            if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+            p
+            for p in source.rglob("*")
+            if p.is_file()
+            and p.suffix.lower() in TEXT_SUFFIXES
             and not any(part.startswith(".") for part in p.relative_to(source).parts)
             and wiki not in p.parents
         )[:MAX_SOURCES]
@@ -117,12 +119,22 @@ def _ingest_page(path: Path, rel: str, op: OperationContext) -> tuple[str, str]:
     excerpt = " ".join(_plain(prose).split())
     if len(excerpt) > EXCERPT:
         excerpt = excerpt[: EXCERPT - 1] + "…"
-    headings = [_plain(line.lstrip("#").strip()) for line in body.splitlines()
-                if re.match(r"#{2,3} ", line)][:15]
+    headings = [
+        _plain(line.lstrip("#").strip()) for line in body.splitlines() if re.match(r"#{2,3} ", line)
+    ][:15]
     shown = _shown(path, op)
-    lines = ["---", f"title: {_quote(title)}", f"source: {_quote(shown)}",
-             "ingested_by: stageline", "---", "", f"# {title}", "",
-             f"Ingested from `{shown}` ({len(text.splitlines())} lines).", ""]
+    lines = [
+        "---",
+        f"title: {_quote(title)}",
+        f"source: {_quote(shown)}",
+        "ingested_by: stageline",
+        "---",
+        "",
+        f"# {title}",
+        "",
+        f"Ingested from `{shown}` ({len(text.splitlines())} lines).",
+        "",
+    ]
     if excerpt:
         lines += [excerpt, ""]
     if headings:
@@ -134,8 +146,14 @@ def _ingest_page(path: Path, rel: str, op: OperationContext) -> tuple[str, str]:
 def ingest_script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
     wiki_rel = op.prepared["wiki_rel"]
     taken: set[str] = set()  # re-ingesting a source rewrites its page
-    steps: list[dict[str, Any]] = [{"event": {
-        "type": "message", "text": f"Ingesting {len(op.prepared['sources'])} source file(s)."}}]
+    steps: list[dict[str, Any]] = [
+        {
+            "event": {
+                "type": "message",
+                "text": f"Ingesting {len(op.prepared['sources'])} source file(s).",
+            }
+        }
+    ]
     for path, rel in op.prepared["sources"]:
         slug = _slug(Path(rel), taken)
         title, content = _ingest_page(Path(path), rel, op)
@@ -151,8 +169,9 @@ def ingest_script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
 def build_script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
     """An overview page of the repository and one page per top-level folder."""
     wiki_rel = op.prepared["wiki_rel"]
-    listed = subprocess.run(["git", "-C", str(op.repo), "ls-files"], capture_output=True,
-                            text=True, check=True).stdout.splitlines()
+    listed = subprocess.run(
+        ["git", "-C", str(op.repo), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     areas: dict[str, list[str]] = {}
     files: list[str] = []
     for rel in listed:
@@ -165,16 +184,34 @@ def build_script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
             files.append(top)
     name = state.get("topic") or op.repo.name
     steps: list[dict[str, Any]] = []
-    overview = ["---", f"title: {_quote(f'{name} overview')}", "---", "", f"# {name} overview",
-                "", f"The repository holds {len(listed)} tracked files.", ""]
+    overview = [
+        "---",
+        f"title: {_quote(f'{name} overview')}",
+        "---",
+        "",
+        f"# {name} overview",
+        "",
+        f"The repository holds {len(listed)} tracked files.",
+        "",
+    ]
     if areas:
         overview += ["## Folders", ""]
         for top in sorted(areas):
             slug = "area-" + re.sub(r"[^a-z0-9]+", "-", top.lower()).strip("-")
             overview.append(f"- [{top}]({slug}.md): {len(areas[top])} files")
-            page = ["---", f"title: {_quote(f'Folder {top}')}", "---", "", f"# Folder {top}", "",
-                    f"Part of the [{name} overview](overview.md).", "", "## Files", "",
-                    *[f"- `{top}/{f}`" for f in sorted(areas[top])[:50]]]
+            page = [
+                "---",
+                f"title: {_quote(f'Folder {top}')}",
+                "---",
+                "",
+                f"# Folder {top}",
+                "",
+                f"Part of the [{name} overview](overview.md).",
+                "",
+                "## Files",
+                "",
+                *[f"- `{top}/{f}`" for f in sorted(areas[top])[:50]],
+            ]
             if len(areas[top]) > 50:
                 page.append(f"- … and {len(areas[top]) - 50} more")
             steps.append({"write": f"{wiki_rel}/{slug}.md", "content": "\n".join(page) + "\n"})
@@ -209,8 +246,12 @@ def garden_script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
         for target in sorted(set(broken_links(page, new, wiki, op.repo))):
             if target.startswith("[["):
                 name = target[2:-2]
-                new, count = re.subn(r"\[\[\s*" + re.escape(name) + r"\s*(?:#[^\]|]*)?"
-                                     r"(?:\|([^\]]*))?\]\]", _shown_as(name), new)
+                new, count = re.subn(
+                    r"\[\[\s*" + re.escape(name) + r"\s*(?:#[^\]|]*)?"
+                    r"(?:\|([^\]]*))?\]\]",
+                    _shown_as(name),
+                    new,
+                )
             else:
                 pattern = r"!?\[([^\]]*)\]\(\s*<?" + re.escape(target) + r">?[^)]*\)"
                 new, count = re.subn(pattern, lambda m: m.group(1), new)
@@ -218,6 +259,8 @@ def garden_script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
         if new != text:
             rel = page.relative_to(op.repo).as_posix()
             steps.append({"write": rel, "content": new})
-    summary = (f"gardened {wiki_rel}: front matter added to {added} page(s), "
-               f"{unlinked} broken link(s) unlinked")
+    summary = (
+        f"gardened {wiki_rel}: front matter added to {added} page(s), "
+        f"{unlinked} broken link(s) unlinked"
+    )
     return [{"event": {"type": "message", "text": summary}}, *steps, _step_result(summary)]

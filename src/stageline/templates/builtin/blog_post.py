@@ -193,8 +193,12 @@ template = Template(
 template.add_stage(research).add_stage(outline).add_stage(draft)
 template.add_stage(critic_a).add_stage(critic_b).add_stage(aggregate)
 template.add_gate(
-    "editor_approval", changes_to="draft", max_changes=3, show=("summary", "score", "draft"),
-    deadline="2d", on_deadline="park",
+    "editor_approval",
+    changes_to="draft",
+    max_changes=3,
+    show=("summary", "score", "draft"),
+    deadline="2d",
+    on_deadline="park",
 )
 template.add_stage(publish)
 template.add_sequence("research", "outline", "draft")

@@ -76,15 +76,27 @@ async def author_questions(
     if not history:
         return [
             {"id": "scope", "text": f"Task: {state['task']}\nWhat is in scope, and what is not?"},
-            {"id": "priority", "text": "How urgent is it?", "choices": PRIORITIES,
-             "default": "normal"},
-            {"id": "done_when", "text": "How will we know it is done?", "required": False,
-             "default": ""},
+            {
+                "id": "priority",
+                "text": "How urgent is it?",
+                "choices": PRIORITIES,
+                "default": "normal",
+            },
+            {
+                "id": "done_when",
+                "text": "How will we know it is done?",
+                "required": False,
+                "default": "",
+            },
         ]
     answered = {k: v for entry in history for k, v in entry["answers"].items()}
     if len(str(answered.get("scope", "")).split()) < 3 and "scope_detail" not in answered:
-        return [{"id": "scope_detail",
-                 "text": "The scope is short: which parts change, and what stays out?"}]
+        return [
+            {
+                "id": "scope_detail",
+                "text": "The scope is short: which parts change, and what stays out?",
+            }
+        ]
     if ctx.model.name != "offline" and len(history) < MAX_TURNS:
         return await _model_questions(state, answered, ctx)
     return None
@@ -107,8 +119,11 @@ async def _model_questions(
         items = json.loads(found.group(0))
     except json.JSONDecodeError:
         return None
-    questions = [{"id": f"extra_{i}_{q.get('id', i)}", "text": str(q["text"])}
-                 for i, q in enumerate(items[:2]) if isinstance(q, dict) and q.get("text")]
+    questions = [
+        {"id": f"extra_{i}_{q.get('id', i)}", "text": str(q["text"])}
+        for i, q in enumerate(items[:2])
+        if isinstance(q, dict) and q.get("text")
+    ]
     return questions or None
 
 
@@ -116,18 +131,38 @@ async def _model_questions(
 async def plan(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
     revision = int(state.get("plan_revision") or 0) + 1
     answers = state.get("answers") or {}
-    facts = "\n".join(f"- {e['question_id'][:8]} {k}: {v}" for e in state.get("qa_history", [])
-                      for k, v in e["answers"].items() if v)
-    prompt = (f"Plan the work for: {state['task']}\nRepository: {state.get('repo') or '-'}\n"
-              f"Priority: {answers.get('priority', 'normal')}\nWhat the person said:\n{facts}\n"
-              "Give the steps, the risks and how each step is tested.")
+    facts = "\n".join(
+        f"- {e['question_id'][:8]} {k}: {v}"
+        for e in state.get("qa_history", [])
+        for k, v in e["answers"].items()
+        if v
+    )
+    prompt = (
+        f"Plan the work for: {state['task']}\nRepository: {state.get('repo') or '-'}\n"
+        f"Priority: {answers.get('priority', 'normal')}\nWhat the person said:\n{facts}\n"
+        "Give the steps, the risks and how each step is tested."
+    )
     if state.get("feedback"):
         prompt += f"\n\nThe reviewer asked for (address all of it):\n{state['feedback']}"
     body = await _ask(ctx, prompt, system="You are a senior engineer writing a short plan.")
-    text = "\n".join([f"# Plan v{revision}: {state['task']}", "", "## Scope", "",
-                      str(answers.get("scope_detail") or answers.get("scope") or "-"), "",
-                      "## Done when", "", str(answers.get("done_when") or "-"), "",
-                      "## Steps", "", body.strip(), ""])
+    text = "\n".join(
+        [
+            f"# Plan v{revision}: {state['task']}",
+            "",
+            "## Scope",
+            "",
+            str(answers.get("scope_detail") or answers.get("scope") or "-"),
+            "",
+            "## Done when",
+            "",
+            str(answers.get("done_when") or "-"),
+            "",
+            "## Steps",
+            "",
+            body.strip(),
+            "",
+        ]
+    )
     if state.get("feedback"):
         text += "\n## Feedback addressed\n\n" + str(state["feedback"]).strip() + "\n"
     ctx.log.info("plan written", revision=revision)
@@ -156,9 +191,18 @@ async def review(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
     verdict = "approve" if score >= threshold else "revise"
     ctx.metric("review_score", score)
     ctx.log.info(f"review: {verdict} ({score:.2f}, needs {threshold:.2f})", score=score)
-    return {"verdict": verdict, "feedback": reply.strip() if verdict == "revise" else "",
-            "reviews": [{"revision": state.get("plan_revision", 1), "score": score,
-                         "verdict": verdict, "notes": reply.strip()}]}
+    return {
+        "verdict": verdict,
+        "feedback": reply.strip() if verdict == "revise" else "",
+        "reviews": [
+            {
+                "revision": state.get("plan_revision", 1),
+                "score": score,
+                "verdict": verdict,
+                "notes": reply.strip(),
+            }
+        ],
+    }
 
 
 def route_review(state: SdlcState) -> str:
@@ -167,8 +211,11 @@ def route_review(state: SdlcState) -> str:
 
 async def _write_plan(state: SdlcState, ctx: StageContext, outcome: str) -> dict[str, Any]:
     path = ctx.run_dir / "plan.md"
-    note = "" if outcome == "approved" else (
-        f"\n> PARKED: no plan passed review in {MAX_PLANS} tries; a person decides next.\n")
+    note = (
+        ""
+        if outcome == "approved"
+        else (f"\n> PARKED: no plan passed review in {MAX_PLANS} tries; a person decides next.\n")
+    )
     text = state.get("plan", "") + note
 
     def write() -> None:
@@ -199,9 +246,15 @@ template = Template(
     "approve the plan, then build it on a branch and run CI until it passes (or park).",
 )
 template.add_stage(intake)
-template.add_question("clarify", ask=author_questions, max_turns=MAX_TURNS,
-                      history_key="qa_history", answers_key="answers", deadline="1d",
-                      on_deadline="park")
+template.add_question(
+    "clarify",
+    ask=author_questions,
+    max_turns=MAX_TURNS,
+    history_key="qa_history",
+    answers_key="answers",
+    deadline="1d",
+    on_deadline="park",
+)
 template.add_stage(plan).add_stage(review).add_stage(plan_approved).add_stage(parked)
 template.add_sequence("intake", "clarify", "plan", "review")
 template.add_route("review", route_review, {"plan": "plan", "approved": "plan_approval"})
@@ -211,7 +264,13 @@ template.add_loop("plan_review", head="plan", max_iterations=MAX_PLANS, on_exhau
 template.add_gate("plan_approval", changes_to="plan", show=["plan", "reviews"], deadline="3d")
 template.add_edge("plan_approval", "plan_approved")
 template.add_edge("parked", "plan_parked")
-add_park(template, "plan_parked", loop="plan_review", head="plan", rounds=MAX_PLANS,
-         show=["plan", "feedback"])
+add_park(
+    template,
+    "plan_parked",
+    loop="plan_review",
+    head="plan",
+    rounds=MAX_PLANS,
+    show=["plan", "feedback"],
+)
 template.add_input_check(required_text("task", "what the team should do"))
 add_build_half(template)  # plan_approved -> build -> dispatch -> verify (when given a repo)

@@ -23,8 +23,13 @@ def _prompt(state: Any, op: OperationContext) -> str:
 
 
 build = operation_stage(
-    "wiki_build", prompt=_prompt, repo=wiki_path, prepare=prepare_wiki,
-    script=build_script, post_steps=POST_STEPS, title=lambda s: f"build wiki {s['wiki']}",
+    "wiki_build",
+    prompt=_prompt,
+    repo=wiki_path,
+    prepare=prepare_wiki,
+    script=build_script,
+    post_steps=POST_STEPS,
+    title=lambda s: f"build wiki {s['wiki']}",
 )
 
 template = Template(

@@ -23,8 +23,13 @@ def _prompt(state: Any, op: OperationContext) -> str:
 
 
 garden = operation_stage(
-    "wiki_garden", prompt=_prompt, repo=wiki_path, prepare=prepare_wiki,
-    script=garden_script, post_steps=POST_STEPS, title=lambda s: f"garden wiki {s['wiki']}",
+    "wiki_garden",
+    prompt=_prompt,
+    repo=wiki_path,
+    prepare=prepare_wiki,
+    script=garden_script,
+    post_steps=POST_STEPS,
+    title=lambda s: f"garden wiki {s['wiki']}",
 )
 
 template = Template(

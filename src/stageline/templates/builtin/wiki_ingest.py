@@ -29,8 +29,12 @@ def _prompt(state: Any, op: OperationContext) -> str:
 
 
 ingest = operation_stage(
-    "wiki_ingest", prompt=_prompt, repo=wiki_path, prepare=_prepare,
-    script=ingest_script, post_steps=POST_STEPS,
+    "wiki_ingest",
+    prompt=_prompt,
+    repo=wiki_path,
+    prepare=_prepare,
+    script=ingest_script,
+    post_steps=POST_STEPS,
     title=lambda s: f"ingest {s.get('source', '')} into {s['wiki']}",
 )
 
