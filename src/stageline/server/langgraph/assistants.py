@@ -13,6 +13,7 @@ from stageline.errors import StagelineError
 from stageline.runner import Runner
 from stageline.server._auth import require_scope
 from stageline.server._state import get_runner
+from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
 from stageline.server.langgraph._lookup import known_assistant
 from stageline.server.langgraph._mapping import iso, jsonable, matches
 from stageline.server.langgraph._models import AssistantSearch
@@ -20,7 +21,7 @@ from stageline.templates import list_templates
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["langgraph: assistants"])
+router = APIRouter(tags=["langgraph: assistants"], responses=LANGGRAPH_ERRORS)
 Reader = Annotated[str, Depends(require_scope("read"))]
 RunnerDep = Annotated[Runner, Depends(get_runner)]
 

@@ -17,6 +17,7 @@ from stageline.runner import Runner, new_run_id
 from stageline.server._advancer import Advancer
 from stageline.server._auth import require_scope
 from stageline.server._state import get_advancer, get_runner
+from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
 from stageline.server.langgraph._execute import ApiRuns, plan
 from stageline.server.langgraph._lookup import find_thread, snapshot, unprocessable
 from stageline.server.langgraph._mapping import api_run_json, interrupt_json, public_values
@@ -25,7 +26,7 @@ from stageline.server.langgraph._stream import stream_run
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["langgraph: runs"])
+router = APIRouter(tags=["langgraph: runs"], responses=LANGGRAPH_ERRORS)
 Reader = Annotated[str, Depends(require_scope("read"))]
 Decider = Annotated[str, Depends(require_scope("decide"))]
 Admin = Annotated[str, Depends(require_scope("admin"))]

@@ -16,6 +16,7 @@ from stageline.runner import Runner, new_run_id
 from stageline.server._advancer import Advancer
 from stageline.server._auth import require_scope
 from stageline.server._state import get_advancer, get_runner
+from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
 from stageline.server.langgraph._execute import ApiRuns
 from stageline.server.langgraph._lookup import config_of, find_thread, snapshot, unprocessable
 from stageline.server.langgraph._mapping import (
@@ -38,7 +39,7 @@ from stageline.server.langgraph._models import (
 
 __all__ = ["describe", "router"]
 
-router = APIRouter(tags=["langgraph: threads"])
+router = APIRouter(tags=["langgraph: threads"], responses=LANGGRAPH_ERRORS)
 Reader = Annotated[str, Depends(require_scope("read"))]
 Decider = Annotated[str, Depends(require_scope("decide"))]
 Admin = Annotated[str, Depends(require_scope("admin"))]
