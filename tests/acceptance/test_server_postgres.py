@@ -6,18 +6,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
+
 from server_fixtures import Server
 
 
+@pytest.mark.timeout(300)
 def test_the_api_over_postgres(serve_project: Callable[..., Server], postgres_url: str) -> None:
     server = serve_project(database_url=postgres_url, templates=("ten_nodes.py",))
     with server.client("decide") as client:
         queued = client.post("/v1/runs", json={"template": "ten_nodes", "inputs": {"seed": 4}})
         assert queued.status_code == 201 and queued.json()["run"]["status"] == "queued"
         run_id = queued.json()["run"]["run_id"]
-        deadline = time.monotonic() + 120
+        # Polls until the queue advanced it (pytest-timeout bounds a run never advanced).
         while client.get(f"/v1/runs/{run_id}").json()["run"]["status"] != "succeeded":
-            assert time.monotonic() < deadline, "the queued run was never advanced"
             time.sleep(0.2)
         gated = client.post(
             "/v1/runs",
