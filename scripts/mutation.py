@@ -35,7 +35,8 @@ def configured_modules() -> list[str]:
 
 def run(module: str) -> int:
     """One module's mutants; mutmut keeps results in ./mutants between runs."""
-    return subprocess.call([sys.executable, "-m", "mutmut", "run", f"stageline.{module}.*"], cwd=ROOT)
+    command = [sys.executable, "-m", "mutmut", "run", f"stageline.{module}.*"]
+    return subprocess.call(command, cwd=ROOT)
 
 
 def statuses() -> dict[str, Counter[str]]:
