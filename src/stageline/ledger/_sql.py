@@ -118,6 +118,11 @@ class SqlLedger(
         self._seq: dict[str, int] = {}
         """Last event seq of each run whose lease this process holds (see _write_events)."""
         self._flush_handle: asyncio.TimerHandle | None = None
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        """The loop this ledger writes on: a sync stage's thread hands its flush to it."""
         self._flush_task: asyncio.Task[None] | None = None
         self.publisher: Publisher | None = None
         self.url = url
@@ -446,11 +451,15 @@ class SqlLedger(
         self._schedule_flush()
 
     def _schedule_flush(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            # A sync stage's worker thread: its log lines are flushed on the ledger's loop.
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._schedule_flush)
+            return
+        self._loop = loop
         if self._flush_handle is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return
             self._flush_handle = loop.call_later(FLUSH_DELAY, self._start_flush)
 
     def _start_flush(self) -> None:

@@ -71,8 +71,14 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
                 if count >= loop[1]:
                     raise LoopBoundExceeded(loop[0], loop[1])
             await enforce_budget(ctx, state, task_id)
-            call: Any = fn  # sync or async: the await is chosen by is_async
-            result = await call(state, ctx) if is_async else call(state, ctx)
+            call: Any = fn
+            if is_async:
+                result = await call(state, ctx)
+            else:
+                # A sync stage runs on a worker thread (with this context, as LangGraph runs
+                # sync nodes), so a blocking call holds up neither its parallel siblings nor a
+                # server's other requests.
+                result = await asyncio.to_thread(call, state, ctx)
             if inspect.isawaitable(result):
                 result = await result
         except GraphBubbleUp:
