@@ -15,7 +15,7 @@ from langgraph.types import interrupt
 from pydantic import BaseModel
 
 from stageline.config import Settings, with_overrides
-from stageline.errors import InputError, LeaseHeld, TemplateChanged
+from stageline.errors import InputError, LeaseHeld, RunNotFound, TemplateChanged
 from stageline.ledger import NodeStatus, RunStatus, open_ledger
 from stageline.runner import Runner
 from stageline.stages import StageContext
@@ -150,12 +150,24 @@ async def test_a_queued_run_is_started_by_resume_in_another_process(settings: Se
     assert summary.state == {"n": 7, "trail": ["a", "b"]}
 
 
+async def until_advancing(runner: Runner, run_id: str) -> None:
+    """Until a process holds the run's lease (it is being advanced), as another process sees."""
+    while True:
+        try:
+            run = await runner.ledger.get_run(run_id)
+        except RunNotFound:
+            run = None
+        if run is not None and run.lease_holder is not None:
+            return
+        await asyncio.sleep(0.02)
+
+
 async def test_a_second_process_cannot_advance_a_run_that_is_running(settings: Settings) -> None:
     publish(settings, chain("slow", "slow", "after", sleep={"slow": 0.5}))
     async with Runner.open(settings) as one, Runner.open(settings) as two:
         run = await one.create("slow", {})
         task = asyncio.create_task(one.resume(run.run_id))
-        await asyncio.sleep(0.15)
+        await until_advancing(two, run.run_id)
         with pytest.raises(LeaseHeld) as info:
             await two.resume(run.run_id)
         assert str(run.run_id) in str(info.value)
@@ -170,7 +182,7 @@ async def test_cancel_from_another_process_stops_the_run_between_steps(
     publish(settings, chain("slow", "slow", "after", sleep={"slow": 0.5}))
     async with Runner.open(settings) as one, Runner.open(settings) as two:
         task = asyncio.create_task(one.start("slow", {}, run_id="cancel-me"))
-        await asyncio.sleep(0.15)
+        await until_advancing(two, "cancel-me")
         asked = await two.cancel("cancel-me")
         assert asked.cancel_requested is True
         summary = await task
