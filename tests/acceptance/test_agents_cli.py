@@ -8,14 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agents import FakeAgents
+from agents import FakeAgents, agent_cli
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -43,30 +42,7 @@ def agents(tmp_path: Path) -> FakeAgents:
 
 @pytest.fixture
 def cli(repo: Path, tmp_path: Path, agents: FakeAgents) -> Cli:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(
-        STAGELINE_HOME=str(tmp_path / "home"),
-        STAGELINE_MODEL="offline",
-        PYTHONIOENCODING="utf-8",
-        COLUMNS="200",
-        PATH=agents.path,
-    )
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "stageline.cli", *args],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            timeout=120,
-            check=False,
-        )
-        assert "Traceback" not in done.stderr, done.stderr
-        return done
-
-    return run
+    return agent_cli(repo, tmp_path / "home", agents)
 
 
 def shown(cli: Cli, run_id: str) -> dict[str, Any]:
@@ -288,7 +264,7 @@ def test_checkout_with_uncommitted_work_is_untouched_by_a_write_outside_the_wiki
     assert done.returncode == 1
     run = shown(cli, "w1")["run"]
     assert run["failure_phase"] == "validation"
-    assert "README.md: written outside the wiki root wiki" in run["error"]
+    assert "README.md: written outside the allowed path wiki" in run["error"]
     assert _tree(repo) == before and _git_view(repo) == view
 
 

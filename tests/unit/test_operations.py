@@ -44,9 +44,15 @@ class OpState(OperationInputs, total=False):
     indexed: bool
 
 
+GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+
+
 def git_repo(path: Path) -> Path:
+    """A repository with one commit (an isolated operation branches from it)."""
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text("# repo\n")
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
+        subprocess.run([*GIT, "-C", str(path), *args], check=True)
     return path
 
 
@@ -138,7 +144,9 @@ async def test_success_records_events_transcript_and_summary(runner: Runner, rep
     )
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     assert summary.state["summary"] == "wrote notes"
-    assert (repo / "notes.md").read_text() == "hi"
+    assert not (repo / "notes.md").exists()  # the agent worked on the run's branch
+    assert Path(summary.state["worktree"], "notes.md").read_text() == "hi"
+    assert summary.state["branch"] == f"stageline/{summary.run.run_id}"
     events = await events_of(runner, summary)
     names = kinds(events)
     assert "harness.text_delta" not in names  # live only

@@ -186,7 +186,7 @@ def run(
         bool,
         typer.Option(
             "--apply",
-            help="Wiki templates: bring the result into the "
+            help="Operation templates: bring the result into the "
             "checkout at once instead of waiting at the apply gate.",
         ),
     ] = False,

@@ -6,6 +6,8 @@ tied to a run's other rows, so they outlive the runs they describe.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from stageline.errors import UsageError
 from stageline.ledger import RunStatus
+from stageline.runner._worktrees import remove_worktree
 
 if TYPE_CHECKING:
     from stageline.config import Settings
@@ -25,6 +28,8 @@ PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED,
 
 PRUNABLE = (*PRUNED_BY_DEFAULT, RunStatus.WAITING, RunStatus.PARKED, RunStatus.QUEUED)
 """A running run is never pruned: a live process may be advancing it (cancel it first)."""
+
+_log = logging.getLogger("stageline.runner")
 
 BATCH = 200
 """Runs deleted per look at the ledger."""
@@ -48,8 +53,12 @@ class RetentionMixin:
         settings: Settings
 
     async def delete(self, run_id: str) -> None:
-        """Delete one run: its checkpoints, then its ledger rows (a delete cut short between the
-        two is finished by the next). The caller has made sure no process advances it."""
+        """Delete one run: its git worktree and branch (``stageline/RUN``, when stageline made
+        it and nothing has it checked out), its checkpoints, then its ledger rows (a delete cut
+        short is finished by the next). The caller has made sure no process advances it."""
+        removed = await asyncio.to_thread(remove_worktree, self.settings.run_dir(run_id), run_id)
+        if removed:
+            _log.info("run %s: removed %s", run_id, ", ".join(removed))
         await self.backend.saver.adelete_thread(run_id)
         await self.ledger.delete_run(run_id)
 
