@@ -422,7 +422,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
 
 app.command()(transcript)
 
-for _human in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sweep, effect
+for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, sweep, effect
     app.command()(_human)
 
 app.command()(stats)

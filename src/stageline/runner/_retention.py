@@ -26,7 +26,14 @@ __all__ = ["PRUNABLE", "PRUNED_BY_DEFAULT", "PruneReport", "RetentionMixin"]
 PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
 """The statuses ``prune`` deletes unless told otherwise: runs nobody will advance again."""
 
-PRUNABLE = (*PRUNED_BY_DEFAULT, RunStatus.WAITING, RunStatus.PARKED, RunStatus.QUEUED)
+PRUNABLE = (
+    *PRUNED_BY_DEFAULT,
+    RunStatus.WAITING,
+    RunStatus.PARKED,
+    RunStatus.QUEUED,
+    RunStatus.TAKEN_OVER,
+)
+"""A taken-over run is pruned only when asked, and its worktree and branch stay the person's."""
 """A running run is never pruned: a live process may be advancing it (cancel it first)."""
 
 _log = logging.getLogger("stageline.runner")
@@ -52,11 +59,13 @@ class RetentionMixin:
         ledger: LedgerStore
         settings: Settings
 
-    async def delete(self, run_id: str) -> None:
+    async def delete(self, run_id: str, *, keep_work: bool = False) -> None:
         """Delete one run: its git worktree and branch (``stageline/RUN``, when stageline made
         it and nothing has it checked out), its checkpoints, then its ledger rows (a delete cut
-        short is finished by the next). The caller has made sure no process advances it."""
-        removed = await asyncio.to_thread(remove_worktree, self.settings.run_dir(run_id), run_id)
+        short is finished by the next). The caller has made sure no process advances it.
+        ``keep_work``: leave the worktree and branch (a person took the work over)."""
+        folder = self.settings.run_dir(run_id)
+        removed = [] if keep_work else await asyncio.to_thread(remove_worktree, folder, run_id)
         if removed:
             _log.info("run %s: removed %s", run_id, ", ".join(removed))
         await self.backend.saver.adelete_thread(run_id)
@@ -86,7 +95,7 @@ class RetentionMixin:
                     status=str(status), limit=BATCH, updated_before=report.cutoff
                 )
                 for run in old:
-                    await self.delete(run.run_id)
+                    await self.delete(run.run_id, keep_work=status is RunStatus.TAKEN_OVER)
                     report.run_ids.append(run.run_id)
                 if len(old) < BATCH:
                     break

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["remove_worktree"]
+__all__ = ["describe_worktree", "remove_worktree"]
 
 _log = logging.getLogger("stageline.runner")
 
@@ -32,6 +32,25 @@ def _checkout_of(worktree: Path) -> Path | None:
     return Path(done.stdout.strip()).parent if done.returncode == 0 else None
 
 
+def _record(run_dir: Path) -> dict[str, object]:
+    try:
+        found = json.loads((run_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def describe_worktree(run_dir: Path) -> str | None:
+    """``on branch B in worktree W (of checkout C)``, for a run whose operation left one."""
+    record, worktree = _record(run_dir), run_dir / "worktree"
+    if not record or not worktree.exists():
+        return None
+    return (
+        f"on branch {record.get('branch')} in worktree {worktree.resolve()} "
+        f"(of checkout {record.get('checkout')})"
+    )
+
+
 def remove_worktree(run_dir: Path, run_id: str) -> list[str]:
     """Remove the run's worktree and its branch (see the module); what was removed. Never
     raises: a repository that moved or broke leaves a warning in the log, not a failed prune."""
@@ -44,11 +63,8 @@ def remove_worktree(run_dir: Path, run_id: str) -> list[str]:
 
 def _remove(run_dir: Path, run_id: str) -> list[str]:
     worktree, record_path = run_dir / "worktree", run_dir / RECORD
-    try:
-        record = json.loads(record_path.read_text())
-    except (OSError, ValueError):
-        record = {}
-    checkout = Path(record["checkout"]) if record.get("checkout") else None
+    record = _record(run_dir)
+    checkout = Path(str(record["checkout"])) if record.get("checkout") else None
     if checkout is None and (worktree / ".git").exists():
         checkout = _checkout_of(worktree)
     if checkout is None or not checkout.is_dir():
