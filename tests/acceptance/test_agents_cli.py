@@ -130,6 +130,8 @@ def test_failed_claude_operation_keeps_its_cost_and_retry_resumes_its_session(
     [error] = [e for e in events(cli, "c2") if e["kind"] == "harness.error"]
     assert "terminal reason: max_turns" in error["message"] and error["category"] == "error"
     assert metrics(cli, "c2", "build")["cost"] == pytest.approx(0.09)  # a failure keeps its cost
+    [node] = [n for n in json.loads(cli("stats", "--json").stdout)["nodes"] if n["node"] == "build"]
+    assert node["cost"] == pytest.approx(0.09)  # and stats show what the failed operation spent
     retried = cli("retry", "c2")
     assert retried.returncode == 0, (retried.stdout, retried.stderr)
     first, second = agents.calls("claude")

@@ -133,6 +133,23 @@ def test_a_write_outside_the_allowed_paths_fails_and_leaves_the_checkout_byte_id
     assert git(repo, "log", "--format=%s", "stageline/u1").splitlines()[1:] == ["init"]
 
 
+def test_a_write_outside_that_the_agent_committed_itself_fails_too(
+    cli: Cli, repo: Path, tmp_path: Path, agents: FakeAgents
+) -> None:
+    before = snapshot(repo)
+    agents.scenario(
+        "claude",
+        streams=["claude_session.jsonl"],
+        writes={"docs/app.md": "# The app\n", "app.py": "print('hijacked')\n"},
+        commit=True,
+    )
+    done = start(cli, tmp_path, "u5")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "app.py: written outside the allowed path docs" in shown(cli, "u5")["run"]["error"]
+    assert snapshot(repo) == before
+    assert git(repo, "log", "--format=%s", "stageline/u5").splitlines()[1:] == ["init"]
+
+
 def test_the_result_is_a_commit_on_the_branch_and_the_apply_gate_brings_it_in(
     cli: Cli, repo: Path, tmp_path: Path, agents: FakeAgents
 ) -> None:
@@ -194,3 +211,17 @@ def test_a_folder_outside_any_git_repository_fails_before_the_agent_starts(
     assert done.returncode == 1
     assert "is not inside a git repository" in done.stdout + done.stderr
     assert agents.calls("claude") == []
+
+
+def test_a_home_inside_the_checkout_stays_out_of_git_status(
+    repo: Path, tmp_path: Path, agents: FakeAgents
+) -> None:
+    (tmp_path / "document.py").write_text(TEMPLATE)
+    inside = agent_cli(repo, repo / ".stageline", agents)
+    status = git(repo, "status", "--porcelain=v1")
+    agents.scenario("claude", streams=["claude_session.jsonl"], writes={"docs/app.md": "# App\n"})
+    done = start(inside, tmp_path, "h1", "--apply")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert (repo / ".stageline" / "runs" / "h1" / "worktree" / "docs" / "app.md").exists()
+    after = set(git(repo, "status", "--porcelain=v1").splitlines())
+    assert after == {*status.splitlines(), "?? docs/app.md"}  # no .stageline/ in there

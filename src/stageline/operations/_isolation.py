@@ -73,37 +73,31 @@ def isolate_operation(
         raise
 
 
-def _changed(worktree: Path) -> list[str]:
-    """Every path that differs from the worktree's HEAD, untracked ones included."""
-    done = subprocess.run(
-        ["git", "-C", str(worktree), "status", "--porcelain=v1", "-z", "--untracked-files=all"],
-        capture_output=True,
-        check=True,
-    )
-    parts = done.stdout.decode("utf-8", "surrogateescape").split("\0")
-    found: list[str] = []
-    old_path_next = False
-    for entry in parts:
-        if old_path_next:  # a rename's old path, in its own field
-            found.append(entry)
-            old_path_next = False
-            continue
-        if len(entry) < 4:
-            continue
-        found.append(entry[3:])
-        old_path_next = entry[0] in "RC"
-    return found
+def _changed(worktree: Path, base: str) -> list[str]:
+    """Every path that differs from ``base``: committed since (an agent may commit), changed,
+    deleted or new (untracked, ignored files aside)."""
+
+    def names(*args: str) -> list[str]:
+        done = subprocess.run(
+            ["git", "-C", str(worktree), *args], capture_output=True, check=True
+        ).stdout
+        return [p for p in done.decode("utf-8", "surrogateescape").split("\0") if p]
+
+    changed = names("diff", "--name-only", "-z", "--no-renames", base)
+    return changed + names("ls-files", "--others", "--exclude-standard", "-z")
 
 
-def written_outside(worktree: Path, allowed: Sequence[str]) -> list[str]:
-    """The changed paths that no allowed path covers."""
+def written_outside(worktree: Path, base: str, allowed: Sequence[str]) -> list[str]:
+    """The paths changed since ``base`` that no allowed path covers."""
     if "" in allowed:
         return []
-    return [
-        rel
-        for rel in _changed(worktree)
-        if not any(rel == a or rel.startswith(a.rstrip("/") + "/") for a in allowed)
-    ]
+    return sorted(
+        {
+            rel
+            for rel in _changed(worktree, base)
+            if not any(rel == a or rel.startswith(a.rstrip("/") + "/") for a in allowed)
+        }
+    )
 
 
 def land(iso: Isolation, base: str, message: str) -> tuple[str, str]:

@@ -191,7 +191,7 @@ def operation_stage(
         try:
             if op.isolation is not None:
                 with runner.failure_phase(FailurePhase.VALIDATION):
-                    outside = written_outside(op.repo, op.allowed)
+                    outside = written_outside(op.repo, op.isolation.base, op.allowed)
                     if outside:
                         raise WritesOutside(outside, op.allowed)
             for step in post_steps:

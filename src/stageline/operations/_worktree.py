@@ -66,6 +66,7 @@ def isolate(checkout: Path, run_dir: Path, run_id: str, *, carry: Sequence[str] 
         except RuntimeError as exc:
             raise RuntimeError(f"{checkout} has no commit to branch from; commit first") from exc
         worktree.parent.mkdir(parents=True, exist_ok=True)
+        _ignore_in(checkout, run_dir)
         known = subprocess.run(
             [
                 "git",
@@ -102,6 +103,18 @@ def isolate(checkout: Path, run_dir: Path, run_id: str, *, carry: Sequence[str] 
     return Isolation(
         checkout=checkout, worktree=worktree, branch=branch, base=git(worktree, "rev-parse", "HEAD")
     )
+
+
+def _ignore_in(checkout: Path, run_dir: Path) -> None:
+    """stageline's folder inside the checkout (``.stageline``) gets a ``.gitignore`` of ``*``,
+    so that ``git status`` and ``git add -A`` there pass over the worktrees it holds."""
+    try:
+        top = run_dir.resolve().relative_to(checkout.resolve()).parts[0]
+    except (ValueError, IndexError):
+        return  # the runs live outside the checkout
+    ignore = checkout / top / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# stageline's own folder: runs, worktrees, the database\n*\n")
 
 
 def _carry(source: Path, target: Path) -> None:
