@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +41,34 @@ class FakeAgents:
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def agent_cli(
+    cwd: Path, home: Path, agents: FakeAgents
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``stageline ARGS`` as a user runs it in ``cwd``, with the fake agents first on PATH;
+    returns the finished process (a traceback fails the test)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
+    env.update(
+        STAGELINE_HOME=str(home),
+        STAGELINE_MODEL="offline",
+        PYTHONIOENCODING="utf-8",
+        COLUMNS="200",
+        PATH=agents.path,
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "stageline.cli", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=120,
+            check=False,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    return run

@@ -8,14 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agents import FakeAgents
+from agents import FakeAgents, agent_cli
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -43,30 +42,7 @@ def agents(tmp_path: Path) -> FakeAgents:
 
 @pytest.fixture
 def cli(repo: Path, tmp_path: Path, agents: FakeAgents) -> Cli:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
-    env.update(
-        STAGELINE_HOME=str(tmp_path / "home"),
-        STAGELINE_MODEL="offline",
-        PYTHONIOENCODING="utf-8",
-        COLUMNS="200",
-        PATH=agents.path,
-    )
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "stageline.cli", *args],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            timeout=120,
-            check=False,
-        )
-        assert "Traceback" not in done.stderr, done.stderr
-        return done
-
-    return run
+    return agent_cli(repo, tmp_path / "home", agents)
 
 
 def shown(cli: Cli, run_id: str) -> dict[str, Any]:
@@ -154,6 +130,8 @@ def test_failed_claude_operation_keeps_its_cost_and_retry_resumes_its_session(
     [error] = [e for e in events(cli, "c2") if e["kind"] == "harness.error"]
     assert "terminal reason: max_turns" in error["message"] and error["category"] == "error"
     assert metrics(cli, "c2", "build")["cost"] == pytest.approx(0.09)  # a failure keeps its cost
+    [node] = [n for n in json.loads(cli("stats", "--json").stdout)["nodes"] if n["node"] == "build"]
+    assert node["cost"] == pytest.approx(0.09)  # and stats show what the failed operation spent
     retried = cli("retry", "c2")
     assert retried.returncode == 0, (retried.stdout, retried.stderr)
     first, second = agents.calls("claude")
@@ -288,7 +266,7 @@ def test_checkout_with_uncommitted_work_is_untouched_by_a_write_outside_the_wiki
     assert done.returncode == 1
     run = shown(cli, "w1")["run"]
     assert run["failure_phase"] == "validation"
-    assert "README.md: written outside the wiki root wiki" in run["error"]
+    assert "README.md: written outside the allowed path wiki" in run["error"]
     assert _tree(repo) == before and _git_view(repo) == view
 
 

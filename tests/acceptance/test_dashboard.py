@@ -121,6 +121,27 @@ def test_approving_a_gate_from_the_page_finishes_the_run_and_records_the_actor(
     assert page.locator("table.decisions").inner_text().count("decider") == 1
 
 
+def test_a_parked_run_is_taken_over_from_the_page(
+    server: Server, chromium: Any, watch: Watch
+) -> None:
+    start_run(server, "blog_post", {"topic": "no takeover here"}, "ui-gate")
+    start_run(server, "sdlc", {"task": "add a login page", "review_threshold": 1.5}, "ui-park")
+    answers = {"scope": "a login page at /login", "priority": "normal", "done_when": "CI passes"}
+    with server.client("decide") as client:
+        client.post("/v1/runs/ui-park/answer", json={"answers": answers})
+    assert _run(server, "ui-park")["run"]["status"] == "parked"
+    page = new_page(chromium, watch)
+    sign_in(page, server, "decide", start="/ui/runs/ui-gate")
+    assert page.locator("button[data-decision=takeover]").count() == 0  # not a park gate
+    page.goto(server.url + "/ui/runs/ui-park")
+    page.fill("textarea[name=note]", "I will plan it myself")
+    page.click("button[data-decision=takeover]")
+    page.wait_for_selector("#run-status [data-run-status=taken_over]")
+    shown = _run(server, "ui-park")
+    assert shown["run"]["status"] == "taken_over"
+    assert shown["decisions"][-1]["decision"] == "takeover"
+
+
 def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
     server: Server, chromium: Any, watch: Watch
 ) -> None:

@@ -331,6 +331,9 @@ async def test_errors_are_what_the_sdk_expects(server: Server) -> None:
         with pytest.raises(httpx.HTTPStatusError) as no_note:
             await client.runs.wait(tid, "blog_post", command={"resume": {"decision": "changes"}})
         assert status_of(no_note) == 422
+        with pytest.raises(httpx.HTTPStatusError) as not_parked:
+            await client.runs.wait(tid, "blog_post", command={"resume": "takeover"})
+        assert status_of(not_parked) == 409 and "not a park gate" in not_parked.value.response.text
 
         rejected = await client.runs.create(tid, "blog_post", command={"resume": "reject"})
         await client.runs.join(tid, rejected["run_id"])

@@ -122,3 +122,35 @@ def test_a_harness_that_breaks_the_tests_loops_then_parks(
         json.loads(line) for line in Path(str(state["transcript_path"])).read_text().splitlines()
     ]
     assert [r["attempt"] for r in prompt_rows if r["type"] == "operation.begin"] == [1, 1, 1]
+    # the person takes the parked work over: the run ends taken_over, the branch stays theirs
+    taken = cli("takeover", "s2", "--note", "I will fix calc myself", "--as", "ann")
+    assert taken.returncode == 0, (taken.stdout, taken.stderr)
+    assert "taken_over" in taken.stdout and "stageline/s2" in taken.stdout
+    after = json.loads(cli("show", "s2", "--json").stdout)
+    assert after["run"]["status"] == "taken_over"
+    [event] = [
+        e for e in json.loads(cli("logs", "s2", "--json").stdout) if e["kind"] == "run.taken_over"
+    ]
+    assert "by ann (I will fix calc myself)" in event["message"]
+    assert f"on branch stageline/s2 in worktree {state['worktree']}" in event["message"]
+    assert Path(str(state["worktree"]), "calc.py").read_text() == broken  # left as it was
+    branches = subprocess.run(
+        ["git", "-C", str(sample), "branch", "--list", "stageline/s2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "stageline/s2" in branches
+    assert json.loads(cli("runs", "--status", "taken_over", "--json").stdout)[0]["run_id"] == "s2"
+
+
+def test_only_a_park_gate_can_be_taken_over(cli: Cli, sample: Path) -> None:
+    waiting = cli(
+        "run", "sdlc", "-i", "task=Add subtract", "-i", f"repo={sample}", "--run-id", "s3"
+    )
+    assert waiting.returncode == 3
+    assert cli("answer", "s3", *ANSWERS).returncode == 3  # at the plan_approval gate
+    refused = cli("takeover", "s3")
+    assert refused.returncode == 4, (refused.stdout, refused.stderr)
+    assert "not a park gate" in refused.stderr + refused.stdout
+    assert json.loads(cli("show", "s3", "--json").stdout)["run"]["status"] == "waiting"

@@ -155,6 +155,34 @@ def test_reject_and_changes(server: Server) -> None:
         assert client.get(f"/v1/runs/{changed}").json()["state"]["feedback"]
 
 
+def test_a_parked_run_is_taken_over_and_only_a_park_gate_takes_a_takeover(
+    server: Server,
+) -> None:
+    with server.client("decide") as client:
+        gated = _start(client, "blog_post", {"topic": "mine"}, wait=True)["run"]["run_id"]
+        refused = client.post(f"/v1/runs/{gated}/decide", json={"decision": "takeover"})
+        assert refused.status_code == 409 and "not a park gate" in refused.json()["detail"]
+        run = _start(
+            client, "sdlc", {"task": "add a login page", "review_threshold": 1.5}, wait=True
+        )
+        run_id = run["run"]["run_id"]
+        answers = {
+            "scope": "a login page at /login with its tests",
+            "priority": "normal",
+            "done_when": "CI passes",
+        }
+        parked = client.post(f"/v1/runs/{run_id}/answer", json={"answers": answers})
+        assert parked.json()["run"]["status"] == "parked", parked.text
+        taken = client.post(
+            f"/v1/runs/{run_id}/decide", json={"decision": "takeover", "note": "I'll plan it"}
+        )
+        assert taken.status_code == 200, taken.text
+        assert taken.json()["run"]["status"] == "taken_over"
+        events = client.get(f"/v1/runs/{run_id}/events").json()
+    [ended] = [e for e in events if e["kind"] == "run.taken_over"]
+    assert "by decider (I'll plan it)" in ended["message"]
+
+
 def test_a_question_set_is_answered_and_checked(server: Server) -> None:
     with server.client("decide") as client:
         run = _start(client, "sdlc", {"task": "add a login page"}, wait=True)

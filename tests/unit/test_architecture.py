@@ -70,6 +70,11 @@ PUBLIC_TO_TEMPLATES = {
     "commit_all",
     "revert",
     "apply_to_checkout",
+    # the apply gate after isolated operations, and what a write outside their paths raises
+    "add_apply",
+    "apply_changes",
+    "isolation_of",
+    "WritesOutside",
 }
 """What templates and interfaces may import from ``stageline.operations``."""
 

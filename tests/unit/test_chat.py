@@ -164,6 +164,14 @@ def test_a_gate_message_has_buttons_while_it_waits_and_says_who_decided_after() 
     assert not [e for b in done for e in b.get("elements", [])]
 
 
+def test_a_park_gate_message_has_a_take_over_button() -> None:
+    gate = _gate()
+    parked = Wait(**{**gate.__dict__, "payload": {**gate.payload, "park": {"loop": "l"}}})
+    _, blocks = gate_blocks(parked, "C1")
+    actions = [e["action_id"] for b in blocks for e in b.get("elements", [])]
+    assert actions == ["approve", "reject", "changes", "takeover"]
+
+
 def test_question_modal_is_built_from_the_set_and_read_back() -> None:
     wait = _questions()
     view = question_modal("meta", wait)

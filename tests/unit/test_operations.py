@@ -44,9 +44,15 @@ class OpState(OperationInputs, total=False):
     indexed: bool
 
 
+GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+
+
 def git_repo(path: Path) -> Path:
+    """A repository with one commit (an isolated operation branches from it)."""
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text("# repo\n")
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
+        subprocess.run([*GIT, "-C", str(path), *args], check=True)
     return path
 
 
@@ -138,7 +144,9 @@ async def test_success_records_events_transcript_and_summary(runner: Runner, rep
     )
     assert summary.status is RunStatus.SUCCEEDED, summary.run.error
     assert summary.state["summary"] == "wrote notes"
-    assert (repo / "notes.md").read_text() == "hi"
+    assert not (repo / "notes.md").exists()  # the agent worked on the run's branch
+    assert Path(summary.state["worktree"], "notes.md").read_text() == "hi"
+    assert summary.state["branch"] == f"stageline/{summary.run.run_id}"
     events = await events_of(runner, summary)
     names = kinds(events)
     assert "harness.text_delta" not in names  # live only
@@ -169,6 +177,49 @@ async def test_a_silent_harness_gets_one_fallback_event(runner: Runner, repo: Pa
     assert [(e.kind, e.message, e.data["fallback"]) for e in harness] == [
         ("harness.result", "succeeded", True)
     ]
+
+
+async def test_without_isolation_the_agent_writes_in_the_checkout(
+    runner: Runner, repo: Path
+) -> None:
+    work = operation_stage(
+        "op", prompt=lambda s, op: "work", repo=lambda s: s["repo"], isolation=False
+    )
+    template = Template("op_in_place", state=OpState).add_stage("work", work)
+    script = [{"write": "anywhere.md", "content": "in place"}]
+    summary = await runner.start(template, {"repo": str(repo), "script": script})
+    assert summary.status is RunStatus.SUCCEEDED, summary.run.error
+    assert (repo / "anywhere.md").read_text() == "in place"
+    assert "branch" not in summary.state and "commit" not in summary.state
+
+
+async def test_allowed_paths_come_from_the_state_and_stay_in_the_repository(
+    runner: Runner, repo: Path, tmp_path: Path
+) -> None:
+    work = operation_stage(
+        "op",
+        prompt=lambda s, op: "work",
+        repo=lambda s: s["repo"],
+        allowed=lambda s: [s["repo"] + "/notes", "docs/a.md"],
+    )
+    template = Template("op_allowed", state=OpState).add_stage("work", work)
+    script = [
+        {"write": "notes/n.md", "content": "n"},
+        {"write": "docs/a.md", "content": "a"},
+        {"write": "docs/b.md", "content": "b"},
+    ]
+    summary = await runner.start(template, {"repo": str(repo), "script": script})
+    assert summary.run.failure_phase == "validation"
+    assert summary.run.error == (
+        "OperationFailed: docs/b.md: written outside the allowed paths notes, docs/a.md"
+    )
+    outside = operation_stage(
+        "op", prompt=lambda s, op: "work", repo=lambda s: s["repo"], allowed=[tmp_path]
+    )
+    template = Template("op_outside", state=OpState).add_stage("work", outside)
+    refused = await runner.start(template, {"repo": str(repo), "script": []})
+    assert refused.run.failure_phase == "source_preparation"
+    assert "is outside the repository" in (refused.run.error or "")
 
 
 # -- one test per failure phase -----------------------------------------------------------------

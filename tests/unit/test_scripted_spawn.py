@@ -29,7 +29,10 @@ class OpState(OperationInputs, total=False):
 def repo(tmp_path: Path) -> Path:
     path = tmp_path / "repo"
     path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text("# repo\n")
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-C", str(path)]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
+        subprocess.run([*git, *args], check=True)
     return path
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stageline.config import Settings
-from stageline.errors import InputError
+from stageline.errors import ConflictError, InputError
 from stageline.ledger import RunStatus
 from stageline.llm import Completion
 from stageline.runner import Runner, RunSummary
@@ -180,3 +180,21 @@ async def test_changes_at_plan_approval_send_the_note_to_the_planner(runner: Run
     ended = await runner.reject(waiting.run.run_id, gate="plan_approval")
     assert ended.status is RunStatus.REJECTED
     assert "build" not in [r.node for r in ended.records]
+
+
+async def test_a_parked_plan_is_taken_over_and_only_a_park_gate_takes_a_takeover(
+    runner: Runner,
+) -> None:
+    waiting = await runner.start("sdlc", {"task": "Add subtract", "review_threshold": 1.5})
+    with pytest.raises(ConflictError, match="not waiting at a gate"):
+        await runner.take_over(waiting.run.run_id)  # a question is no park gate
+    parked = await runner.answer(waiting.run.run_id, ANSWERS)
+    assert parked.status is RunStatus.PARKED, parked.run.error
+    [gate] = parked.waiting
+    taken = await runner.take_over(waiting.run.run_id, gate=gate.name, note="mine", actor="ann")
+    assert taken.status is RunStatus.TAKEN_OVER and taken.status.terminal
+    [event] = [
+        e for e in await runner.ledger.events(taken.run.run_id) if e.kind == "run.taken_over"
+    ]
+    assert event.message == f"taken over at gate {gate.name!r} by ann (mine)"
+    assert "build" not in [r.node for r in taken.records]

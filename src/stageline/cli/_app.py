@@ -186,7 +186,7 @@ def run(
         bool,
         typer.Option(
             "--apply",
-            help="Wiki templates: bring the result into the "
+            help="Operation templates: bring the result into the "
             "checkout at once instead of waiting at the apply gate.",
         ),
     ] = False,
@@ -422,7 +422,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
 
 app.command()(transcript)
 
-for _human in HUMAN_COMMANDS:  # pending, approve, reject, changes, answer, sweep, effect
+for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, sweep, effect
     app.command()(_human)
 
 app.command()(stats)

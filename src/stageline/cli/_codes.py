@@ -47,6 +47,7 @@ _BY_STATUS = {
     RunStatus.CANCELLED: EXIT_RUN_FAILED,
     RunStatus.REJECTED: EXIT_RUN_FAILED,
     RunStatus.PARKED: EXIT_PARKED,
+    RunStatus.TAKEN_OVER: EXIT_OK,  # a person's decision: the work is theirs now
 }
 
 

@@ -137,6 +137,33 @@ def reject(
     )
 
 
+def takeover(
+    run_id: RunArg,
+    gate: GateOpt = None,
+    note: NoteOpt = None,
+    actor: AsOpt = None,
+    attempt: AttemptOpt = None,
+    state_hash: HashOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Take over a parked run: it ends taken_over, its branch and worktree left to you."""
+    seen = began()
+    advance_in_foreground(
+        run_id,
+        lambda runner: runner.take_over(
+            run_id,
+            gate=gate,
+            note=note,
+            actor=actor,
+            attempt=attempt,
+            state_hash=state_hash,
+            force=force,
+            seen_at=seen,
+        ),
+        ok=(RunStatus.TAKEN_OVER,),
+    )
+
+
 def changes(
     run_id: RunArg,
     note: Annotated[
@@ -321,4 +348,4 @@ async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> N
         await runner.resolve_effect(run_id, node, key, done=done, result=value)
 
 
-COMMANDS = (pending, approve, reject, changes, answer, sweep, effect)
+COMMANDS = (pending, approve, reject, takeover, changes, answer, sweep, effect)

@@ -40,6 +40,7 @@ _STATUS_STYLE = {
     "cancelled": "magenta",
     "rejected": "magenta",
     "parked": "yellow",
+    "taken_over": "magenta",
 }
 
 
@@ -223,8 +224,18 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
         lines.append(
             Text(
                 "  parked: out of rounds. approve grants more rounds (changes --note: "
-                "with your guidance); reject ends the run so you can take over",
+                "with your guidance); takeover leaves the work to you (stageline takeover "
+                f"{run.run_id}); reject ends the run",
                 style="yellow",
+            )
+        )
+    if status is RunStatus.TAKEN_OVER:
+        branch = state.get("branch")
+        lines.append(
+            Text(
+                "  taken over: the work is yours"
+                + (f", on branch {branch} in worktree {state.get('worktree')}" if branch else ""),
+                style="magenta",
             )
         )
     lines.append(Text(f"  details: stageline show {run.run_id}", style="dim"))

@@ -27,6 +27,8 @@ _RUN_CLOSE = {
     "run.waiting": "waiting",
     "run.drained": "drained",
     "run.rejected": "rejected",
+    "run.parked": "parked",
+    "run.taken_over": "taken_over",
 }
 _NODE_CLOSE = {"node.succeeded": "succeeded", "node.failed": "failed", "node.waiting": "waiting"}
 _TOKEN_KEYS = ("input_tokens", "output_tokens")

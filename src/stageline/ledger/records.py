@@ -21,6 +21,7 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"  # stopped on request between steps
     REJECTED = "rejected"  # a gate rejected it
     PARKED = "parked"  # out of rounds (reviews, builds): waits at a gate for a person to decide
+    TAKEN_OVER = "taken_over"  # a person took the parked work over (its branch stays theirs)
 
     @property
     def waits_for_person(self) -> bool:
@@ -29,7 +30,12 @@ class RunStatus(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in (RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.REJECTED)
+        return self in (
+            RunStatus.SUCCEEDED,
+            RunStatus.CANCELLED,
+            RunStatus.REJECTED,
+            RunStatus.TAKEN_OVER,
+        )
 
 
 class NodeStatus(StrEnum):

@@ -4,7 +4,9 @@ Templates call ``operation_stage``; the request building, event classification, 
 and failure recording live here and nowhere else (an architecture test holds that).
 """
 
+from stageline.operations._apply import add_apply, apply_changes, isolation_of
 from stageline.operations._classify import TOOL_KINDS, classify, fallback_event
+from stageline.operations._isolation import WritesOutside
 from stageline.operations._models import (
     SERVICE_FRESH,
     SERVICE_HARNESS,
@@ -41,11 +43,15 @@ __all__ = [
     "OperationInputs",
     "OperationRunner",
     "PostStep",
+    "WritesOutside",
+    "add_apply",
+    "apply_changes",
     "apply_to_checkout",
     "classify",
     "commit_all",
     "fallback_event",
     "isolate",
+    "isolation_of",
     "one_line_summary",
     "operation_stage",
     "revert",

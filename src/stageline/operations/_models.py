@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from stageline.harnesses import HarnessEvent, HarnessResult
 from stageline.ledger import EventCategory
+from stageline.operations._worktree import Isolation
 
 __all__ = [
     "SERVICE_FRESH",
@@ -54,6 +55,10 @@ class OperationContext:
     model: str | None = None
     prepared: dict[str, Any] = field(default_factory=dict)
     """What the caller's preparation returned, for its prompt, script and post steps."""
+    isolation: Isolation | None = None
+    """The run's worktree and branch (``repo`` is then the worktree), unless not isolated."""
+    allowed: tuple[str, ...] = ("",)
+    """Where the agent may write, relative to the repository (``""``: anywhere in it)."""
 
 
 PostStepFn = Callable[

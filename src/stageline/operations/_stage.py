@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from stageline.harnesses import DEFAULT_ENV_ALLOWLIST, Harness, make_harness
+from stageline.errors import OperationFailed
+from stageline.harnesses import DEFAULT_ENV_ALLOWLIST, Harness, HarnessResult, make_harness
+from stageline.operations._isolation import (
+    WritesOutside,
+    allowed_paths,
+    isolate_operation,
+    isolation_state,
+    land,
+    written_outside,
+)
 from stageline.operations._models import (
     SERVICE_FRESH,
     SERVICE_HARNESS,
@@ -21,11 +31,13 @@ from stageline.operations._models import (
 from stageline.operations._recorder import transcript_path
 from stageline.operations._runner import OperationRunner, Stopped
 from stageline.operations._session import SessionFile, continue_prompt
+from stageline.operations._worktree import Isolation, revert
 from stageline.stages import Stage, StageContext, budget_gate, live_overrun
 
 __all__ = ["OperationInputs", "operation_stage"]
 
 DEFAULT_HARNESS = "scripted"
+_log = logging.getLogger("stageline.operations")
 
 
 class OperationInputs(TypedDict, total=False):
@@ -48,7 +60,26 @@ class OperationInputs(TypedDict, total=False):
     """Tokens (input + output) the operation may spend; stopped past it."""
     summary: str
     transcript_path: str
+    apply: bool
+    """Bring the result into the checkout at once, without the ``apply`` gate (``--apply``)."""
+    checkout: str
+    """The person's own working tree, which the agent never writes."""
+    branch: str
+    """``stageline/RUN``: the branch the result is committed on."""
+    worktree: str
+    base_commit: str
+    """Where the run's branch started (the checkout's ``HEAD`` plus the carried paths)."""
+    commit: str
+    """The branch's last commit: the operation's result."""
+    changes: str
+    """What the run's operations changed on the branch (``git diff --stat``)."""
+    applied: list[str]
+    """The files the ``apply`` step changed in the checkout."""
 
+
+Paths = Callable[[Any], "Sequence[str | Path]"] | Sequence[str | Path]
+"""Where the agent may write: paths relative to the repository, or absolute in it."""
+CommitMessage = Callable[[Any, OperationContext, HarnessResult], str]
 
 Prepare = Callable[
     [Any, OperationContext], "Mapping[str, Any] | Awaitable[Mapping[str, Any] | None] | None"
@@ -78,12 +109,25 @@ def operation_stage(
     timeout: float = 600.0,
     capability: str | None = "agent",
     cost_class: str | None = "high",
+    allowed: Paths | None = None,
+    isolation: bool = True,
+    commit_message: CommitMessage | None = None,
 ) -> Stage:
     """A stage that runs one operation: ``prepare`` (its ``source_preparation``), the harness,
     then ``post_steps``; it writes ``summary``, ``transcript_path`` and the post steps' updates.
 
     ``repo`` names a path inside the git repository the agent works in. ``prompt`` renders the
     agent's prompt; ``script`` derives the scripted harness's steps from the inputs.
+
+    Isolated (the default), the agent works in the run's git worktree on branch
+    ``stageline/RUN``, never in the checkout. ``allowed`` (a list, or a function of the state)
+    names where it may write, relative to the repository; by default the path ``repo`` names
+    (the whole repository when that is its root). Paths below the root are carried in from the
+    checkout, uncommitted changes included. A write elsewhere fails ``validation`` and the
+    worktree is reset, as it is when a post step fails; a success is committed on the branch
+    (``commit_message``) and the stage writes ``branch``, ``commit``, ``changes`` and the keys
+    the ``apply`` step needs (``add_apply``). ``isolation=False``: the agent writes in the
+    checkout itself, and nothing is checked, reset or committed.
     """
 
     async def run(state: Any, ctx: StageContext) -> dict[str, Any]:
@@ -93,7 +137,13 @@ def operation_stage(
         spec = str(_get(state, "harness") or DEFAULT_HARNESS)
         kind = given.kind if given is not None else spec
         with runner.failure_phase(FailurePhase.SOURCE_PREPARATION):
-            op = runner.begin(repo=repo(state), harness=kind, model=_get(state, "model"))
+            target = repo(state)
+            op = runner.begin(repo=target, harness=kind, model=_get(state, "model"))
+            if isolation:
+                given_paths = allowed(state) if callable(allowed) else allowed
+                op.allowed = allowed_paths(op.repo, Path(target).resolve(), given_paths)
+                op.isolation = isolate_operation(op.repo, op.run_dir, op.run_id, op.allowed)
+                op.repo = op.isolation.worktree  # the agent never works in the checkout
             if prepare is not None:
                 prepared = prepare(state, op)
                 if inspect.isawaitable(prepared):
@@ -138,8 +188,24 @@ def operation_stage(
             sessions.update(budget_stops={"attempt": ctx.attempt, "stops": stops})
             await budget_gate(ctx, state, ctx.task_id, result.over)
         updates: dict[str, Any] = {}
-        for step in post_steps:
-            updates.update(await runner.post(step, state, op, result))
+        try:
+            if op.isolation is not None:
+                with runner.failure_phase(FailurePhase.VALIDATION):
+                    outside = written_outside(op.repo, op.isolation.base, op.allowed)
+                    if outside:
+                        raise WritesOutside(outside, op.allowed)
+            for step in post_steps:
+                updates.update(await runner.post(step, state, op, result))
+        except OperationFailed:
+            if op.isolation is not None:  # nothing of a failed operation is kept
+                _discard(op.isolation)
+            raise
+        if op.isolation is not None:
+            with runner.failure_phase(FailurePhase.VALIDATION):
+                message = (commit_message or _message)(state, op, result)
+                base = str(_get(state, "base_commit") or op.isolation.base)
+                commit, changes = land(op.isolation, base, message)
+            updates.update(isolation_state(op.isolation, base, commit, changes))
         summary = runner.finish(op, result)
         return {
             **updates,
@@ -148,6 +214,18 @@ def operation_stage(
         }
 
     return Stage(fn=run, name=f"operation:{name}", capability=capability, cost_class=cost_class)
+
+
+def _discard(iso: Isolation) -> None:
+    """The worktree back where the operation started; a failure to do so is only logged."""
+    try:
+        revert(iso.worktree, iso.base)
+    except Exception:  # the operation's own failure is what the person must see
+        _log.warning("could not reset the worktree %s", iso.worktree, exc_info=True)
+
+
+def _message(state: Any, op: OperationContext, result: HarnessResult) -> str:
+    return f"{op.node}: {result.summary or 'the operation'}\n\nstageline run {op.run_id}"
 
 
 def _resume(sessions: SessionFile, services: Mapping[str, Any], kind: str) -> str | None:

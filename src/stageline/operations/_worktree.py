@@ -9,6 +9,7 @@ person brings it into their checkout later (``apply_to_checkout``), and only the
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +19,8 @@ from pathlib import Path
 
 __all__ = ["Isolation", "apply_to_checkout", "commit_all", "git", "isolate", "revert"]
 
+WORKTREE_RECORD = "worktree.json"
+"""In the run's folder: the checkout, branch and whether stageline made the branch."""
 IDENTITY = ["-c", "user.name=stageline", "-c", "user.email=stageline@localhost"]
 
 
@@ -63,6 +66,7 @@ def isolate(checkout: Path, run_dir: Path, run_id: str, *, carry: Sequence[str] 
         except RuntimeError as exc:
             raise RuntimeError(f"{checkout} has no commit to branch from; commit first") from exc
         worktree.parent.mkdir(parents=True, exist_ok=True)
+        _ignore_in(checkout, run_dir)
         known = subprocess.run(
             [
                 "git",
@@ -80,6 +84,9 @@ def isolate(checkout: Path, run_dir: Path, run_id: str, *, carry: Sequence[str] 
             git(checkout, "worktree", "add", str(worktree), branch)
         else:
             git(checkout, "worktree", "add", "-b", branch, str(worktree), head)
+        # what `prune` removes with the run: this worktree, and the branch if made here
+        record = {"checkout": str(checkout), "branch": branch, "made_branch": known.returncode != 0}
+        (run_dir / WORKTREE_RECORD).write_text(json.dumps(record))
         for rel in carry:
             _carry(checkout / rel, worktree / rel)
         if git(worktree, "status", "--porcelain"):
@@ -98,6 +105,18 @@ def isolate(checkout: Path, run_dir: Path, run_id: str, *, carry: Sequence[str] 
     )
 
 
+def _ignore_in(checkout: Path, run_dir: Path) -> None:
+    """stageline's folder inside the checkout (``.stageline``) gets a ``.gitignore`` of ``*``,
+    so that ``git status`` and ``git add -A`` there pass over the worktrees it holds."""
+    try:
+        top = run_dir.resolve().relative_to(checkout.resolve()).parts[0]
+    except (ValueError, IndexError):
+        return  # the runs live outside the checkout
+    ignore = checkout / top / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# stageline's own folder: runs, worktrees, the database\n*\n")
+
+
 def _carry(source: Path, target: Path) -> None:
     if target.exists():
         shutil.rmtree(target) if target.is_dir() else target.unlink()
@@ -105,6 +124,9 @@ def _carry(source: Path, target: Path) -> None:
         shutil.copytree(
             source, target, symlinks=True, ignore=shutil.ignore_patterns(".git", ".stageline")
         )
+    elif source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
 
 
 def commit_all(worktree: Path, message: str) -> str:

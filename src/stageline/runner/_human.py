@@ -159,6 +159,36 @@ class HumanMixin:
             seen_at=seen_at,
         )
 
+    async def take_over(
+        self,
+        run_id: str,
+        *,
+        gate: str | None = None,
+        note: str | None = None,
+        actor: str | None = None,
+        attempt: int | None = None,
+        state_hash: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
+        wait_id: str | None = None,
+        seen_at: float | None = None,
+    ) -> RunSummary:
+        """Take over a parked run: it ends ``taken_over``, its branch and worktree left for the
+        person (the ``run.taken_over`` event says where). Only a park gate takes this."""
+        return await self._decide(
+            run_id,
+            "takeover",
+            gate=gate,
+            note=note,
+            actor=actor,
+            attempt=attempt,
+            state_hash=state_hash,
+            services=services,
+            force=force,
+            wait_id=wait_id,
+            seen_at=seen_at,
+        )
+
     async def request_changes(
         self,
         run_id: str,
@@ -224,6 +254,11 @@ class HumanMixin:
                 raise StaleDecision(
                     f"stale: {what(found)} was asked in attempt "
                     f"{found.attempt}, the run is at attempt {run.attempt}"
+                )
+            if decision == "takeover" and not found.payload.get("park"):
+                raise InvalidTransition(
+                    f"{what(found)} is not a park gate; only a parked run can be taken over "
+                    "(approve or reject)"
                 )
             if decision == "changes":
                 if found.payload.get("changes_to") is None:

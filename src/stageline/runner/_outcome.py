@@ -53,22 +53,39 @@ async def _finish(
     rolled back (the run waits again)."""
     now = time.time()
     wins = None if outcome == "cancel" else _cancelled(run_id)
-    if outcome is None and settled.rejected is not None:
+    if outcome is None and settled.taken_over is not None:
+        by = settled.taken_over
+        note = f" ({by.note})" if by.note else ""
+        where = f"; the work is {settled.where}" if settled.where else ""
+        message = f"taken over at gate {by.name!r} by {by.actor}{note}{where}"
+        ended = (RunStatus.TAKEN_OVER, "run.taken_over", message, {"where": settled.where})
+    elif outcome is None and settled.rejected is not None:
         by = settled.rejected
         note = f": {by.note}" if by.note else ""
+        ended = (
+            RunStatus.REJECTED,
+            "run.rejected",
+            f"rejected at gate {by.name!r} by {by.actor}{note}",
+            {},
+        )
+    else:
+        ended = None
+    if ended is not None:  # a person ended the run at a gate
+        status, kind, message, data = ended
         return await ledger.transition(
             run_id,
-            RunStatus.REJECTED,
+            status,
             finished_at=now,
             release=True,
             cancel_wins=wins,
             events=[
                 Event(
                     run_id=run_id,
-                    kind="run.rejected",
+                    kind=kind,
                     level="warning",
                     node=by.node,
-                    message=f"rejected at gate {by.name!r} by {by.actor}{note}",
+                    message=message,
+                    data=data,
                 )
             ],
         )

@@ -6,6 +6,8 @@ tied to a run's other rows, so they outlive the runs they describe.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from stageline.errors import UsageError
 from stageline.ledger import RunStatus
+from stageline.runner._worktrees import remove_worktree
 
 if TYPE_CHECKING:
     from stageline.config import Settings
@@ -23,8 +26,17 @@ __all__ = ["PRUNABLE", "PRUNED_BY_DEFAULT", "PruneReport", "RetentionMixin"]
 PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
 """The statuses ``prune`` deletes unless told otherwise: runs nobody will advance again."""
 
-PRUNABLE = (*PRUNED_BY_DEFAULT, RunStatus.WAITING, RunStatus.PARKED, RunStatus.QUEUED)
+PRUNABLE = (
+    *PRUNED_BY_DEFAULT,
+    RunStatus.WAITING,
+    RunStatus.PARKED,
+    RunStatus.QUEUED,
+    RunStatus.TAKEN_OVER,
+)
+"""A taken-over run is pruned only when asked, and its worktree and branch stay the person's."""
 """A running run is never pruned: a live process may be advancing it (cancel it first)."""
+
+_log = logging.getLogger("stageline.runner")
 
 BATCH = 200
 """Runs deleted per look at the ledger."""
@@ -47,9 +59,15 @@ class RetentionMixin:
         ledger: LedgerStore
         settings: Settings
 
-    async def delete(self, run_id: str) -> None:
-        """Delete one run: its checkpoints, then its ledger rows (a delete cut short between the
-        two is finished by the next). The caller has made sure no process advances it."""
+    async def delete(self, run_id: str, *, keep_work: bool = False) -> None:
+        """Delete one run: its git worktree and branch (``stageline/RUN``, when stageline made
+        it and nothing has it checked out), its checkpoints, then its ledger rows (a delete cut
+        short is finished by the next). The caller has made sure no process advances it.
+        ``keep_work``: leave the worktree and branch (a person took the work over)."""
+        folder = self.settings.run_dir(run_id)
+        removed = [] if keep_work else await asyncio.to_thread(remove_worktree, folder, run_id)
+        if removed:
+            _log.info("run %s: removed %s", run_id, ", ".join(removed))
         await self.backend.saver.adelete_thread(run_id)
         await self.ledger.delete_run(run_id)
 
@@ -77,7 +95,7 @@ class RetentionMixin:
                     status=str(status), limit=BATCH, updated_before=report.cutoff
                 )
                 for run in old:
-                    await self.delete(run.run_id)
+                    await self.delete(run.run_id, keep_work=status is RunStatus.TAKEN_OVER)
                     report.run_ids.append(run.run_id)
                 if len(old) < BATCH:
                     break

@@ -66,6 +66,7 @@ from stageline.runner._waits import (
     settle_waits,
     with_deadlines,
 )
+from stageline.runner._worktrees import describe_worktree
 from stageline.stages import RESERVED_KEYS, Budget, RunContext
 from stageline.templates import Template, load_template, use_project
 
@@ -536,6 +537,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             settled = await settle_waits(
                 self.ledger, self._saver(template), template, run, outcome, interrupts
             )
+            if settled.taken_over is not None:
+                where = describe_worktree(self.settings.run_dir(run_id))
+                settled = dataclasses.replace(settled, where=where)
             finished = await finish_run(self.ledger, run_id, outcome, journal, settled)
         finally:
             if finished is None:

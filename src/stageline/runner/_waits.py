@@ -48,6 +48,10 @@ class Settled:
     """The reject that ended the run, when a gate without a reject route took one."""
     parked: bool = False
     """The run waits at a park gate (out of rounds): its status is ``parked``."""
+    taken_over: Wait | None = None
+    """The takeover at a park gate that ended the run: its status is ``taken_over``."""
+    where: str | None = None
+    """Where the taken-over work is (its branch and worktree), when an operation left one."""
 
 
 def what(wait: Wait) -> str:
@@ -184,14 +188,25 @@ async def settle_waits(
     ]
     if asked:
         await ledger.open_waits(run_id, asked, events=[_asked_event(w) for w in asked])
-    rejected = None
+    rejected = taken_over = None
     if outcome is None:
         ending = {n for n, g in template.gates.items() if g.ends_run_on_reject}
+        now_waits = list(reversed(await ledger.waits(run_id)))
+        taken_over = next(
+            (
+                w
+                for w in now_waits
+                if w.kind is WaitKind.GATE
+                and w.decision == "takeover"
+                and w.status is WaitStatus.APPLIED
+            ),
+            None,
+        )
         rejected = (
             next(
                 (
                     w
-                    for w in reversed(await ledger.waits(run_id))
+                    for w in now_waits
                     if w.name in ending
                     and w.kind is WaitKind.GATE
                     and w.decision == "reject"
@@ -203,7 +218,12 @@ async def settle_waits(
             else None
         )
     parked = any((human_payload(getattr(i, "value", None)) or {}).get("park") for i in interrupts)
-    return Settled(again=again, rejected=rejected, parked=parked and outcome == "waiting")
+    return Settled(
+        again=again,
+        rejected=rejected,
+        parked=parked and outcome == "waiting",
+        taken_over=taken_over,
+    )
 
 
 def _said(wait: Wait) -> str:

@@ -172,7 +172,7 @@ class StartBody(_Body):
 
 
 class DecideBody(_Body):
-    decision: Literal["approve", "reject", "changes"]
+    decision: Literal["approve", "reject", "changes", "takeover"]
     note: str | None = Field(None, max_length=10_000)
     gate: str | None = Field(None, max_length=200, description="Which gate, if several wait.")
     attempt: int | None = Field(None, ge=1, description="The attempt you decided on: stale -> 409.")

@@ -38,7 +38,7 @@ __all__ = [
     "state_hash",
 ]
 
-DECISIONS = ("approve", "reject", "changes")
+DECISIONS = ("approve", "reject", "changes", "takeover")
 DEFAULT_DEADLINE = 24 * 3600.0
 FINAL_STEPS = {"gate": ("reject", "park", "fail"), "question": ("default", "park", "fail")}
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -146,14 +146,14 @@ def gate_stage(
         asked = payload
         while True:
             decision = interrupt(asked)
-            why = _refuse_decision(decision, ctx.attempt, digest, changes_to, left)
+            why = _refuse_decision(decision, ctx.attempt, digest, changes_to, left, park)
             if why is None:
                 break
             asked = {**payload, "refused": {"token": _token(decision), "reason": why}}
         update: dict[str, Any] = {GATES_KEY: {name: decision["decision"]}}
         if decision["decision"] == "changes":
             update[feedback_key] = decision.get("note") or ""
-        if park is not None and decision["decision"] != "reject":
+        if park is not None and decision["decision"] not in ("reject", "takeover"):
             update[LOOPS_KEY] = {str(park["loop"]): -int(park["rounds"])}  # more rounds
         return update
 
@@ -166,7 +166,12 @@ def _token(response: Any) -> str | None:
 
 
 def _refuse_decision(
-    decision: Any, attempt: int, digest: str, changes_to: str | None, left: int | None
+    decision: Any,
+    attempt: int,
+    digest: str,
+    changes_to: str | None,
+    left: int | None,
+    park: Mapping[str, Any] | None = None,
 ) -> str | None:
     """Why a gate must not take ``decision``, or None."""
     if not isinstance(decision, Mapping) or decision.get("decision") not in DECISIONS:
@@ -183,6 +188,8 @@ def _refuse_decision(
         )
     if decision["decision"] == "changes" and (changes_to is None or left == 0):
         return "this gate takes no (more) changes"
+    if decision["decision"] == "takeover" and park is None:
+        return "only a park gate can be taken over"
     return None
 
 

@@ -1,8 +1,8 @@
 """Park gates: where a bounded loop that ran out of rounds waits, with the run ``parked``.
 
 A person then grants more rounds (``approve``; ``changes`` does too, its note becoming the
-next round's feedback) or ends the run (``reject``: the run ends ``rejected``; what it made so
-far stays for the person to take over).
+next round's feedback), takes the work over (``takeover``: the run ends ``taken_over``, its
+branch and worktree left for the person) or ends the run (``reject``: it ends ``rejected``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def add_park(
     show: Sequence[str] = (),
 ) -> Template:
     """Add park gate ``name``: approve or changes grant loop ``loop`` ``rounds`` more rounds
-    and go back to ``head``; reject ends the run. It waits with no deadline step but a park."""
+    and go back to ``head``; takeover and reject end the run. It waits with no deadline step
+    but a park."""
     steps = deadline_steps("park", "gate")
     made = gate_stage(
         name,
@@ -44,7 +45,7 @@ def add_park(
         park={"loop": loop, "rounds": rounds},
     )
     template.add_stage(name, made)
-    template.add_route(name, _router(name), {"changes": head, "reject": END})
+    template.add_route(name, _router(name), {"changes": head, "reject": END, "takeover": END})
     template.add_edge(name, head)  # approve: along the gate's edge
     template._gates[name] = GateSpec(
         name=name, changes_to=head, reject_to=None, deadline=DEFAULT_DEADLINE, on_deadline=steps

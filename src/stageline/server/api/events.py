@@ -26,7 +26,7 @@ router = APIRouter(prefix="/v1/runs/{run_id}/events", tags=["events"], responses
 POLL = 0.5
 """Seconds between two looks at the ledger when nothing woke the stream."""
 KEEPALIVE = 15.0
-_ENDED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
+_ENDED = tuple(s for s in RunStatus if s.terminal or s is RunStatus.FAILED)
 
 Categories = Annotated[
     list[EventCategory], Query(alias="category", description="Only these categories (repeat).")

@@ -61,7 +61,7 @@ async def run_pending(run_id: RunId, runner: RunnerDep, _: Reader) -> list[WaitO
     "/runs/{run_id}/decide",
     response_model=SummaryOut,
     responses=_DECIDE,
-    summary="Approve, reject or ask for changes at the gate the run waits at",
+    summary="Decide at the gate the run waits at: approve, reject, changes, takeover (park)",
 )
 async def decide(
     run_id: RunId, body: DecideBody, runner: RunnerDep, advancer: AdvancerDep, actor: Decider
@@ -77,6 +77,8 @@ async def decide(
         work = runner.approve(run_id, note=body.note, **common)  # type: ignore[arg-type]
     elif body.decision == "reject":
         work = runner.reject(run_id, note=body.note, **common)  # type: ignore[arg-type]
+    elif body.decision == "takeover":
+        work = runner.take_over(run_id, note=body.note, **common)  # type: ignore[arg-type]
     else:
         work = runner.request_changes(run_id, note=body.note or "", **common)  # type: ignore[arg-type]
     return summary_out(await advancer.run(work))

@@ -32,11 +32,13 @@ _ICONS = {
     "cancelled": "⏹️",
     "rejected": "⛔",
     "parked": "🅿️",
+    "taken_over": "🙋",
 }
 _SAID = {
     "approve": "Approved",
     "reject": "Rejected",
     "changes": "Changes requested",
+    "takeover": "Taken over",
     "answered": "Answered",
 }
 
@@ -127,7 +129,8 @@ def _summary(wait: Wait) -> str:
 
 
 def gate_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, Any]]]:
-    """A gate: its summary, and while it waits, Approve / Reject / Request changes."""
+    """A gate: its summary, and while it waits, Approve / Reject / Request changes (and Take
+    over at a park gate)."""
     head = f"⏸️ Gate *{esc(wait.name)}* of run `{esc(wait.run_id)}` (attempt {wait.attempt})" + (
         f", deadline {_when(wait.deadline_at)}" if wait.deadline_at else ""
     )
@@ -157,6 +160,15 @@ def gate_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, Any]
                     "action_id": "changes",
                     "value": value,
                     "text": {"type": "plain_text", "text": "Request changes"},
+                }
+            )
+        if wait.payload.get("park"):  # out of rounds: the person may take the work over
+            buttons.append(
+                {
+                    "type": "button",
+                    "action_id": "takeover",
+                    "value": value,
+                    "text": {"type": "plain_text", "text": "Take over"},
                 }
             )
         blocks.append({"type": "actions", "block_id": "decide", "elements": buttons})

@@ -221,10 +221,14 @@ async def _action(request: Request, chat: ChatRuntime, payload: dict[str, Any]) 
         )
         await chat.call("views.open", trigger_id=payload.get("trigger_id"), view=view)
         return
-    if action_id not in ("approve", "reject"):
-        return
     runner, advancer = chat.runner, get_advancer(request)
-    decide = runner.approve if action_id == "approve" else runner.reject
+    decide = {
+        "approve": runner.approve,
+        "reject": runner.reject,
+        "takeover": runner.take_over,
+    }.get(str(action_id))
+    if decide is None:
+        return
     work = advancer.run(
         decide(
             value["r"],

@@ -209,7 +209,7 @@ def _chosen(pending: list[Wait], resume: Any) -> tuple[Wait, Any]:
 
 _GATE_FORMS = (
     'resume a gate with "approve", "reject" or {"decision": "approve" | '
-    '"reject" | "changes", "note": "..."}'
+    '"reject" | "changes" | "takeover", "note": "..."} (takeover: park gates only)'
 )
 
 
@@ -222,7 +222,7 @@ def _gate_decision(value: Any) -> tuple[str, str | None]:
             raise HTTPException(422, "resume.note must be a string")
     else:
         raise HTTPException(422, f"{_GATE_FORMS}; got {type(value).__name__}")
-    if decision not in ("approve", "reject", "changes"):
+    if decision not in ("approve", "reject", "changes", "takeover"):
         raise HTTPException(422, f"{_GATE_FORMS}; got decision {decision!r}")
     if decision == "changes" and not (note or "").strip():
         raise HTTPException(422, "a request for changes needs a note saying what to change")
@@ -241,11 +241,15 @@ async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any, act
             raise HTTPException(409, f"gate {wait.name} takes no changes; approve or reject")
         if decision == "changes" and wait.payload.get("changes_left") == 0:
             raise HTTPException(409, f"gate {wait.name} has no rounds of changes left")
+        if decision == "takeover" and not wait.payload.get("park"):
+            raise HTTPException(409, f"gate {wait.name} is not a park gate; approve or reject")
         options: dict[str, Any] = {"gate": wait.name, "actor": actor, "attempt": wait.attempt}
         if decision == "approve":
             return lambda: advancer.run(runner.approve(run_id, note=note, **options))
         if decision == "reject":
             return lambda: advancer.run(runner.reject(run_id, note=note, **options))
+        if decision == "takeover":
+            return lambda: advancer.run(runner.take_over(run_id, note=note, **options))
         return lambda: advancer.run(runner.request_changes(run_id, note=note or "", **options))
     if not isinstance(value, Mapping):
         raise HTTPException(

@@ -39,6 +39,7 @@ THREAD_STATUS: dict[RunStatus, str] = {
     RunStatus.FAILED: "error",
     RunStatus.CANCELLED: "idle",
     RunStatus.REJECTED: "idle",
+    RunStatus.TAKEN_OVER: "idle",
 }
 """A run's status as a thread's (``idle``, ``busy``, ``interrupted``, ``error``)."""
 
@@ -50,6 +51,7 @@ _API_STATUS: dict[RunStatus, ApiRunStatus] = {
     RunStatus.FAILED: ApiRunStatus.ERROR,
     RunStatus.CANCELLED: ApiRunStatus.INTERRUPTED,
     RunStatus.REJECTED: ApiRunStatus.SUCCESS,
+    RunStatus.TAKEN_OVER: ApiRunStatus.SUCCESS,
 }
 
 

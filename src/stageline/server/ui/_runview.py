@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["latest_records", "node_statuses", "run_graph", "template_layout"]
 
 _LAYOUTS: dict[tuple[str, str], GraphLayout] = {}
-_ENDED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
+_ENDED = tuple(s for s in RunStatus if s.terminal or s is RunStatus.FAILED)
 
 
 def template_layout(runner: Runner, name: str) -> GraphLayout:

@@ -92,8 +92,10 @@ async def decide(request: Request, run_id: str, session: MaybeSession) -> Respon
             work = runner.reject(run_id, note=note, **common)
         elif decision == "changes":
             work = runner.request_changes(run_id, note=note or "", **common)
+        elif decision == "takeover":
+            work = runner.take_over(run_id, note=note, **common)
         else:
-            raise InputError("decision must be approve, reject or changes")
+            raise InputError("decision must be approve, reject, changes or takeover")
         summary = await advancer_of(request).run(work)
         return f"{decision}: {_outcome(summary)}"
 

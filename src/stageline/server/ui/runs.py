@@ -20,7 +20,7 @@ __all__ = ["router"]
 
 router = APIRouter()
 PAGE = 50
-_ENDED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
+_ENDED = tuple(s for s in RunStatus if s.terminal or s is RunStatus.FAILED)
 
 
 def _when(text: str | None) -> float | None:

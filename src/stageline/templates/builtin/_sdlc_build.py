@@ -29,8 +29,6 @@ from stageline.operations import (
     OperationContext,
     OperationInputs,
     PostStep,
-    commit_all,
-    isolate,
     operation_stage,
 )
 from stageline.stages import StageContext, stage
@@ -61,10 +59,6 @@ class BuildInputs(OperationInputs, total=False):
     ci_command: str
     """Refused: inputs never choose a command (use ``.stageline-ci`` or the service)."""
     ci_timeout: float
-    branch: str
-    worktree: str
-    base_commit: str
-    commit: str
     build_round: int
     ci_run_id: str
     ci_log_path: str
@@ -96,15 +90,10 @@ def _target(state: Any) -> Path:
 
 
 def _prepare(state: Any, op: OperationContext) -> dict[str, Any]:
-    """source_preparation: the run's branch, checked out in a worktree the agent works in."""
-    iso = isolate(op.repo, op.run_dir, op.run_id)
-    op.repo = iso.worktree  # the agent works in the worktree, never in the checkout
-    return {
-        "branch": iso.branch,
-        "worktree": str(op.repo),
-        "base_commit": state.get("base_commit") or iso.base,
-        "round": int(state.get("build_round") or 0) + 1,
-    }
+    """source_preparation: the build round (the operation already works in the run's
+    worktree, on its branch)."""
+    branch = op.isolation.branch if op.isolation is not None else "(the checkout's)"
+    return {"branch": branch, "round": int(state.get("build_round") or 0) + 1}
 
 
 def _prompt(state: Any, op: OperationContext) -> str:
@@ -133,17 +122,14 @@ def _script(state: Any, op: OperationContext) -> list[dict[str, Any]]:
     ]
 
 
-def _commit(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
-    """Commit what the agent changed on the branch (nothing changed: no new commit)."""
+def _round(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
+    return {"build_round": op.prepared["round"]}
+
+
+def _message(state: Any, op: OperationContext, result: HarnessResult) -> str:
+    """The build's commit on the branch (nothing changed: no new commit)."""
     round_no = op.prepared["round"]
-    message = f"{state['task']}\n\n{result.summary}\n\nstageline run {op.run_id}, build {round_no}"
-    return {
-        "branch": op.prepared["branch"],
-        "worktree": op.prepared["worktree"],
-        "base_commit": op.prepared["base_commit"],
-        "build_round": round_no,
-        "commit": commit_all(op.repo, message),
-    }
+    return f"{state['task']}\n\n{result.summary}\n\nstageline run {op.run_id}, build {round_no}"
 
 
 build = operation_stage(
@@ -152,8 +138,9 @@ build = operation_stage(
     repo=_target,
     prepare=_prepare,
     script=_script,
-    post_steps=(PostStep(name="commit", phase=FailurePhase.VALIDATION, run=_commit),),
+    post_steps=(PostStep(name="round", phase=FailurePhase.VALIDATION, run=_round),),
     title=lambda s: f"build: {s['task']}",
+    commit_message=_message,
 )
 
 

@@ -7,9 +7,7 @@ front matter holding a ``title``; pages link to each other with relative Markdow
 
 from __future__ import annotations
 
-import hashlib
 import re
-import subprocess
 from pathlib import Path
 from typing import Any, Required
 from urllib.parse import unquote
@@ -20,13 +18,9 @@ from stageline.errors import InputError
 from stageline.harnesses import HarnessResult
 from stageline.operations import (
     FailurePhase,
-    Isolation,
     OperationContext,
     OperationInputs,
     PostStep,
-    commit_all,
-    isolate,
-    revert,
 )
 from stageline.plaindata import BoundedSafeLoader
 
@@ -63,18 +57,6 @@ class WikiState(OperationInputs, total=False):
     """wiki_build: what the wiki should explain (default: the repository)."""
     index_path: str
     pages: list[str]
-    apply: bool
-    """Bring the result into the checkout at once, without the ``apply`` gate (``--apply``)."""
-    checkout: str
-    wiki_rel: str
-    """The wiki folder, relative to the repository (what the apply step brings over)."""
-    branch: str
-    worktree: str
-    base_commit: str
-    commit: str
-    changes: str
-    """What the operation changed on its branch (``git diff --stat``), shown at the gate."""
-    applied: list[str]
 
 
 class WikiInvalid(Exception):
@@ -176,58 +158,20 @@ def broken_links(page: Path, text: str, wiki: Path, repo: Path) -> list[str]:
     ]
 
 
-def _home(op: OperationContext) -> list[Path]:
-    """stageline's own folder (run folders are HOME/runs/RUN), when it is inside the repo."""
-    home = op.run_dir.parents[1]
-    return [] if home == op.repo or home in op.repo.parents else [home]
-
-
-def git_snapshot(repo: Path, exclude: list[Path]) -> dict[str, str]:
-    """``git status`` entries of ``repo``, each with a digest of the file's content."""
-    done = subprocess.run(
-        ["git", "-C", str(repo), "status", "--porcelain=v1", "-z", "--untracked-files=all"],
-        capture_output=True,
-        check=True,
-    )
-    parts = done.stdout.decode("utf-8", "surrogateescape").split("\0")
-    found: dict[str, str] = {}
-    skip_next = False
-    for entry in parts:
-        if skip_next or len(entry) < 4:
-            skip_next = False
-            continue
-        code, rel = entry[:2], entry[3:]
-        skip_next = code[0] in "RC"  # a rename's old path follows in its own field
-        path = repo / rel
-        if any(path == ex or ex in path.parents for ex in exclude):
-            continue
-        digest = hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else "-"
-        found[rel] = f"{code}:{digest}"
-    return found
-
-
 def prepare_wiki(state: Any, op: OperationContext) -> dict[str, Any]:
-    """source_preparation for every wiki template: the run's worktree on its own branch, with
-    the checkout's current wiki carried in, and the worktree's baseline. The agent works in the
-    worktree; the checkout is never written before the ``apply`` step."""
+    """source_preparation for every wiki template. The operation already works in the run's
+    worktree, the checkout's current wiki carried in and the only path it may write."""
     wiki = wiki_path(state)
     if wiki.exists() and not wiki.is_dir():
         raise InputError(f"wiki {wiki} is a file, not a folder")
-    checkout = op.repo
+    checkout = op.isolation.checkout if op.isolation is not None else op.repo
     wiki_rel = wiki.relative_to(checkout).as_posix()
     if wiki_rel in (".", ""):
         raise InputError("the wiki folder cannot be the repository's root; name a folder in it")
-    iso = isolate(checkout, op.run_dir, op.run_id, carry=[wiki_rel])
-    op.repo = iso.worktree
     return {
-        "wiki": str(iso.worktree / wiki_rel),
+        "wiki": str(op.repo / wiki_rel),
         "wiki_rel": wiki_rel,
-        "checkout": str(checkout),
         "checkout_wiki": str(wiki),
-        "branch": iso.branch,
-        "worktree": str(iso.worktree),
-        "base_commit": iso.base,
-        "baseline": git_snapshot(op.repo, _home(op)),
     }
 
 
@@ -244,7 +188,8 @@ def refresh_index(state: Any, op: OperationContext, result: HarnessResult) -> di
 
 
 def validate_wiki(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
-    """Front matter on every page, internal links that resolve, nothing written outside."""
+    """Front matter on every page and internal links that resolve (the operation itself
+    refuses writes outside the wiki)."""
     wiki = Path(op.prepared["wiki"])
     problems: list[str] = []
     found = pages(wiki)
@@ -259,52 +204,14 @@ def validate_wiki(state: Any, op: OperationContext, result: HarnessResult) -> di
         elif not str(meta.get("title") or "").strip():
             problems.append(f"{shown}: front matter has no title")
         problems += [f"{shown}: broken link {t!r}" for t in broken_links(page, text, wiki, op.repo)]
-    before: dict[str, str] = op.prepared["baseline"]
-    after = git_snapshot(op.repo, _home(op))
-    for rel in sorted(set(before) | set(after)):
-        inside = (op.repo / rel).resolve()
-        if before.get(rel) != after.get(rel) and wiki != inside and wiki not in inside.parents:
-            problems.append(f"{rel}: written outside the wiki root {op.prepared['wiki_rel']}")
-    if problems:
-        revert(op.repo, op.prepared["base_commit"])  # nothing of a failed run is kept
+    if problems:  # the operation resets the worktree: nothing of a failed run is kept
         raise WikiInvalid(problems)
     return {}
-
-
-def commit_wiki(state: Any, op: OperationContext, result: HarnessResult) -> dict[str, Any]:
-    """The validated wiki as a commit on the run's branch, and what it changed."""
-    base = op.prepared["base_commit"]
-    message = f"{op.node}: {result.summary or 'update the wiki'}\n\nstageline run {op.run_id}"
-    commit = commit_all(op.repo, message)
-    stat = subprocess.run(
-        ["git", "-C", str(op.repo), "diff", "--stat", f"{base}..{commit}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return {
-        "checkout": op.prepared["checkout"],
-        "wiki_rel": op.prepared["wiki_rel"],
-        "branch": op.prepared["branch"],
-        "worktree": op.prepared["worktree"],
-        "base_commit": base,
-        "commit": commit,
-        "changes": stat or "(no changes)",
-    }
-
-
-def isolation_of(state: Any) -> Isolation:
-    return Isolation(
-        checkout=Path(state["checkout"]),
-        worktree=Path(state["worktree"]),
-        branch=str(state["branch"]),
-        base=str(state["base_commit"]),
-    )
 
 
 POST_STEPS = (
     PostStep(name="refresh_index", phase=FailurePhase.INDEXING, run=refresh_index),
     PostStep(name="validate", phase=FailurePhase.VALIDATION, run=validate_wiki),
-    PostStep(name="commit", phase=FailurePhase.VALIDATION, run=commit_wiki),
 )
-"""After the harness: rewrite the index, validate the wiki, commit it on the run's branch."""
+"""After the harness: rewrite the index, validate the wiki (the operation then commits it on
+the run's branch)."""
