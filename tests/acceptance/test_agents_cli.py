@@ -418,9 +418,9 @@ def test_sdlc_builds_with_claude_from_the_approved_plan(
     assert planned.returncode == 3 and "plan_approval" in planned.stdout
     assert agents.calls("claude") == []  # nothing is built before a person approves the plan
     done = cli("approve", "d1", "--gate", "plan_approval")
-    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert done.returncode == 3, (done.stdout, done.stderr)  # verified: at the apply gate
     [call] = agents.calls("claude")
     plan = shown(cli, "d1")["state"]["plan"]
     assert plan.startswith("# Plan v1: Add a subtract function") and plan in call["prompt"]
     nodes = [r["node"] for r in shown(cli, "d1")["records"]]
-    assert nodes[-5:] == ["plan_approved", "build", "dispatch", "verify", "approved"]
+    assert nodes[-6:] == ["plan_approved", "build", "dispatch", "verify", "approved", "apply"]

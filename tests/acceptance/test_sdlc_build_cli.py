@@ -35,7 +35,7 @@ def sample(tmp_path: Path) -> Path:
     return repo
 
 
-def _start(cli: Cli, sample: Path, run_id: str, *extra: str, code: int = 0) -> dict[str, object]:
+def _start(cli: Cli, sample: Path, run_id: str, *extra: str, code: int = 3) -> dict[str, object]:
     waiting = cli(
         "run",
         "sdlc",
@@ -56,18 +56,29 @@ def _start(cli: Cli, sample: Path, run_id: str, *extra: str, code: int = 0) -> d
     shown = json.loads(cli("show", run_id, "--json").stdout)
     assert [r["node"] for r in shown["records"]][-3:] == ["plan", "review", "plan_approval"]
     done = cli("approve", run_id, "--gate", "plan_approval")  # a person approves the plan
+    # (then a verified build waits at the apply gate: exit 3)
     assert done.returncode == code, (done.stdout, done.stderr)
     shown = json.loads(cli("show", run_id, "--json").stdout)
     return shown
 
 
+def _status(repo: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def test_sample_goes_through_build_dispatch_verify_to_approved(cli: Cli, sample: Path) -> None:
     shown = _start(cli, sample, "s1")
+    assert shown["run"]["status"] == "waiting"  # type: ignore[index]
     state = shown["state"]
     assert isinstance(state, dict)
     assert state["outcome"] == "approved" and state["ci_conclusion"] == "success"
     nodes = [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
-    assert nodes[-4:] == ["build", "dispatch", "verify", "approved"]
+    assert nodes[-5:] == ["build", "dispatch", "verify", "approved", "apply"]
     log = subprocess.run(
         ["git", "-C", str(sample), "log", "--format=%s", "stageline/s1"],
         capture_output=True,
@@ -75,15 +86,7 @@ def test_sample_goes_through_build_dispatch_verify_to_approved(cli: Cli, sample:
         check=True,
     ).stdout.splitlines()
     assert log == ["Add a subtract function to calc", "sample"]
-    assert (
-        subprocess.run(
-            ["git", "-C", str(sample), "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        == ""
-    )  # the checkout is untouched
+    assert _status(sample) == ""  # the checkout is untouched until the apply gate
     ci_log = Path(str(state["ci_log_path"])).read_text()
     assert "Ran 2 tests" in ci_log and "OK" in ci_log
     summary = Path(str(state["pr_summary_path"])).read_text()
@@ -91,6 +94,33 @@ def test_sample_goes_through_build_dispatch_verify_to_approved(cli: Cli, sample:
     assert "CHANGELOG.md | 2 ++" in summary and "CI run s1-ci1 passed after 1 build(s)" in summary
     transcript = cli("transcript", "s1", "build")
     assert transcript.returncode == 0 and "CHANGELOG.md" in transcript.stdout
+
+
+def test_the_checkout_changes_only_when_the_apply_gate_is_approved(cli: Cli, sample: Path) -> None:
+    (sample / "notes.txt").write_text("mine, uncommitted\n")
+    _start(cli, sample, "a1")
+    pending = cli("pending")
+    assert pending.returncode == 0 and "apply" in pending.stdout
+    assert _status(sample) == "?? notes.txt\n"  # only the person's own work
+    assert not (sample / "CHANGELOG.md").exists()
+    applied = cli("approve", "a1", "--gate", "apply")
+    assert applied.returncode == 0, (applied.stdout, applied.stderr)
+    shown = json.loads(cli("show", "a1", "--json").stdout)
+    assert shown["run"]["status"] == "succeeded"
+    assert shown["state"]["applied"] == ["CHANGELOG.md"]
+    assert _status(sample) == "?? CHANGELOG.md\n?? notes.txt\n"  # uncommitted, to review
+    assert (
+        "- Add a subtract function to calc (stageline run a1, build 1)"
+        in (sample / "CHANGELOG.md").read_text()
+    )
+    assert (sample / "notes.txt").read_text() == "mine, uncommitted\n"
+
+
+def test_apply_brings_the_verified_branch_in_without_waiting(cli: Cli, sample: Path) -> None:
+    shown = _start(cli, sample, "a2", "--apply", code=0)
+    assert shown["run"]["status"] == "succeeded"  # type: ignore[index]
+    assert "apply" not in [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
+    assert _status(sample) == "?? CHANGELOG.md\n"
 
 
 def test_a_harness_that_breaks_the_tests_loops_then_parks(
@@ -111,6 +141,7 @@ def test_a_harness_that_breaks_the_tests_loops_then_parks(
     nodes = [r["node"] for r in shown["records"]]  # type: ignore[union-attr]
     assert nodes.count("build") == 3 and nodes.count("dispatch") == 3
     assert nodes[-2:] == ["build_parked", "build_rounds"] and "approved" not in nodes
+    assert "apply" not in nodes and _status(sample) == ""  # nothing of a parked build applied
     listed = cli("runs", "--status", "parked", "--json")
     assert [r["run_id"] for r in json.loads(listed.stdout)] == ["s2"]
     pending = cli("pending")

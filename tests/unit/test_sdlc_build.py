@@ -79,12 +79,57 @@ async def test_a_ci_command_service_overrides_the_repo_file(runner: Runner, samp
     # out of builds: parked, at a gate where a person grants more rounds or rejects
     assert failed.status is RunStatus.PARKED
     assert [w.name for w in failed.waiting] == ["build_rounds"]
-    assert [w.run_id for w in await runner.pending()] == [failed.run.run_id]
+    pending = {w.run_id: w.name for w in await runner.pending()}
+    assert pending == {failed.run.run_id: "build_rounds", done.run.run_id: "apply"}
     again = await runner.approve(failed.run.run_id, gate="build_rounds", services=failing)
     builds = [r for r in again.records if r.node == "build" and r.status == "succeeded"]
     assert again.status is RunStatus.PARKED and len(builds) == 6  # three more rounds ran
     ended = await runner.reject(failed.run.run_id, gate="build_rounds", note="taking over")
     assert ended.status is RunStatus.REJECTED
+
+
+def _status(repo: Path) -> str:
+    """``git status --porcelain`` of the person's checkout."""
+    return subprocess.check_output(["git", "-C", str(repo), "status", "--porcelain"], text=True)
+
+
+async def test_the_checkout_changes_only_once_the_apply_gate_is_approved(
+    runner: Runner, sample: Path
+) -> None:
+    assert not (sample / "CHANGELOG.md").exists()  # the offline build creates it
+    done = await run_answered(runner, {"repo": str(sample)}, {SERVICE_CI_COMMAND: "exit 0"})
+    assert done.status is RunStatus.WAITING, done.run.error
+    assert [w.name for w in done.waiting] == ["apply"]
+    assert "CHANGELOG.md" in done.waiting[0].payload["show"]["changes"]
+    nodes = [r.node for r in done.records]
+    assert nodes[-5:] == ["build", "dispatch", "verify", "approved", "apply"]
+    assert _status(sample) == "" and not (sample / "CHANGELOG.md").exists()
+    applied = await runner.approve(done.run.run_id, gate="apply")
+    assert applied.status is RunStatus.SUCCEEDED, applied.run.error
+    assert applied.state["applied"] == ["CHANGELOG.md"]
+    assert _status(sample) == "?? CHANGELOG.md\n"  # in the working tree, for a person to commit
+    assert "- Add subtract (stageline run" in (sample / "CHANGELOG.md").read_text()
+
+
+async def test_the_apply_input_applies_at_once_and_a_reject_leaves_the_branch(
+    runner: Runner, sample: Path
+) -> None:
+    ci = {SERVICE_CI_COMMAND: "exit 0"}
+    at_once = await run_answered(runner, {"repo": str(sample), "apply": True}, ci)
+    assert at_once.status is RunStatus.SUCCEEDED, at_once.run.error
+    assert "apply" not in [r.node for r in at_once.records]
+    assert at_once.state["applied"] == ["CHANGELOG.md"] and _status(sample) != ""
+    (sample / "CHANGELOG.md").unlink()
+    waiting = await run_answered(runner, {"repo": str(sample)}, ci)
+    ended = await runner.reject(waiting.run.run_id, gate="apply", note="not now")
+    assert ended.status is RunStatus.REJECTED and _status(sample) == ""
+    branch = ended.state["branch"]
+    assert (
+        subprocess.run(
+            ["git", "-C", str(sample), "rev-parse", branch], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
 
 
 async def test_a_ci_command_input_cannot_run_a_command(
@@ -164,7 +209,8 @@ async def test_a_configured_model_writes_the_plan_and_review_and_the_build_uses_
         done = await runner.approve(
             waiting.run.run_id, gate="plan_approval", services={SERVICE_CI_COMMAND: "exit 0"}
         )
-    assert done.status is RunStatus.SUCCEEDED and done.state["outcome"] == "approved"
+    assert done.status is RunStatus.WAITING and done.state["outcome"] == "approved"
+    assert [w.name for w in done.waiting] == ["apply"]  # a person brings the branch in
     assert "1. Add subtract() to calc.py" in done.state["plan"]
 
 

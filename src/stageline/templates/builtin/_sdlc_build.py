@@ -5,9 +5,11 @@ target repository and commits what it changed; ``dispatch`` runs the repository'
 (the first line of the ``.stageline-ci`` file in the repository's checkout, which the agent
 never touches, or a ``ci_command`` service given in code; a run input never chooses a command)
 as a subprocess and keeps its log under a CI run id; ``verify`` reads that run's conclusion.
-A pass goes to ``approved`` (a commit on the branch and a pull-request summary); a failure goes
-back to ``build`` with the CI output as feedback, at most ``MAX_BUILDS`` builds, then
-``build_parked``.
+A pass goes to ``approved`` (a commit on the branch and a pull-request summary), then to the
+``apply`` gate: a person approves bringing the branch's changes into the checkout (or the
+``apply`` input, ``--apply``, does it at once); rejecting leaves them on the branch. A failure
+goes back to ``build`` with the CI output as feedback, at most ``MAX_BUILDS`` builds, then
+``build_parked`` (a park gate; nothing is applied).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from stageline.operations import (
     OperationContext,
     OperationInputs,
     PostStep,
+    add_apply,
     operation_stage,
 )
 from stageline.stages import StageContext, stage
@@ -293,13 +296,16 @@ async def build_parked(state: Any, ctx: StageContext) -> dict[str, Any]:
 
 
 def add_build_half(template: Template, *, after: str = "plan_approved") -> Template:
-    """Wire build -> dispatch -> verify after ``after``; runs with no ``repo`` end there."""
+    """Wire build -> dispatch -> verify after ``after``; runs with no ``repo`` end there. A
+    verified build waits at the ``apply`` gate (unless the ``apply`` input), then its branch's
+    changes come into the checkout; a parked one never reaches it."""
     template.add_stage("build", build).add_stage("dispatch", dispatch)
     template.add_stage("verify", verify).add_stage("approved", approved)
     template.add_stage("build_parked", build_parked)
     template.add_route(after, _route_plan, {"build": "build", "end": END})
     template.add_sequence("build", "dispatch", "verify")
     template.add_route("verify", route_verify, {"approved": "approved", "build": "build"})
+    add_apply(template, after="approved")  # a person brings the verified branch in
     template.add_loop(
         "build_verify", head="build", max_iterations=MAX_BUILDS, on_exhausted="build_parked"
     )

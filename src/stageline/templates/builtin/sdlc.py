@@ -3,6 +3,7 @@
     intake -> clarify (asks a person, turn after turn, bounded) -> plan -> review
     review -> plan (revise; at most 3 plans) | plan_approval (a person) | parked
     plan_approval -> plan_approved -> build -> dispatch -> verify (see ``_sdlc_build``)
+    verify -> approved -> apply (a person brings the branch into the checkout; or ``--apply``)
     parked -> plan_parked: a park gate (the run is ``parked``); a person grants more rounds
 
 Offline by default: the clarifier's questions follow fixed rules and the offline model writes
@@ -241,9 +242,10 @@ async def parked(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
 template = Template(
     "sdlc",
     state=SdlcState,
-    version="2",
+    version="3",
     description="Take a task in, clarify it with a person, plan and review it, have a person "
-    "approve the plan, then build it on a branch and run CI until it passes (or park).",
+    "approve the plan, then build it on a branch and run CI until it passes (or park); a "
+    "person approves bringing the verified branch into the checkout.",
 )
 template.add_stage(intake)
 template.add_question(
