@@ -559,6 +559,34 @@ def test_a_decision_link_confirms_on_get_and_decides_once_on_post(
     assert httpx.post(reject, timeout=60).status_code == 409
 
 
+def test_a_park_gate_has_a_takeover_link_that_ends_the_run_taken_over(
+    chat_server: Server, slack: FakeSlack
+) -> None:
+    answers = {"scope": "a login page at /login", "priority": "normal", "done_when": "CI passes"}
+    with chat_server.client("decide") as client:
+        run_id = client.post(
+            "/v1/runs",
+            json={"template": "sdlc", "inputs": {"task": "add login", "review_threshold": 1.5}},
+        ).json()["run"]["run_id"]
+        wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "waiting")
+        client.post(f"/v1/runs/{run_id}/answer", json={"answers": answers})
+    wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "parked")
+    link = _link(slack, run_id, "takeover")
+    page = httpx.get(link)
+    assert page.status_code == 200 and "Take over at gate plan_parked?" in page.text
+    assert "taken_over" in page.text and run_detail(chat_server, run_id)["run"]["status"] == (
+        "parked"
+    )  # a GET decides nothing
+    done = httpx.post(link, data={"note": "I will plan it"}, timeout=60)
+    assert done.status_code == 200 and "now taken_over" in done.text, done.text
+    detail = run_detail(chat_server, run_id)
+    assert detail["run"]["status"] == "taken_over"
+    assert [(w["decision"], w["actor"]) for w in detail["decisions"]][-1] == (
+        "takeover",
+        "link:takeover",
+    )
+
+
 def test_an_expired_link_is_refused(chat_server: Server, slack: FakeSlack) -> None:
     import asyncio
 

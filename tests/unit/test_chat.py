@@ -128,6 +128,17 @@ async def test_a_gate_without_changes_gets_no_changes_link() -> None:
     }
 
 
+async def test_only_a_park_gate_gets_a_takeover_link() -> None:
+    gate = _gate()
+    links = DecisionLinks("http://x", MemoryLedger())
+    assert "takeover" not in await links.for_wait(gate)
+    park = Wait(**{**gate.__dict__, "payload": {**gate.payload, "park": {"rounds": 3}}})
+    made = await links.for_wait(park)
+    assert {"approve", "reject", "takeover"} <= set(made)
+    claim = await links.check(made["takeover"].rpartition("/")[2])
+    assert (claim.decision, claim.gate) == ("takeover", park.name)
+
+
 def test_webhook_payloads_carry_the_links_of_waiting_gates() -> None:
     event = Event(run_id="r1", kind="gate.waiting", node="approval", message="waiting", seq=3)
     other = Event(run_id="r1", kind="run.started", seq=2)

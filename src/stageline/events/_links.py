@@ -30,7 +30,7 @@ LINK_SECRET = "decision_links"
 """The name of the ledger secret links are signed with."""
 LINK_TTL = 7 * 24 * 3600.0
 """How long a link lives when its gate has no deadline (seconds)."""
-LINK_DECISIONS = ("approve", "reject", "changes")
+LINK_DECISIONS = ("approve", "reject", "changes", "takeover")
 
 
 class LinkRefused(Exception):
@@ -109,13 +109,16 @@ class DecisionLinks:
         return f"{body}.{_b64(mac)}"
 
     async def for_wait(self, wait: Wait) -> dict[str, str]:
-        """A link per decision the gate takes (changes only where it takes changes)."""
+        """A link per decision the gate takes (changes only where it takes changes, takeover
+        only at a park gate)."""
         if wait.kind is not WaitKind.GATE:
             return {}
         expires = wait.deadline_at or (wait.requested_at + self.ttl)
         out = {}
         for decision in LINK_DECISIONS:
             if decision == "changes" and wait.payload.get("changes_to") is None:
+                continue
+            if decision == "takeover" and not wait.payload.get("park"):
                 continue
             claim = LinkClaim(
                 run_id=wait.run_id,

@@ -21,7 +21,16 @@ __all__ = ["router"]
 router = APIRouter(prefix="/links", tags=["chat"], include_in_schema=False)
 Chat = Annotated[ChatRuntime, Depends(get_chat)]
 TOKEN = r"^[A-Za-z0-9_\-]{1,2000}\.[A-Za-z0-9_\-]{1,100}$"
-_VERBS = {"approve": "Approve", "reject": "Reject", "changes": "Request changes at"}
+_VERBS = {
+    "approve": "Approve",
+    "reject": "Reject",
+    "changes": "Request changes at",
+    "takeover": "Take over at",
+}
+_TAKEOVER = (
+    "<p>Taking over ends the run <b>taken_over</b>: stageline stops, and its work (such as its "
+    "branch and worktree) is left as it is for you to carry on.</p>"
+)
 _HEADERS = {
     "Cache-Control": "no-store",
     "Referrer-Policy": "no-referrer",
@@ -92,7 +101,9 @@ async def confirm(token: str, chat: Chat) -> HTMLResponse:
     return _page(
         f"{verb} gate {claim.gate}?",
         f"<p>Run <code>{html.escape(claim.run_id)}</code>, gate <b>{html.escape(claim.gate)}"
-        f"</b>, attempt {claim.attempt}.</p><p>Nothing is decided until you confirm.</p>"
+        f"</b>, attempt {claim.attempt}.</p>"
+        f"{_TAKEOVER if claim.decision == 'takeover' else ''}"
+        "<p>Nothing is decided until you confirm.</p>"
         f"<form method=post>{note}<button type=submit>Confirm: "
         f"{html.escape(verb.lower())}</button></form>",
     )
@@ -127,6 +138,8 @@ async def decide(
         work = runner.approve(claim.run_id, **common)  # type: ignore[arg-type]
     elif claim.decision == "reject":
         work = runner.reject(claim.run_id, **common)  # type: ignore[arg-type]
+    elif claim.decision == "takeover":
+        work = runner.take_over(claim.run_id, **common)  # type: ignore[arg-type]
     else:
         common["note"] = note.strip()
         work = runner.request_changes(claim.run_id, **common)  # type: ignore[arg-type]
