@@ -99,8 +99,9 @@ def start_run(server: Server, template: str, inputs: dict[str, Any], run_id: str
 
 
 def seed_runs(server: Server) -> dict[str, str]:
-    """The runs the screenshots show: waiting at a gate, at questions, finished, retried and
-    failed (the server's project needs the ``flaky.py`` fixture template)."""
+    """The runs the screenshots show: waiting at a gate, at questions, finished, retried,
+    failed, parked and taken over (the server's project needs the ``flaky.py`` fixture
+    template)."""
     start_run(server, "blog_post", {"topic": "durable pipelines for agents"}, "blog-done")
     with server.client("admin") as client:
         client.post(
@@ -117,7 +118,22 @@ def seed_runs(server: Server) -> dict[str, str]:
         client.post("/v1/runs/flaky-1/retry")
     (server.project / "ok.flag").unlink()
     start_run(server, "flaky", {"topic": "still failing"}, "flaky-2")
-    return {"waiting": "blog-wait", "done": "blog-done", "question": "sdlc-ask"}
+    answers = {"scope": "a login page at /login", "priority": "normal", "done_when": "CI passes"}
+    for run_id in ("sdlc-parked", "sdlc-mine"):  # no plan passes review: parked
+        start_run(server, "sdlc", {"task": "add a login page", "review_threshold": 1.5}, run_id)
+        with server.client("admin") as client:
+            client.post(f"/v1/runs/{run_id}/answer", json={"answers": answers})
+    with server.client("admin") as client:
+        client.post(
+            "/v1/runs/sdlc-mine/decide", json={"decision": "takeover", "note": "I plan it myself"}
+        )
+    return {
+        "waiting": "blog-wait",
+        "done": "blog-done",
+        "question": "sdlc-ask",
+        "parked": "sdlc-parked",
+        "taken_over": "sdlc-mine",
+    }
 
 
 PAGES = {
@@ -126,6 +142,7 @@ PAGES = {
     "run-finished": "/ui/runs/blog-done",
     "run-question": "/ui/runs/sdlc-ask",
     "run-failed": "/ui/runs/flaky-2",
+    "run-parked": "/ui/runs/sdlc-parked",
     "inbox": "/ui/inbox",
     "stats": "/ui/stats?template=blog_post",
     "templates": "/ui/templates",

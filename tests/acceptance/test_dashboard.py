@@ -131,15 +131,46 @@ def test_a_parked_run_is_taken_over_from_the_page(
         client.post("/v1/runs/ui-park/answer", json={"answers": answers})
     assert _run(server, "ui-park")["run"]["status"] == "parked"
     page = new_page(chromium, watch)
-    sign_in(page, server, "decide", start="/ui/runs/ui-gate")
+    sign_in(page, server, "decide", start="/ui/runs")
+    parked = page.locator("tr[data-run=ui-park]")
+    assert parked.get_attribute("data-status") == "parked"
+    assert "gate plan_parked" in parked.inner_text()  # what it waits on, like a waiting run
+    waiting_colour = _background(page.locator("tr[data-run=ui-gate] .status"))
+    parked_colour = _background(parked.locator(".status"))
+    assert parked_colour != waiting_colour  # a badge of its own
+    filters = page.locator("fieldset.statuses .status")
+    assert {"parked", "taken_over"} <= set(filters.all_inner_texts())
+    page.check("input[name=status][value=parked]")
+    page.click("form#filters button[type=submit]")
+    assert page.locator("#runs-rows tr[data-run]").evaluate_all(
+        "rows => rows.map(r => r.dataset.run)"
+    ) == ["ui-park"]
+    page.goto(server.url + "/ui/inbox")
+    assert page.locator("tr[data-run=ui-park] [data-run-status=parked]").count() == 1
+    assert page.locator("tr[data-run=ui-gate] [data-run-status]").count() == 0
+    page.goto(server.url + "/ui/runs/ui-gate")
     assert page.locator("button[data-decision=takeover]").count() == 0  # not a park gate
     page.goto(server.url + "/ui/runs/ui-park")
+    assert _background(page.locator("#run-status .status")) == parked_colour
+    assert "at gate plan_parked" in page.locator("[data-run-notice=parked]").inner_text()
     page.fill("textarea[name=note]", "I will plan it myself")
     page.click("button[data-decision=takeover]")
     page.wait_for_selector("#run-status [data-run-status=taken_over]")
     shown = _run(server, "ui-park")
     assert shown["run"]["status"] == "taken_over"
     assert shown["decisions"][-1]["decision"] == "takeover"
+    page.reload()
+    taken_colour = _background(page.locator("#run-status .status"))
+    assert taken_colour not in (parked_colour, waiting_colour)
+    notice = page.locator("[data-run-notice=taken_over]").inner_text()
+    assert "taken over at gate 'plan_parked'" in notice and "I will plan it myself" in notice
+    page.goto(server.url + "/ui/runs?status=taken_over")
+    row = page.locator("tr[data-run=ui-park]")
+    assert _background(row.locator(".status")) == taken_colour
+
+
+def _background(locator: Any) -> str:
+    return str(locator.evaluate("e => getComputedStyle(e).backgroundColor"))
 
 
 def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(

@@ -59,7 +59,7 @@ async def _runs_context(
     runs = page.runs if page else []
     waits: dict[str, str] = {}
     for run in runs:
-        if run.status is RunStatus.WAITING:
+        if run.status in (RunStatus.WAITING, RunStatus.PARKED):
             pending = await runner.ledger.pending_waits(run_id=run.run_id)
             waits[run.run_id] = ", ".join(
                 f"{'gate' if w.kind is WaitKind.GATE else 'question'} {w.name}" for w in pending
@@ -147,6 +147,9 @@ async def _run_context(request: Request, run_id: str, *, full: bool) -> dict[str
         "duration": (end or time.time()) - run.created_at,
         "ended": run.status in _ENDED,
         "events": events[-200:],
+        "taken_over": next(
+            (e.message for e in reversed(events) if e.kind == "run.taken_over"), None
+        ),
     }
     if not full:
         return context
