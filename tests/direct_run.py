@@ -18,8 +18,8 @@ from stageline.templates import Template
 
 
 class Journal:
-    """The runner's journal as far as nodes use it: effects are kept (once per node and key),
-    budget grants are recorded, and ``overruns`` are what ``budget_overrun`` reports in turn."""
+    """The runner's journal as far as nodes use it: effects are kept (once per node and key)
+    and budget grants are recorded."""
 
     def __init__(self, overruns: list[dict[str, Any] | None] | None = None) -> None:
         self.effects: dict[tuple[str, str], Any] = {}
@@ -50,12 +50,21 @@ class Journal:
 
 
 class BudgetJournal(Journal):
-    """A journal that reports budget overruns (the runner's does when a budget is set)."""
+    """A journal that reports budget overruns, as the runner's does when a budget is set: the
+    first of ``overruns`` until a budget gate grants more, then the next."""
+
+    checks: list[tuple[str, str, dict[str, float] | None]]
 
     async def budget_overrun(
-        self, node: str, task_id: str, pending: Mapping[str, float] | None = None
+        self, node: str, task_id: str, *, pending: Mapping[str, float] | None = None
     ) -> dict[str, Any] | None:
-        return self.overruns.pop(0) if self.overruns else None
+        self.checks = [*getattr(self, "checks", []), (node, task_id, pending and dict(pending))]
+        return self.overruns[0] if self.overruns else None  # the same until a grant
+
+    def grant_budget(self, token: str, key: str, amount: float) -> None:
+        super().grant_budget(token, key, amount)
+        if self.overruns:
+            self.overruns.pop(0)
 
 
 class DirectRun:
