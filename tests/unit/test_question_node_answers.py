@@ -26,15 +26,9 @@ class Q(TypedDict, total=False):
     done: bool
 
 
-SCOPE = {"id": "scope", "text": "What is in scope?", "kind": "text", "required": True}
-SIZE = {
-    "id": "size",
-    "text": "How big?",
-    "kind": "choice",
-    "choices": ["small", "large"],
-    "default": "small",
-    "required": False,
-}
+GOAL = {"id": "goal", "text": "What is the goal?", "kind": "text", "required": True}
+TONE = {"id": "tone", "text": "Which tone?", "kind": "choice", "choices": ["dry", "warm"]}
+TONE = {**TONE, "default": "dry", "required": False}
 
 
 async def finish(state: Q, ctx: StageContext) -> dict[str, Any]:
@@ -44,7 +38,7 @@ async def finish(state: Q, ctx: StageContext) -> dict[str, Any]:
 def asking(node: str = "ask", stage: Any = None, **question: Any) -> Template:
     template = Template("asking", state=Q)
     if stage is None:
-        options = {"questions": [SCOPE, SIZE], "answers_key": "answers", **question}
+        options = {"questions": [GOAL, TONE], "answers_key": "answers", **question}
         template.add_question(node, **options)
     else:
         template.add_stage(node, stage)
@@ -70,7 +64,7 @@ async def test_a_question_node_asks_with_the_set_and_its_id() -> None:
         "question_id": question_id("run-7", 0),
         "turn": 0,
         "attempt": 2,
-        "question_set": {"questions": [SCOPE, SIZE]},
+        "question_set": {"questions": [GOAL, TONE]},
         "deadline": 7200.0,
         "on_deadline": ["remind", "escalate", "fail"],
     }
@@ -80,15 +74,15 @@ async def test_answers_land_in_the_history_and_the_answers_key() -> None:
     run = DirectRun(asking())
     asked = await run.start({})
     assert asked is not None
-    assert await run.respond(answer(asked, {"scope": "the API", "size": "large"})) is None
+    assert await run.respond(answer(asked, {"goal": "the API", "tone": "warm"})) is None
     state = await run.state()
-    assert state["answers"] == {"scope": "the API", "size": "large"}
+    assert state["answers"] == {"goal": "the API", "tone": "warm"}
     assert state["qa_history"] == [
         {
             "turn": 0,
             "question_id": question_id("run-1", 0),
-            "questions": [SCOPE, SIZE],
-            "answers": {"scope": "the API", "size": "large"},
+            "questions": [GOAL, TONE],
+            "answers": {"goal": "the API", "tone": "warm"},
             "actor": "ann",
         }
     ]
@@ -99,24 +93,24 @@ async def test_without_an_answers_key_only_the_history_is_written() -> None:
     run = DirectRun(asking(answers_key=None, history_key="talk"))
     asked = await run.start({})
     assert asked is not None
-    await run.respond(answer(asked, {"scope": "all"}))
+    await run.respond(answer(asked, {"goal": "all"}))
     state = await run.state()
     assert "answers" not in state and "qa_history" not in state
-    assert [entry["answers"] for entry in state["talk"]] == [{"scope": "all"}]
+    assert [entry["answers"] for entry in state["talk"]] == [{"goal": "all"}]
 
 
 @pytest.mark.parametrize(
     ("response", "reason"),
     [
         ("the API", "stale: an answer for question set 'the API', not {qid!r}"),
-        ({"answers": {"scope": "x"}}, "stale: an answer for question set None, not {qid!r}"),
+        ({"answers": {"goal": "x"}}, "stale: an answer for question set None, not {qid!r}"),
         (
-            {"question_id": "other", "answers": {"scope": "x"}},
+            {"question_id": "other", "answers": {"goal": "x"}},
             "stale: an answer for question set 'other', not {qid!r}",
         ),
         ({"question_id": "{qid}", "answers": ["x"]}, "answers must map question ids"),
-        ({"question_id": "{qid}", "answers": {"size": "small"}}, "question 'scope' needs"),
-        ({"question_id": "{qid}", "answers": {"scope": "x", "size": "huge"}}, "'huge' is not"),
+        ({"question_id": "{qid}", "answers": {"tone": "dry"}}, "question 'goal' needs"),
+        ({"question_id": "{qid}", "answers": {"goal": "x", "tone": "loud"}}, "'loud' is not"),
     ],
 )
 async def test_answers_for_another_set_or_that_do_not_fit_are_refused(
@@ -135,8 +129,8 @@ async def test_answers_for_another_set_or_that_do_not_fit_are_refused(
     assert {k: v for k, v in again.items() if k != "refused"} == asked
     assert again["refused"]["token"] == token
     assert again["refused"]["reason"].startswith(reason.format(qid=qid))
-    assert await run.respond(answer(asked, {"scope": "x"})) is None  # then a fit one passes
-    assert (await run.state())["answers"] == {"scope": "x"}
+    assert await run.respond(answer(asked, {"goal": "x"})) is None  # then a fit one passes
+    assert (await run.state())["answers"] == {"goal": "x"}
 
 
 async def author(state: Q, history: list[dict[str, Any]], ctx: StageContext) -> Any:
@@ -197,7 +191,7 @@ async def test_turns_go_on_from_the_history_the_state_already_has() -> None:
     asked = await run.start({"qa_history": [earlier]})
     assert asked is not None
     assert (asked["turn"], asked["question_id"]) == (1, question_id("run-1", 1))
-    await run.respond(answer(asked, {"scope": "x"}))
+    await run.respond(answer(asked, {"goal": "x"}))
     history = (await run.state())["qa_history"]
     assert history[0] == earlier and history[1]["turn"] == 1
 
@@ -206,7 +200,7 @@ async def test_a_fixed_set_is_asked_once_per_visit_whatever_max_turns() -> None:
     run = DirectRun(asking(max_turns=3))
     asked = await run.start({})
     assert asked is not None
-    assert await run.respond(answer(asked, {"scope": "x"})) is None
+    assert await run.respond(answer(asked, {"goal": "x"})) is None
     assert len((await run.state())["qa_history"]) == 1
 
 
