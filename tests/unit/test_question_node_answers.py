@@ -136,7 +136,7 @@ async def test_answers_for_another_set_or_that_do_not_fit_are_refused(
 async def author(state: Q, history: list[dict[str, Any]], ctx: StageContext) -> Any:
     AUTHORED.append(list(history))
     if not history:
-        return [f"What about {state.get('topic')}?"]
+        return [f"What about {state.get('topic')}, {ctx.node}?"]
     if history[-1]["answers"]["q1"] == "unsure":
         return "Say more."
     return []
@@ -152,7 +152,7 @@ async def test_an_author_asks_turn_after_turn_until_satisfied() -> None:
     run = DirectRun(asking(questions=None, ask=author, max_turns=3, answers_key="answers"))
     asked = await run.start({"topic": "caching"})
     assert asked is not None and asked["turn"] == 0
-    assert asked["question_set"]["questions"][0]["text"] == "What about caching?"
+    assert asked["question_set"]["questions"][0]["text"] == "What about caching, ask?"
     asked = await run.respond(answer(asked, {"q1": "unsure"}))
     assert asked is not None and asked["turn"] == 1
     assert asked["question_id"] == question_id("run-1", 1)
@@ -220,6 +220,16 @@ async def test_question_stage_defaults() -> None:
     assert "answers" not in state
 
 
+async def test_an_author_on_its_own_asks_one_set() -> None:
+    """``question_stage`` with ``ask`` and no ``max_turns``: one turn, however unsure."""
+    AUTHORED.clear()
+    run = DirectRun(asking(stage=question_stage("clarify", ask=author)))
+    asked = await run.start({"topic": "x"})
+    assert asked is not None
+    assert await run.respond(answer(asked, {"q1": "unsure"})) is None
+    assert len((await run.state())["qa_history"]) == 1
+
+
 async def test_ctx_ask_names_the_set_after_its_node_by_default() -> None:
     async def clarify(state: Q, ctx: StageContext) -> dict[str, Any]:
         got = ctx.ask(["Which?"], turn=4)
@@ -238,11 +248,15 @@ async def test_ctx_ask_names_the_set_after_its_node_by_default() -> None:
     ("options", "message"),
     [
         ({}, "a question node takes `questions` or `ask`, not both or neither"),
-        ({"questions": ["a"], "ask": author}, "not both or neither"),
+        (
+            {"questions": ["a"], "ask": author},
+            "a question node takes `questions` or `ask`, not both or neither",
+        ),
         ({"questions": ["a"], "max_turns": 0}, "max_turns must be at least 1"),
         ({"questions": ["a"], "max_turns": "2"}, "max_turns must be at least 1"),
     ],
 )
 def test_question_stage_options_are_checked(options: dict[str, Any], message: str) -> None:
-    with pytest.raises(UsageError, match=message):
+    with pytest.raises(UsageError) as info:
         question_stage("q", **options)
+    assert str(info.value) == message
