@@ -208,7 +208,11 @@ async def test_question_stage_defaults() -> None:
     """Used on its own (not through ``add_question``): one set, history in ``qa_history``, a
     day's deadline, then remind, escalate and park."""
     stage = question_stage("clarify", questions="What for?")
-    assert stage.name == "question:clarify" and stage.capability == "clarify"
+    assert (stage.name, stage.capability, stage.cost_class) == (
+        "question:clarify",
+        "clarify",
+        "none",
+    )
     run = DirectRun(asking(node="ask_node", stage=stage))
     asked = await run.start({})
     assert asked is not None
