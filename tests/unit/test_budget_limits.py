@@ -115,6 +115,7 @@ def test_a_limit_is_used_up_once_usage_reaches_it() -> None:
     assert overrun(budget, "a", {"tokens": 99.5}, {}, {}) is None
     assert overrun(budget, "a", {"tokens": 100}, {}, {}) == over("run", "tokens", 100, 100, 100)
     assert overrun(budget, "a", {}, {}, {}) is None  # nothing used yet
+    assert overrun(Budget(cost=0.5), "a", {"tokens": 10}, {}, {}) is None  # no cost yet
     assert overrun(Budget(), "a", {"tokens": 10**9, "cost": 10**9}, {}, {}) is None
 
 

@@ -234,6 +234,21 @@ def test_answers_that_do_not_fit_are_refused_naming_the_question(
     assert str(info.value).startswith(message)
 
 
+def test_a_schema_misfit_deep_in_an_answer_names_its_path() -> None:
+    plan = {
+        "id": "plan",
+        "text": "Plan?",
+        "kind": "json",
+        "schema": {"properties": {"steps": {"type": "array", "items": {"type": "integer"}}}},
+    }
+    with pytest.raises(AnswerInvalid) as info:
+        validate_answers([plan], {"plan": {"steps": [1, "two"]}})
+    assert str(info.value) == (
+        "the answer to question 'plan' does not fit its schema at steps/1: "
+        "'two' is not of type 'integer'"
+    )
+
+
 def test_a_refusal_for_a_huge_answer_stays_short() -> None:
     deep = {"rps": 1, "x" * 1000: float("inf")}
     with pytest.raises(AnswerInvalid) as info:
