@@ -60,7 +60,7 @@ def test_stagelines_own_keys_do_not_change_the_hash() -> None:
     assert state_hash(kept) == state_hash(plain)
 
 
-def test_an_object_state_hashes_by_its_fields() -> None:
+def test_a_dataclass_state_hashes_by_its_fields_and_a_bare_object_as_empty() -> None:
     assert state_hash(Draft("a")) == state_hash({"text": "a", "n": 1})
     assert state_hash(Draft("a")) != state_hash(Draft("b"))
     assert state_hash(object()) == state_hash({})  # no fields: the empty state
