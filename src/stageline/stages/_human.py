@@ -84,10 +84,14 @@ def deadline_steps(on_deadline: str | Sequence[str], kind: str) -> tuple[str, ..
     return tuple(steps)
 
 
+def _values(state: Any) -> dict[str, Any]:
+    """A state's values by key: a TypedDict's items, a pydantic model's fields."""
+    return dict(state) if isinstance(state, Mapping) else dict(getattr(state, "__dict__", {}))
+
+
 def state_hash(state: Any) -> str:
     """A hash of the state a person is asked about (stageline's own keys left out)."""
-    values = dict(state) if isinstance(state, Mapping) else dict(getattr(state, "__dict__", {}))
-    public = {k: v for k, v in values.items() if k not in RESERVED_KEYS}
+    public = {k: v for k, v in _values(state).items() if k not in RESERVED_KEYS}
     text = json.dumps(public, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -119,15 +123,13 @@ def gate_stage(
 
     async def run_gate(state: Any, ctx: StageContext) -> dict[str, Any]:
         digest = state_hash(state)
-        counts = (
-            state.get(LOOPS_KEY) if isinstance(state, Mapping) else getattr(state, LOOPS_KEY, None)
-        ) or {}
+        values = _values(state)
+        counts = values.get(LOOPS_KEY) or {}
         left = (
             None
             if changes_loop is None
             else max(0, changes_loop[1] - counts.get(changes_loop[0], 0))
         )
-        values = dict(state) if isinstance(state, Mapping) else {}
         payload: dict[str, Any] = {
             "kind": "gate",
             "gate": name,
@@ -232,8 +234,7 @@ def question_stage(
         return list(made) if made else None
 
     async def run_question(state: Any, ctx: StageContext) -> dict[str, Any]:
-        values = dict(state) if isinstance(state, Mapping) else dict(getattr(state, "__dict__", {}))
-        history = list(values.get(history_key) or [])
+        history = list(_values(state).get(history_key) or [])
         asked_now: list[dict[str, Any]] = []
         for local in range(max_turns):
             qs = await author(state, history + asked_now, ctx, local)
