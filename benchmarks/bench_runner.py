@@ -112,8 +112,9 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
         settings = load_settings(
             cwd=folder, env={"STAGELINE_HOME": str(home), "STAGELINE_DATABASE_URL": url}
         )
-        runner = await Runner.open(settings).__aenter__()
-        closers.append(lambda: runner.__aexit__(None, None, None))
+        opened = Runner.open(settings)
+        runner = await opened.__aenter__()
+        closers.append(lambda: opened.__aexit__(None, None, None))
 
         async def run(thread: str) -> None:
             summary = await runner.start(template, {"n": 0})
@@ -132,8 +133,17 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
         from psycopg import AsyncConnection
         from psycopg.rows import dict_row
 
+        # LangGraph's tables in a schema of their own: stageline refuses a database whose
+        # current schema holds them (a database of the release before its own saver).
+        setup = await AsyncConnection.connect(postgres, autocommit=True)
+        await setup.execute("CREATE SCHEMA IF NOT EXISTS langgraph_raw")
+        await setup.close()
         pconn = await AsyncConnection.connect(
-            postgres, autocommit=True, prepare_threshold=0, row_factory=dict_row
+            postgres,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            options="-c search_path=langgraph_raw",
         )
         closers.append(pconn.close)
         psaver = AsyncPostgresSaver(pconn, serde=serde)
