@@ -1,20 +1,28 @@
-"""stageline vs raw LangGraph: a 10-node no-op graph, same saver (SQLite) and durability (sync).
+"""stageline vs raw LangGraph: a 10-node no-op graph, durability sync, per node.
 
-Run: ``python benchmarks/bench_runner.py [--runs N] [--rounds R]``. Both engines run in this one
-process, interleaved round by round; the figures are medians over rounds.
+Run: ``python benchmarks/bench_runner.py [--runs N] [--rounds R] [--postgres URL]``. Every engine
+runs in this one process, interleaved round by round; the figures are medians over rounds, and
+each ratio is the median of per-round ratios. On SQLite, stageline (full ledger) is set beside
+raw LangGraph with its sync ``SqliteSaver`` and with ``AsyncSqliteSaver``, and the floor: one
+committed WAL write per step. With ``--postgres`` (an empty database), stageline on Postgres is
+set beside raw LangGraph with ``AsyncPostgresSaver``. Aims (issue 15): at most 0.5x the sync
+``SqliteSaver`` per node, at most 0.7x ``AsyncPostgresSaver``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
 import aiosqlite
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -24,21 +32,25 @@ from stageline.runner import Runner
 from stageline.templates import Template
 
 NODES = 10
+STEPS = NODES + 2  # LangGraph checkpoints the input and each node, plus the end
 
 
 class State(TypedDict, total=False):
     n: int
 
 
-def raw_graph() -> StateGraph[Any, Any, Any, Any]:
+def raw_graph(*, sync: bool = False) -> StateGraph[Any, Any, Any, Any]:
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(State)
     previous = START
+
+    def bump(state: State) -> State:
+        return {"n": state.get("n", 0) + 1}
+
+    async def step(state: State) -> State:
+        return bump(state)
+
     for i in range(NODES):
-
-        async def step(state: State) -> State:
-            return {"n": state.get("n", 0) + 1}
-
-        graph.add_node(f"n{i}", step)
+        graph.add_node(f"n{i}", bump if sync else step)
         graph.add_edge(previous, f"n{i}")
         previous = f"n{i}"
     graph.add_edge(previous, END)
@@ -57,62 +69,148 @@ def stageline_template() -> Template:
     return template
 
 
-async def main(runs: int, rounds: int) -> dict[str, float]:
-    folder = Path(tempfile.mkdtemp(prefix="stageline-bench-"))
-    conn = await aiosqlite.connect(str(folder / "raw.db"))
-    saver = AsyncSqliteSaver(conn, serde=checkpoint_serde())
-    raw = raw_graph().compile(checkpointer=saver)
-    settings = load_settings(
-        cwd=folder,
-        env={
-            "STAGELINE_HOME": str(folder / ".stageline"),
-            "STAGELINE_DATABASE_URL": f"sqlite:///{folder / 'stageline.db'}",
-        },
-    )
+Engine = Callable[[str], Awaitable[None]]
+"""One run of the 10-node graph, under the given thread id."""
+
+
+async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine], list[Any]]:
+    """The engines to compare, and what to close afterwards."""
+    serde = checkpoint_serde()
+    closers: list[Any] = []
+
+    sync_conn = sqlite3.connect(str(folder / "sync.db"), check_same_thread=False)
+    closers.append(sync_conn.close)
+    sync_graph = raw_graph(sync=True).compile(checkpointer=SqliteSaver(sync_conn, serde=serde))
+
+    aconn = await aiosqlite.connect(str(folder / "async.db"))
+    closers.append(aconn.close)
+    async_graph = raw_graph().compile(checkpointer=AsyncSqliteSaver(aconn, serde=serde))
+
+    floor = sqlite3.connect(str(folder / "floor.db"), isolation_level=None)
+    floor.execute("PRAGMA journal_mode=WAL")
+    floor.execute("PRAGMA synchronous=FULL")
+    floor.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+    closers.append(floor.close)
+
+    async def raw_sync(thread: str) -> None:
+        sync_graph.invoke({"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync")
+
+    async def raw_async(thread: str) -> None:
+        await async_graph.ainvoke(
+            {"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync"
+        )
+
+    async def commit_floor(thread: str) -> None:
+        for _ in range(STEPS):
+            floor.execute("BEGIN")
+            floor.execute("INSERT INTO t (v) VALUES (?)", (b"x" * 200,))
+            floor.execute("COMMIT")
+
     template = stageline_template()
-    raw_ms: list[float] = []
-    ours_ms: list[float] = []
-    async with Runner.open(settings) as runner:
-        for warm in range(3):  # warm both paths up
-            await raw.ainvoke(
-                {"n": 0}, {"configurable": {"thread_id": f"w{warm}"}}, durability="sync"
+
+    async def on(url: str, home: Path) -> Engine:
+        settings = load_settings(
+            cwd=folder, env={"STAGELINE_HOME": str(home), "STAGELINE_DATABASE_URL": url}
+        )
+        opened = Runner.open(settings)
+        runner = await opened.__aenter__()
+        closers.append(lambda: opened.__aexit__(None, None, None))
+
+        async def run(thread: str) -> None:
+            summary = await runner.start(template, {"n": 0})
+            assert summary.state["n"] == NODES, summary
+
+        return run
+
+    engines: dict[str, Engine] = {
+        "stageline (SQLite)": await on(f"sqlite:///{folder / 'stageline.db'}", folder / "h1"),
+        "LangGraph SqliteSaver (sync)": raw_sync,
+        "LangGraph AsyncSqliteSaver": raw_async,
+        "one WAL commit per step": commit_floor,
+    }
+    if postgres:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg import AsyncConnection
+        from psycopg.rows import dict_row
+
+        # LangGraph's tables in a schema of their own: stageline refuses a database whose
+        # current schema holds them (a database of the release before its own saver).
+        setup = await AsyncConnection.connect(postgres, autocommit=True)
+        await setup.execute("CREATE SCHEMA IF NOT EXISTS langgraph_raw")
+        await setup.close()
+        pconn = await AsyncConnection.connect(
+            postgres,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            options="-c search_path=langgraph_raw",
+        )
+        closers.append(pconn.close)
+        psaver = AsyncPostgresSaver(pconn, serde=serde)
+        await psaver.setup()
+        pg_graph = raw_graph().compile(checkpointer=psaver)
+
+        async def raw_pg(thread: str) -> None:
+            await pg_graph.ainvoke(
+                {"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync"
             )
-            await runner.start(template, {"n": 0})
+
+        engines["stageline (Postgres)"] = await on(postgres, folder / "h2")
+        engines["LangGraph AsyncPostgresSaver"] = raw_pg
+    return engines, closers
+
+
+async def main(runs: int, rounds: int, postgres: str | None = None) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix="stageline-bench-"))
+    engines, closers = await _engines(folder, postgres)
+    per_node: dict[str, list[float]] = {name: [] for name in engines}
+    try:
+        for warm in range(3):
+            for name, engine in engines.items():
+                await engine(f"w{warm}-{len(name)}")
         for r in range(rounds):
-            started = time.perf_counter()
-            for i in range(runs):
-                await raw.ainvoke(
-                    {"n": 0}, {"configurable": {"thread_id": f"r{r}-{i}"}}, durability="sync"
-                )
-            raw_ms.append((time.perf_counter() - started) * 1000 / runs / NODES)
-            started = time.perf_counter()
-            for _ in range(runs):
-                summary = await runner.start(template, {"n": 0})
-                assert summary.state["n"] == NODES, summary
-            ours_ms.append((time.perf_counter() - started) * 1000 / runs / NODES)
-    await conn.close()
-    raw_med = statistics.median(raw_ms)
-    ours_med = statistics.median(ours_ms)
-    # The median of per-round ratios: each round measures both engines back to back, so a
-    # busy moment on the machine slows both sides of one ratio rather than one side of all.
-    ratio = statistics.median(o / r for o, r in zip(ours_ms, raw_ms, strict=True))
-    return {"raw_ms_per_node": raw_med, "stageline_ms_per_node": ours_med, "ratio": ratio}
+            for name, engine in engines.items():
+                started = time.perf_counter()
+                for i in range(runs):
+                    await engine(f"r{r}-{i}-{len(name)}")
+                per_node[name].append((time.perf_counter() - started) * 1000 / runs / NODES)
+    finally:
+        for close in reversed(closers):
+            done = close()
+            if asyncio.iscoroutine(done):
+                await done
+
+    def ratio(ours: str, theirs: str) -> float:
+        # Each round measures both engines back to back, so a busy moment on the machine slows
+        # both sides of one ratio rather than one side of all.
+        pairs = zip(per_node[ours], per_node[theirs], strict=True)
+        return statistics.median(o / t for o, t in pairs)
+
+    ratios = {
+        "vs SqliteSaver (sync), aim <= 0.5x": ratio(
+            "stageline (SQLite)", "LangGraph SqliteSaver (sync)"
+        ),
+        "vs AsyncSqliteSaver": ratio("stageline (SQLite)", "LangGraph AsyncSqliteSaver"),
+    }
+    if postgres:
+        ratios["vs AsyncPostgresSaver, aim <= 0.7x"] = ratio(
+            "stageline (Postgres)", "LangGraph AsyncPostgresSaver"
+        )
+    return {
+        "ms_per_node": {name: statistics.median(v) for name, v in per_node.items()},
+        "ratios": ratios,
+    }
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs per round and engine")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--postgres", metavar="URL", help="an empty database to compare on too")
     args = parser.parse_args()
-    result = asyncio.run(main(args.runs, args.rounds))
-    print(
-        "10-node no-op graph, SQLite saver, durability=sync, "
-        f"{args.rounds} rounds x {args.runs} runs"
-    )
-    print(f"  raw LangGraph : {result['raw_ms_per_node']:.3f} ms/node")
-    print(f"  stageline     : {result['stageline_ms_per_node']:.3f} ms/node")
-    print(
-        f"  ratio         : {result['ratio']:.2f}x median of per-round ratios "
-        "(stageline adds "
-        f"{(result['ratio'] - 1) * 100:+.0f}% per node; aim <= +25%)"
-    )
+    result = asyncio.run(main(args.runs, args.rounds, args.postgres))
+    print(f"10-node no-op graph, durability=sync, {args.rounds} rounds x {args.runs} runs")
+    for name, ms in result["ms_per_node"].items():
+        print(f"  {name:<30}: {ms:.3f} ms/node")
+    for name, value in result["ratios"].items():
+        print(f"  stageline {name:<36}: {value:.2f}x")

@@ -73,7 +73,7 @@ def _drop_leftovers(admin: psycopg.Connection[tuple[object, ...]]) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
-    """A database with stageline's and LangGraph's tables, made once per session."""
+    """A database with stageline's tables, made once per session."""
     try:
         admin = _admin_connection()
     except psycopg.Error as exc:

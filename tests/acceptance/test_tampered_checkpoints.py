@@ -74,7 +74,7 @@ class _Boom:
 
 def _latest(db: sqlite3.Connection) -> str:
     (cid,) = db.execute(
-        "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = 't'"
+        "SELECT max(checkpoint_id) FROM stageline_checkpoints WHERE thread_id = 't'"
     ).fetchone()
     return str(cid)
 
@@ -82,38 +82,41 @@ def _latest(db: sqlite3.Connection) -> str:
 def off_allowlist(db: sqlite3.Connection, marker: Path) -> None:
     cid = _latest(db)
     (blob,) = db.execute(
-        "SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?", (cid,)
+        "SELECT checkpoint FROM stageline_checkpoints WHERE checkpoint_id = ?", (cid,)
     ).fetchone()
     checkpoint = _raw(blob)
     checkpoint["channel_values"]["draft"] = _hostile(marker)
     db.execute(
-        "UPDATE checkpoints SET checkpoint = ? WHERE checkpoint_id = ?", (_pack(checkpoint), cid)
+        "UPDATE stageline_checkpoints SET checkpoint = ? WHERE checkpoint_id = ?",
+        (_pack(checkpoint), cid),
     )
 
 
 def pickled(db: sqlite3.Connection, marker: Path) -> None:
     db.execute(
-        "UPDATE checkpoints SET type = 'pickle', checkpoint = ? WHERE checkpoint_id = ?",
+        "UPDATE stageline_checkpoints SET type = 'pickle', checkpoint = ? WHERE checkpoint_id = ?",
         (pickle.dumps(_Boom(marker)), _latest(db)),
     )
 
 
 def truncated(db: sqlite3.Connection, marker: Path) -> None:
     db.execute(
-        "UPDATE checkpoints SET checkpoint = substr(checkpoint, 1, length(checkpoint) / 2)"
-        " WHERE checkpoint_id = ?",
+        "UPDATE stageline_checkpoints SET checkpoint = "
+        "substr(checkpoint, 1, length(checkpoint) / 2) WHERE checkpoint_id = ?",
         (_latest(db),),
     )
 
 
 def injected_write(db: sqlite3.Connection, marker: Path) -> None:
     (task,) = db.execute(
-        "SELECT task_id FROM writes WHERE channel = '__interrupt__' AND checkpoint_id = ?",
+        "SELECT task_id FROM stageline_checkpoint_writes "
+        "WHERE channel = '__interrupt__' AND checkpoint_id = ?",
         (_latest(db),),
     ).fetchone()
     db.execute(
-        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
-        " idx, channel, type, value) VALUES ('t', '', ?, ?, '', 7, 'draft', 'msgpack', ?)",
+        "INSERT INTO stageline_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id,"
+        " task_id, task_path, idx, channel, type, value)"
+        " VALUES ('t', '', ?, ?, '', 7, 'draft', 'msgpack', ?)",
         (_latest(db), task, ormsgpack.packb("a draft nobody reviewed")),
     )
 
@@ -121,7 +124,8 @@ def injected_write(db: sqlite3.Connection, marker: Path) -> None:
 def tampered_interrupt(db: sqlite3.Connection, marker: Path) -> None:
     cid = _latest(db)
     (task, blob) = db.execute(
-        "SELECT task_id, value FROM writes WHERE channel = '__interrupt__' AND checkpoint_id = ?",
+        "SELECT task_id, value FROM stageline_checkpoint_writes "
+        "WHERE channel = '__interrupt__' AND checkpoint_id = ?",
         (cid,),
     ).fetchone()
     interrupts = _raw(blob)
@@ -129,8 +133,8 @@ def tampered_interrupt(db: sqlite3.Connection, marker: Path) -> None:
     fields["value"]["show"] = {"draft": "a draft nobody wrote"}
     interrupts[0] = _Ext(interrupts[0].code, _pack([module, name, fields]))
     db.execute(
-        "UPDATE writes SET value = ? WHERE checkpoint_id = ? AND task_id = ? AND "
-        "channel = '__interrupt__'",
+        "UPDATE stageline_checkpoint_writes SET value = ? "
+        "WHERE checkpoint_id = ? AND task_id = ? AND channel = '__interrupt__'",
         (_pack(interrupts), cid, task),
     )
 

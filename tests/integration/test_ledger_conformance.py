@@ -541,7 +541,7 @@ def _count_committed(path: Path, run_id: str) -> dict[str, Any]:
             )
         ]
         checkpoints = db.execute(
-            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)
+            "SELECT COUNT(*) FROM stageline_checkpoints WHERE thread_id = ?", (run_id,)
         ).fetchone()[0]
     db.close()
     return {"nodes": nodes, "kinds": kinds, "checkpoints": checkpoints}

@@ -208,7 +208,7 @@ def _count_committed(url: str, run_id: str) -> dict[str, Any]:
             )
         ]
         row = conn.execute(
-            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", (run_id,)
+            "SELECT COUNT(*) FROM stageline_checkpoints WHERE thread_id = %s", (run_id,)
         ).fetchone()
     return {"nodes": nodes, "kinds": kinds, "checkpoints": row[0] if row else 0}
 

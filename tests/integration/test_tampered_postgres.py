@@ -49,12 +49,21 @@ class _Boom:
 Tamper = Callable[[psycopg.Connection[Any], str, Path], None]
 
 
-def _blob(db: psycopg.Connection[Any], run_id: str, kind: str, blob: bytes) -> None:
-    """Replace the stored value of a channel LangGraph keeps as a blob (not inline)."""
+_LATEST = "(SELECT max(checkpoint_id) FROM stageline_checkpoints WHERE thread_id = %(run)s)"
+
+
+def _set_channel(db: psycopg.Connection[Any], run_id: str, value: Any) -> None:
+    """Replace a channel's value in the run's latest checkpoint, keeping the rest as stored."""
+    keep: Any = lambda code, data: ormsgpack.Ext(code, data)  # noqa: E731
+    (blob,) = db.execute(
+        f"SELECT checkpoint FROM stageline_checkpoints WHERE checkpoint_id = {_LATEST}",
+        {"run": run_id},
+    ).fetchone() or (None,)
+    checkpoint = ormsgpack.unpackb(blob, ext_hook=keep, option=ormsgpack.OPT_NON_STR_KEYS)
+    checkpoint["channel_values"]["stageline_loops"] = value
     db.execute(
-        "UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = %s AND "
-        "channel = 'stageline_loops'",
-        (kind, blob, run_id),
+        f"UPDATE stageline_checkpoints SET checkpoint = %(blob)s WHERE checkpoint_id = {_LATEST}",
+        {"run": run_id, "blob": ormsgpack.packb(checkpoint, option=ormsgpack.OPT_NON_STR_KEYS)},
     )
 
 
@@ -62,22 +71,31 @@ def off_allowlist(db: psycopg.Connection[Any], run_id: str, marker: Path) -> Non
     hostile = ormsgpack.Ext(
         EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(("os", "system", [f"touch {marker}"]))
     )
-    _blob(db, run_id, "msgpack", ormsgpack.packb(hostile))
+    _set_channel(db, run_id, hostile)
 
 
 def pickled(db: psycopg.Connection[Any], run_id: str, marker: Path) -> None:
-    _blob(db, run_id, "pickle", pickle.dumps(_Boom(marker)))
+    db.execute(
+        "UPDATE stageline_checkpoints SET type = 'pickle', checkpoint = %(blob)s "
+        f"WHERE checkpoint_id = {_LATEST}",
+        {"run": run_id, "blob": pickle.dumps(_Boom(marker))},
+    )
 
 
 def truncated(db: psycopg.Connection[Any], run_id: str, marker: Path) -> None:
-    _blob(db, run_id, "msgpack", ormsgpack.packb({"a": "x" * 40})[:9])
+    db.execute(
+        "UPDATE stageline_checkpoints SET checkpoint = substring(checkpoint from 1 for "
+        f"length(checkpoint) / 2) WHERE checkpoint_id = {_LATEST}",
+        {"run": run_id},
+    )
 
 
 def injected_write(db: psycopg.Connection[Any], run_id: str, marker: Path) -> None:
     db.execute(
-        "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-        "task_path, idx, channel, type, blob) SELECT thread_id, checkpoint_ns, checkpoint_id, "
-        "task_id, task_path, 9, 'draft', 'msgpack', %s FROM checkpoint_writes WHERE "
+        "INSERT INTO stageline_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, "
+        "task_id, task_path, idx, channel, type, value) SELECT thread_id, checkpoint_ns, "
+        "checkpoint_id, task_id, task_path, 9, 'draft', 'msgpack', %s FROM "
+        "stageline_checkpoint_writes WHERE "
         "thread_id = %s AND channel = '__interrupt__'",
         (ormsgpack.packb("a draft nobody reviewed"), run_id),
     )

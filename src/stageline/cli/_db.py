@@ -28,6 +28,9 @@ EPHEMERAL_URL = "memory://"
 def upgrade() -> None:
     """Apply pending migrations to the configured database and print its schema version.
 
+    A database made by a release before stageline's own checkpoint store has its checkpoints
+    converted (from LangGraph's tables) in place.
+
     On Postgres, the job queue's tables (procrastinate's schema) are set up too, so workers
     started later find them ready.
     """
@@ -42,6 +45,11 @@ def upgrade() -> None:
         else "already up to date"
     )
     typer.echo(f"{mask_url(url)}: schema version {report.version} ({done})")
+    if report.converted:
+        typer.echo(
+            f"{mask_url(url)}: converted {report.converted} checkpoint(s) from LangGraph's "
+            "tables to stageline's"
+        )
     if is_postgres(url) and asyncio.run(ensure_queue_schema(url)):
         typer.echo(f"{mask_url(url)}: created the job queue's tables (procrastinate)")
 

@@ -1,4 +1,4 @@
-"""The run ledger: runs, node records and events, beside LangGraph's checkpoints."""
+"""The run ledger: runs, node records and events, with the checkpoints of their runs."""
 
 from __future__ import annotations
 
@@ -141,29 +141,41 @@ def mask_url(url: str) -> str:
     return f"{scheme}://{user}:***@{host}" if ":" in creds else url
 
 
-async def open_backend(url: str, serde: SerializerProtocol) -> Backend:
+async def open_backend(url: str, serde: SerializerProtocol, *, legacy: bool = False) -> Backend:
     """The backend named by ``url``: ``sqlite:///PATH``, ``postgresql://...`` or ``memory://``.
 
     A database that cannot be reached or set up raises ``StorageError``; nothing falls back to
-    memory, which would throw durability away without a word.
+    memory, which would throw durability away without a word. A database that still holds
+    LangGraph's checkpoint tables (made by the release before stageline's own store) is refused
+    until ``stageline db upgrade`` converts it (``legacy=True``: the upgrade's own open).
     """
     if url.startswith("postgres"):
         from stageline.ledger._postgres import open_postgres
 
         pg_ledger, pg_saver, close = await open_postgres(url, serde, masked=mask_url(url))
         assert pg_saver is not None  # a serde was given
-        return Backend(ledger=pg_ledger, saver=pg_saver, _closer=close)
-    if url.startswith("sqlite"):
+        backend = Backend(ledger=pg_ledger, saver=pg_saver, _closer=close)
+    elif url.startswith("sqlite"):
         from stageline.ledger._sqlite import open_sqlite
 
-        ledger, saver = await open_sqlite(url, serde)
-        return Backend(ledger=ledger, saver=saver, _closer=saver.conn.close)
-    if url.startswith("memory"):
+        ledger, saver, close = await open_sqlite(url, serde)
+        backend = Backend(ledger=ledger, saver=saver, _closer=close)
+    elif url.startswith("memory"):
         from stageline.ledger._memory import open_memory
 
         mem, mem_saver = open_memory(serde)
         return Backend(ledger=mem, saver=mem_saver)
-    raise ConfigError(
-        f"unsupported database URL {mask_url(url)!r}; "
-        "use sqlite:///PATH, postgresql://USER:PASSWORD@HOST:PORT/DB or memory://"
-    )
+    else:
+        raise ConfigError(
+            f"unsupported database URL {mask_url(url)!r}; "
+            "use sqlite:///PATH, postgresql://USER:PASSWORD@HOST:PORT/DB or memory://"
+        )
+    if not legacy:
+        from stageline.ledger._reader import refuse_legacy
+
+        try:
+            await refuse_legacy(backend.ledger, url)
+        except BaseException:
+            await backend.aclose()
+            raise
+    return backend

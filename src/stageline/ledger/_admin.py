@@ -1,10 +1,11 @@
 """Looking after a database: apply its migrations, or copy everything to another one.
 
-``copy_database`` moves a ledger with its LangGraph checkpoints from one database to another
-(the SQLite file to Postgres, when a user outgrows one machine). Ledger tables are copied as
-``_schema.metadata`` lists them, so tables added by later migrations come along; checkpoints go
-through the savers, so the two databases may lay them out differently. Copying again is safe:
-rows already in the target are kept as they are.
+``upgrade_database`` also converts a database made by the release before stageline's own
+checkpoint store (see ``_legacy``). ``copy_database`` moves a ledger with its checkpoints from
+one database to another (the SQLite file to Postgres, when a user outgrows one machine). Tables
+are copied as ``_schema.metadata`` lists them, checkpoints included, so tables added by later
+migrations come along; values are copied byte for byte. Copying again is safe: rows already in
+the target are kept as they are.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import ormsgpack
-from langgraph.checkpoint.base import WRITES_IDX_MAP
-from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT, JsonPlusSerializer
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from sqlalchemy import Table, select
 
-from stageline.checkpoints import checkpoint_serde
 from stageline.errors import ConfigError, InputError, LeaseHeld
 from stageline.ledger._base import holder_is_dead
-from stageline.ledger._schema import metadata, runs, schema_version
+from stageline.ledger._schema import (
+    checkpoint_writes,
+    checkpoints,
+    metadata,
+    runs,
+    schema_version,
+)
 from stageline.ledger._sql import SqlLedger
 from stageline.names import is_run_id
 from stageline.plaindata import shown
@@ -41,6 +43,8 @@ class UpgradeReport:
     version: int
     applied: list[int]
     """The migrations applied just now (none if it was up to date)."""
+    converted: int = 0
+    """Checkpoints moved from LangGraph's tables (a database made by an older release)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,21 +54,7 @@ class CopyReport:
     tables: dict[str, int] = field(default_factory=dict)
     checkpoints: int = 0
     writes: int = 0
-
-
-def passthrough_serde() -> JsonPlusSerializer:
-    """A serializer that revives no type at all: each typed value is read as its raw msgpack
-    extension and written back byte for byte. Copying needs no allowlist (the templates that
-    registered types need not be importable) and cannot change a value on the way."""
-
-    def hook(code: int, data: bytes) -> Any:
-        if code == EXT_DELTA_SNAPSHOT:  # the savers look for these; the rest stays opaque
-            return _DeltaSnapshot(
-                ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-            )
-        return ormsgpack.Ext(code, data)
-
-    return JsonPlusSerializer(allowed_msgpack_modules=None, __unpack_ext_hook__=hook)
+    """Pending writes of those checkpoints."""
 
 
 def _sql_ledger(ledger: Any, url: str, what: str) -> SqlLedger:
@@ -74,17 +64,21 @@ def _sql_ledger(ledger: Any, url: str, what: str) -> SqlLedger:
 
 
 async def upgrade_database(url: str) -> UpgradeReport:
-    """Apply pending migrations (ledger and LangGraph's) to the database at ``url``."""
+    """Apply pending migrations to the database at ``url``, and convert the checkpoints of
+    an older release (LangGraph's tables) to stageline's own."""
     from stageline.ledger import mask_url, open_backend
+    from stageline.ledger._legacy import convert_legacy, passthrough_serde
 
     began = time.time()
-    backend = await open_backend(url, checkpoint_serde())
+    backend = await open_backend(url, passthrough_serde(), legacy=True)
     try:
         ledger = _sql_ledger(backend.ledger, mask_url(url), "`stageline db upgrade`")
+        converted = await convert_legacy(url, ledger, backend.saver)
         rows = [row async for row in _rows(ledger, schema_version)]
         return UpgradeReport(
             version=await ledger.schema_version(),
             applied=sorted(r["version"] for r in rows if r["applied_at"] >= began),
+            converted=converted,
         )
     finally:
         await backend.aclose()
@@ -102,6 +96,8 @@ async def copy_database(
 
     if source_url == target_url:
         raise ConfigError("--from and --to name the same database")
+    from stageline.ledger._legacy import passthrough_serde
+
     say = progress or (lambda _: None)
     serde = passthrough_serde()
     source = await open_backend(source_url, serde)
@@ -111,17 +107,18 @@ async def copy_database(
         try:
             dst = _sql_ledger(target.ledger, mask_url(target_url), "`stageline db copy`")
             await _refuse_live_runs(src)
-            # Checkpoints first: a run shows up in the target only once it can be resumed there.
-            checkpoints, writes = await _copy_checkpoints(source.saver, target.saver)
-            say(f"checkpoints: {checkpoints} ({writes} pending writes)")
-            tables = await _copy_tables(src, dst)
+            tables = await _copy_tables(src, dst)  # one transaction: checkpoints and runs at once
             for name, count in tables.items():
                 say(f"{name}: {count} rows")
         finally:
             await target.aclose()
     finally:
         await source.aclose()
-    return CopyReport(tables=tables, checkpoints=checkpoints, writes=writes)
+    return CopyReport(
+        tables=tables,
+        checkpoints=tables.get(checkpoints.name, 0),
+        writes=tables.get(checkpoint_writes.name, 0),
+    )
 
 
 async def _refuse_live_runs(ledger: SqlLedger) -> None:
@@ -146,38 +143,6 @@ def _check_copied_id(run_id: Any, what: str) -> None:
         )
 
 
-async def _copy_checkpoints(source: Any, target: Any) -> tuple[int, int]:
-    checkpoints = writes = 0
-    async for saved in source.alist(None):
-        conf = saved.config["configurable"]
-        _check_copied_id(conf["thread_id"], "checkpoint")
-        put: dict[str, Any] = {
-            "thread_id": conf["thread_id"],
-            "checkpoint_ns": conf.get("checkpoint_ns", ""),
-        }
-        if saved.parent_config:
-            put["checkpoint_id"] = saved.parent_config["configurable"]["checkpoint_id"]
-        stored = await target.aput(
-            {"configurable": put},
-            saved.checkpoint,
-            saved.metadata,
-            saved.checkpoint["channel_versions"],
-        )
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for task_id, channel, value in saved.pending_writes or ():
-            by_task.setdefault(task_id, []).append((channel, value))
-        for task_id, items in by_task.items():
-            # Ordinary writes keep their positions (0, 1, ...); special ones have fixed indexes.
-            regular = [w for w in items if w[0] not in WRITES_IDX_MAP]
-            special = [w for w in items if w[0] in WRITES_IDX_MAP]
-            for part in (regular, special):
-                if part:
-                    await target.aput_writes(stored, part, task_id)
-            writes += len(items)
-        checkpoints += 1
-    return checkpoints, writes
-
-
 async def _copy_tables(source: SqlLedger, target: SqlLedger) -> dict[str, int]:
     """Every ledger table but the schema version, in one target transaction."""
     counts: dict[str, int] = {}
@@ -191,10 +156,12 @@ async def _copy_tables(source: SqlLedger, target: SqlLedger) -> dict[str, int]:
             convert = _converter(table, src_dialect, dst_dialect)
             batch: list[dict[str, Any]] = []
             counts[table.name] = 0
-            keyed = "run_id" in table.c
+            keyed = (
+                "run_id" if "run_id" in table.c else "thread_id" if "thread_id" in table.c else ""
+            )
             async for row in _rows(source, table):
                 if keyed:
-                    _check_copied_id(row["run_id"], f"{table.name} row")
+                    _check_copied_id(row[keyed], f"{table.name} row")
                 batch.append(convert(row))
                 if len(batch) >= CHUNK:
                     await x.execute_many(sql, batch)

@@ -1,7 +1,7 @@
-"""A run's latest checkpoint, read straight from the tables LangGraph's savers write.
+"""A run's latest checkpoint, read straight from the checkpoint tables (``_saver`` writes them).
 
 ``show`` needs a run's state and the pending writes a waiting run's trust check reads; opening
-LangGraph's saver for that costs about a second of imports. This reader decodes the rows
+the saver for that costs about a second of LangGraph's imports. This reader decodes the rows
 itself, and only what it can decode exactly as LangGraph would: plain msgpack values and a
 short list of standard-library types (all on LangGraph's own safe list), plus the interrupts
 of pending writes. Anything else (another serialization type, another type in a blob, a
@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
+from sqlalchemy import bindparam, func, select
 
 from stageline.ledger._base import LedgerStore
+from stageline.ledger._schema import checkpoint_writes, checkpoints
 
 __all__ = ["SavedCheckpoint", "SavedInterrupt", "Unsure", "is_state_channel", "latest_checkpoint"]
 
@@ -125,22 +127,33 @@ def decode(kind: str | None, blob: bytes | None) -> Any:
         raise Unsure(f"a msgpack value does not decode ({type(exc).__name__})") from exc
 
 
-_SQLITE = {
-    "checkpoint": "SELECT checkpoint_id, type, checkpoint FROM checkpoints WHERE thread_id = "
-    ":run AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
-    "writes": "SELECT task_id, channel, type, value FROM writes WHERE thread_id = :run AND "
-    "checkpoint_ns = '' AND checkpoint_id = :cp ORDER BY task_id, idx",
-}
-_POSTGRES = {
-    "checkpoint": "SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = %(run)s "
-    "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
-    "blobs": "SELECT bl.channel, bl.type, bl.blob FROM checkpoint_blobs bl JOIN "
-    "jsonb_each_text(%(versions)s::jsonb) v ON bl.channel = v.key AND bl.version = "
-    "v.value WHERE bl.thread_id = %(run)s AND bl.checkpoint_ns = ''",
-    "writes": "SELECT task_id, channel, type, blob AS value FROM checkpoint_writes WHERE "
-    "thread_id = %(run)s AND checkpoint_ns = '' AND checkpoint_id = %(cp)s "
-    "ORDER BY task_id, idx",
-}
+_LATEST = select(checkpoints.c.checkpoint_id, checkpoints.c.type, checkpoints.c.checkpoint).where(
+    checkpoints.c.thread_id == bindparam("run"),
+    checkpoints.c.checkpoint_ns == bindparam("ns"),
+    checkpoints.c.checkpoint_id
+    == (
+        select(func.max(checkpoints.c.checkpoint_id))
+        .where(
+            checkpoints.c.thread_id == bindparam("run"),
+            checkpoints.c.checkpoint_ns == bindparam("ns"),
+        )
+        .scalar_subquery()
+    ),
+)
+_WRITES = (
+    select(
+        checkpoint_writes.c.task_id,
+        checkpoint_writes.c.channel,
+        checkpoint_writes.c.type,
+        checkpoint_writes.c.value,
+    )
+    .where(
+        checkpoint_writes.c.thread_id == bindparam("run"),
+        checkpoint_writes.c.checkpoint_ns == bindparam("ns"),
+        checkpoint_writes.c.checkpoint_id == bindparam("cp"),
+    )
+    .order_by(checkpoint_writes.c.task_path, checkpoint_writes.c.task_id, checkpoint_writes.c.idx)
+)
 
 
 async def latest_checkpoint(ledger: LedgerStore, run_id: str) -> SavedCheckpoint | None:
@@ -150,42 +163,22 @@ async def latest_checkpoint(ledger: LedgerStore, run_id: str) -> SavedCheckpoint
     if not isinstance(ledger, SqlLedger):
         raise Unsure("not a SQL ledger")
     async with ledger._read() as x:
-        dialect = x.dialect.name
-        sql = _SQLITE if dialect == "sqlite" else _POSTGRES if dialect == "postgresql" else None
-        if sql is None:
-            raise Unsure(f"dialect {dialect}")
-        try:
-            rows = await x.fetch(sql["checkpoint"], {"run": run_id})
-        except Exception as exc:  # no checkpoint table yet, or another saver's layout
-            raise Unsure(f"cannot read the checkpoint table ({type(exc).__name__})") from exc
+        rows = await x.fetch(ledger._sql(_LATEST), {"run": run_id, "ns": ""})
         if not rows:
             return None
         row = rows[0]
-        if dialect == "sqlite":
-            checkpoint = decode(row["type"], row["checkpoint"])
-            values = checkpoint.get("channel_values") if isinstance(checkpoint, Mapping) else None
-            if not isinstance(values, dict):
-                raise Unsure("a checkpoint without channel values")
-        else:
-            checkpoint = row["checkpoint"]
-            values = dict(checkpoint.get("channel_values") or {})
-            import json
-
-            blobs = await x.fetch(
-                sql["blobs"],
-                {"run": run_id, "versions": json.dumps(checkpoint.get("channel_versions") or {})},
-            )
-            values.update(
-                {b["channel"]: decode(b["type"], b["blob"]) for b in blobs if b["type"] != "empty"}
-            )
+        checkpoint = decode(row["type"], row["checkpoint"])
+        values = checkpoint.get("channel_values") if isinstance(checkpoint, Mapping) else None
+        if not isinstance(values, dict):
+            raise Unsure("a checkpoint without channel values")
         versions = checkpoint.get("channel_versions")
         if not isinstance(versions, Mapping):
             raise Unsure("a checkpoint without channel versions")
         if missing := [k for k in versions if k not in values and is_state_channel(k)]:
             # a delta channel: LangGraph replays its writes
             raise Unsure(f"channel {missing[0]!r} has a version but no value")
-        writes = [
-            (w["task_id"], w["channel"], decode(w["type"], w["value"]))
-            for w in await x.fetch(sql["writes"], {"run": run_id, "cp": row["checkpoint_id"]})
-        ]
+        found = await x.fetch(
+            ledger._sql(_WRITES), {"run": run_id, "ns": "", "cp": row["checkpoint_id"]}
+        )
+    writes = [(w["task_id"], w["channel"], decode(w["type"], w["value"])) for w in found]
     return SavedCheckpoint(channel_values=values, writes=writes)

@@ -1,20 +1,20 @@
-"""The Postgres backend: ledger and LangGraph checkpoints in one database, over one pool.
+"""The Postgres backend: ledger and checkpoints in one database, over one pool.
 
 ``postgresql://USER:PASSWORD@HOST:PORT/DB`` takes these options in its query string, beside
 libpq's own (``sslmode``, ...):
 
 - ``pool_min_size`` (default 1) and ``pool_max_size`` (default 4): the connection pool. One
-  process makes one database call at a time (LangGraph's saver holds a lock around each), so
-  scale out with processes, not a bigger pool.
+  process makes one database call at a time (the ledger's lock is held around each), so scale
+  out with processes, not a bigger pool.
 - ``pool_timeout`` (default 30): seconds a call waits for a connection (after the server went
   away, say) before it fails with a ``StorageError``.
 - ``prepare=false``: no server-side prepared statements, for poolers that cannot keep them
   (PgBouncer in transaction mode).
 
-Node records and events ride in the checkpoint write's own pipeline (see ``PgSaver`` in
-``_postgres_saver``): one round trip and one commit per step, as on SQLite. A connection found
-dead (the server was restarted) is replaced and the call retried once, where nothing of it can
-have committed.
+Node records and events ride in the checkpoint write's own pipeline (``StagelineSaver`` over
+``PgExecutor.write_and_commit``): one round trip and one commit per step, as on SQLite. A
+connection found dead (the server was restarted) is replaced and the call retried once, where
+nothing of it can have committed.
 """
 
 from __future__ import annotations
@@ -32,23 +32,19 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from stageline.errors import ConfigError, StorageError
-from stageline.ledger._postgres_pool import SETUP_LOCK, PgExecutor, PgLedger, reason
+from stageline.ledger._postgres_pool import PgExecutor, PgLedger, reason
 from stageline.ledger._schema import MIGRATIONS, metadata
 from stageline.ledger._sql import SqlLedger
 
 if TYPE_CHECKING:
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.checkpoint.serde.base import SerializerProtocol
+
+    from stageline.ledger._saver import StagelineSaver
 
 __all__ = ["PostgresOptions", "open_postgres"]
 
 CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection to be made (libpq ``connect_timeout``)."""
-
-SAVER_SETUP_LOCK = SETUP_LOCK + 1
-"""Session advisory lock key held while LangGraph's own migrations run."""
-
-LANGGRAPH_TABLES = ("checkpoint_migrations", "checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -115,11 +111,11 @@ class PostgresOptions:
 
 async def open_postgres(
     url: str, serde: SerializerProtocol | None, *, masked: str
-) -> tuple[SqlLedger, AsyncPostgresSaver | None, Callable[[], Awaitable[None]]]:
-    """Connect, migrate the ledger, set up LangGraph's tables and check the result.
+) -> tuple[SqlLedger, StagelineSaver | None, Callable[[], Awaitable[None]]]:
+    """Connect, migrate the ledger (checkpoint tables included) and check the result.
 
-    Returns the ledger, the saver (None without a ``serde``: a reader's ledger, which neither
-    imports LangGraph nor touches its tables) and the pool's closer. Any failure is a
+    Returns the ledger, the saver (None without a ``serde``: a reader's ledger, which does not
+    import LangGraph) and the pool's closer. Any failure is a
     ``StorageError`` naming the server (never a fall-back to another backend).
     """
     opts = PostgresOptions.from_url(url)
@@ -146,16 +142,13 @@ async def open_postgres(
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
             executor = PgExecutor(pool, opts.where)
             ledger = PgLedger(executor, lock=asyncio.Lock(), upsert=pg_insert, url=url)
+            await ledger.setup()
+            await _check_schema(probe, opts.where)
             saver = None
             if serde is not None:
-                from stageline.ledger._postgres_saver import PgSaver
+                from stageline.ledger._saver import StagelineSaver
 
-                saver = PgSaver(pool, ledger=ledger, serde=serde, where=opts.where)
-                saver.lock = ledger.lock  # one statement stream per process, in commit order
-            await ledger.setup()
-            if saver is not None:
-                await _setup_saver(saver, probe)
-            await _check_schema(probe, opts.where, langgraph=saver is not None)
+                saver = StagelineSaver(ledger, serde=serde)
     except BaseException as exc:
         await pool.close()
         if isinstance(exc, psycopg.Error):
@@ -181,35 +174,9 @@ def _setup_hint(exc: psycopg.Error) -> str:
     return "fix it, then run `stageline db upgrade`"
 
 
-async def _setup_saver(saver: AsyncPostgresSaver, conn: psycopg.AsyncConnection[Any]) -> None:
-    """LangGraph's migrations, one process at a time.
-
-    They cannot run inside the ledger's setup transaction: LangGraph builds indexes
-    CONCURRENTLY, which waits for every open transaction, that one's included. So ``conn``
-    (autocommit, idle while it holds it) takes a session lock, and the others poll for it with
-    short statements rather than wait in one that an index build would wait for in turn.
-    """
-    while not await _try_lock(conn):
-        await asyncio.sleep(0.05)
-    try:
-        await saver.setup()
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock(%s)", (SAVER_SETUP_LOCK,))
-
-
-async def _try_lock(conn: psycopg.AsyncConnection[Any]) -> bool:
-    cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (SAVER_SETUP_LOCK,))
-    row = await cur.fetchone()
-    return bool(row and row[0])
-
-
-async def _check_schema(
-    conn: psycopg.AsyncConnection[Any], where: str, *, langgraph: bool = True
-) -> None:
+async def _check_schema(conn: psycopg.AsyncConnection[Any], where: str) -> None:
     """Refuse a half-made schema: every table and column the code expects must be there."""
     expected = {t.name: {c.name for c in t.columns} for t in metadata.sorted_tables}
-    if langgraph:
-        expected.update({t: set() for t in LANGGRAPH_TABLES})
     cur = await conn.execute(
         "SELECT c.relname, a.attname FROM pg_class c "
         "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "

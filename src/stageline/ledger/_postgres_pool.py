@@ -1,6 +1,5 @@
-"""SQL over a psycopg pool: the ledger's executor, which replaces a connection found dead (the
-server restarted) and retries once where nothing can have committed. LangGraph's saver over the
-same pool, which does the same, is in ``_postgres_saver`` (imported only where runs advance).
+"""SQL over a psycopg pool: the ledger's executor (the checkpoint saver's too), which replaces
+a connection found dead (the server restarted) and retries once where nothing can have committed.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.engine.interfaces import Dialect
 
 from stageline.errors import StorageError
-from stageline.ledger._sql import SqlLedger
+from stageline.ledger._sql import Check, SqlLedger
 
 __all__ = ["SETUP_LOCK", "PgExecutor", "PgLedger", "connection_lost", "raise_if_lost", "reason"]
 
@@ -124,6 +123,33 @@ class PgExecutor:
 
         await self._call(op)
 
+    async def write_and_commit(
+        self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
+    ) -> list[str]:
+        async def op(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+            flagged: list[str] = []
+            async with conn.pipeline(), conn.cursor() as cur:  # one round trip for all
+                await cur.execute("BEGIN", prepare=False)
+                for sql, rows in ops:
+                    if rows:
+                        await cur.executemany(sql, [dict(r) for r in rows])
+                await cur.execute("COMMIT", prepare=False)
+                if check is not None:  # the watched runs' cancel flags
+                    sql, run_ids = check
+                    for run_id in run_ids:
+                        await cur.execute(sql, {"run_id": run_id})
+                        row = await cur.fetchone()
+                        if row and row["cancel_requested"]:
+                            flagged.append(run_id)
+            return flagged
+
+        # A block of its own: a connection found dead before the commit is replaced and the
+        # whole is sent again (nothing of it can have committed).
+        try:
+            return await self._call(op)
+        finally:
+            await self.release()
+
     async def commit(self) -> None:
         await self._end("COMMIT")
 
@@ -154,6 +180,11 @@ class PgExecutor:
 
 class PgLedger(SqlLedger):
     """The SQL ledger, telling the pooled executor where its blocks begin and end."""
+
+    _LEGACY_CHECKPOINTS = (
+        "SELECT 1 FROM pg_class WHERE relnamespace = current_schema()::regnamespace "
+        "AND relname IN ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes')"
+    )
 
     @property
     def _pg(self) -> PgExecutor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from stageline.errors import ConfigError
+from stageline.errors import ConfigError, StorageError
 from stageline.ledger._base import LedgerStore
 
 __all__ = ["open_ledger"]
@@ -26,6 +26,7 @@ async def open_ledger(url: str) -> AsyncIterator[LedgerStore]:
 
         ledger, _, close = await open_postgres(url, None, masked=mask_url(url))
         try:
+            await refuse_legacy(ledger, url)
             yield ledger
         finally:
             await ledger.flush()
@@ -33,12 +34,13 @@ async def open_ledger(url: str) -> AsyncIterator[LedgerStore]:
     elif url.startswith("sqlite"):
         from stageline.ledger._sqlite import open_sqlite_ledger
 
-        sql_ledger, conn = await open_sqlite_ledger(url)
+        sql_ledger, executor = await open_sqlite_ledger(url)
         try:
+            await refuse_legacy(sql_ledger, url)
             yield sql_ledger
         finally:
             await sql_ledger.flush()
-            await conn.close()
+            await executor.close()
     elif url.startswith("memory"):
         from stageline.checkpoints import checkpoint_serde
 
@@ -50,3 +52,15 @@ async def open_ledger(url: str) -> AsyncIterator[LedgerStore]:
     else:
         await open_backend(url, None)  # type: ignore[arg-type]  # raises its ConfigError
         raise ConfigError(f"unsupported database URL {mask_url(url)!r}")  # pragma: no cover
+
+
+async def refuse_legacy(ledger: LedgerStore, url: str) -> None:
+    """``StorageError`` if the database still holds LangGraph's checkpoint tables."""
+    from stageline.ledger import mask_url
+    from stageline.ledger._sql import SqlLedger
+
+    if isinstance(ledger, SqlLedger) and await ledger.legacy_checkpoints():
+        raise StorageError(
+            f"the database {mask_url(url)} was made by an older stageline (its checkpoints are "
+            "in LangGraph's tables): run `stageline db upgrade` once to convert it"
+        )

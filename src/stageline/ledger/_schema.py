@@ -9,6 +9,7 @@ from sqlalchemy import (
     Column,
     Float,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -23,6 +24,8 @@ __all__ = [
     "chat_messages",
     "chat_once",
     "chat_secrets",
+    "checkpoint_writes",
+    "checkpoints",
     "effects",
     "events",
     "lineage",
@@ -393,6 +396,46 @@ def _v10_chat(dialect: Dialect) -> list[str]:
     return ddl
 
 
+# -- migration: stageline's own checkpoint store (LangGraph's tables are converted by upgrade) --
+
+checkpoints = Table(
+    "stageline_checkpoints",
+    metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("checkpoint_ns", Text, primary_key=True),
+    Column("checkpoint_id", Text, primary_key=True),
+    Column("parent_checkpoint_id", Text),
+    Column("type", Text, nullable=False),
+    Column("checkpoint", LargeBinary, nullable=False),
+    Column("metadata", LargeBinary, nullable=False),
+)
+"""A checkpoint as LangGraph hands it to the saver (channel values included), serialized by
+the strict serde; ``metadata`` is msgpack of the checkpoint's metadata. The thread id is the run
+id."""
+
+checkpoint_writes = Table(
+    "stageline_checkpoint_writes",
+    metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("checkpoint_ns", Text, primary_key=True),
+    Column("checkpoint_id", Text, primary_key=True),
+    Column("task_id", Text, primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("task_path", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("value", LargeBinary),
+)
+"""A pending write of a task to the checkpoint it was made on (LangGraph's ``put_writes``)."""
+
+
+def _v11_checkpoints(dialect: Dialect) -> list[str]:
+    return [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+        for t in (checkpoints, checkpoint_writes)
+    ]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1,
     _v2,
@@ -403,5 +446,6 @@ MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v8_runs_created,
     _v9_thread_meta,
     _v10_chat,
+    _v11_checkpoints,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

@@ -64,6 +64,9 @@ FLUSH_DELAY = 0.15
 Op = tuple[str, list[dict[str, Any]]]
 """One ``executemany``: SQL and its rows."""
 
+Check = tuple[str, list[str]]
+"""A query with one ``run_id`` parameter whose first column is a flag, and the run ids."""
+
 
 class Executor(Protocol):
     """A single connection's worth of SQL, as a backend provides it."""
@@ -83,6 +86,14 @@ class Executor(Protocol):
     async def commit(self) -> None: ...
 
     async def rollback(self) -> None: ...
+
+    async def write_and_commit(
+        self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
+    ) -> list[str]:
+        """``ops`` in one transaction, its commit, then ``check`` (a cancel-flag query, run once
+        per run id): all in one round trip (one hop to SQLite's thread). Returns the run ids
+        whose flag is set."""
+        ...
 
 
 class SqlLedger(
@@ -179,6 +190,18 @@ class SqlLedger(
                 await x.execute(
                     self._sql(_INSERT_VERSION), {"version": number, "applied_at": time.time()}
                 )
+
+    _LEGACY_CHECKPOINTS = ""
+    """A backend's query: one row if LangGraph's checkpoint tables (the release before
+    stageline's own store) are in the database."""
+
+    async def legacy_checkpoints(self) -> bool:
+        """Whether the database still holds LangGraph's checkpoint tables (``db upgrade``
+        converts them)."""
+        if not self._LEGACY_CHECKPOINTS:
+            return False
+        async with self._read() as x:
+            return bool(await x.fetch(self._LEGACY_CHECKPOINTS, {}))
 
     async def schema_version(self) -> int:
         async with self._read() as x:
@@ -360,7 +383,7 @@ class SqlLedger(
         else:
             self._cancel_watch[run_id] = on_cancel
 
-    def cancel_check(self) -> tuple[str, list[str]] | None:
+    def cancel_check(self) -> Check | None:
         """The statement a backend runs after a checkpoint commit, once per watched run id (in
         the same round trip), or None when nothing is watched."""
         if not self._cancel_watch:
@@ -523,6 +546,21 @@ class SqlLedger(
             self._seq = saved_seq
 
         return ops, written, undo
+
+    async def commit_with_staged(self, ops: Sequence[Op]) -> None:
+        """Commit ``ops`` (a checkpoint's rows) together with the staged ledger rows: one
+        transaction, one commit, one round trip; then tell the watchers of runs flagged for
+        cancelling. So a node's record is durable exactly when the checkpoint that marks the
+        node done is."""
+        async with self._lock:
+            staged, written, undo = self.take_staged()
+            try:
+                flagged = await self._x.write_and_commit([*ops, *staged], self.cancel_check())
+            except BaseException:
+                undo()
+                raise
+        self._publish(written)
+        self.cancels_seen(flagged)
 
     async def _write_staged(self, x: Executor) -> list[Event]:
         ops, written, undo = self.take_staged()

@@ -1,4 +1,4 @@
-"""The SQLite backend: ledger and LangGraph checkpoints on one connection to one file.
+"""The SQLite backend: ledger and checkpoints on one connection to one file, on a thread of its own.
 
 ``sqlite:///PATH?busy_timeout=SECONDS`` sets how long a statement waits for another process's
 write lock (default 10) before it fails with a ``StorageError`` saying the database is busy.
@@ -8,22 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
 
-import aiosqlite
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Dialect
 
 from stageline.errors import ConfigError, StorageError
 from stageline.ledger._schema import MIGRATIONS
-from stageline.ledger._sql import SqlLedger
+from stageline.ledger._sql import Check, SqlLedger
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.serde.base import SerializerProtocol
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from stageline.ledger._saver import StagelineSaver
 
 __all__ = ["open_sqlite", "open_sqlite_ledger", "sqlite_path", "storage_error"]
 
@@ -47,50 +48,57 @@ def storage_error(path: Path, exc: sqlite3.Error) -> StorageError:
 
 
 class _SqliteExecutor:
+    """One ``sqlite3`` connection, used on one thread of its own: each call (a statement, or a
+    batch with its commit) is one hop to that thread."""
+
     dialect: Dialect = sqlite.dialect(paramstyle="named")
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
-        self.conn = conn
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
         self.path = path
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="stageline-sqlite")
 
-    async def _guard(self, call: Awaitable[_T]) -> _T:
+    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         try:
-            return await call
+            return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
         except sqlite3.OperationalError as exc:
             raise storage_error(self.path, exc) from exc
 
-    # Each call is one hop to aiosqlite's thread; cursors are left to the garbage collector
-    # rather than closed with a second hop.
-
     async def fetch(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return await self._guard(self._fetch(sql, params))
-
-    async def _fetch(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        cur = await self.conn.execute(sql, dict(params))
-        cols = [d[0] for d in cur.description or ()]
-        return [dict(zip(cols, row, strict=True)) for row in await cur.fetchall()]
+        return await self._call(_fetch, self._conn, sql, dict(params))
 
     async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
-        cur = await self._guard(self.conn.execute(sql, dict(params)))
-        return cur.rowcount
+        return await self._call(_execute, self._conn, sql, dict(params))
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
-        await self._guard(self.conn.executemany(sql, [dict(p) for p in params]))
+        await self._call(self._conn.executemany, sql, [dict(p) for p in params])
 
     async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
         if ops:
-            # One hop: aiosqlite's own worker-thread call, as its public methods use it.
-            await self._guard(self.conn._execute(_run_batch, self.conn._conn, ops))  # type: ignore[no-untyped-call]
+            await self._call(_run_batch, self._conn, ops)
+
+    async def write_and_commit(self, ops: Ops, check: Check | None) -> list[str]:
+        return await self._call(_run_batch_and_commit, self._conn, ops, check)
 
     async def commit(self) -> None:
-        await self._guard(self.conn.commit())
+        await self._call(self._conn.commit)
 
     async def rollback(self) -> None:
-        await self.conn.rollback()
+        await self._call(self._conn.rollback)
+
+    async def close(self) -> None:
+        try:
+            await self._call(self._conn.close)
+        finally:
+            self._thread.shutdown(wait=False)
 
 
 class SqliteLedger(SqlLedger):
     """The SQL ledger on SQLite: migrations check-and-apply under ``BEGIN IMMEDIATE``."""
+
+    _LEGACY_CHECKPOINTS = (
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN ('checkpoints', 'writes')"
+    )
 
     async def _lock_schema(self, x: Any) -> None:
         await x.execute("BEGIN IMMEDIATE", {})
@@ -109,57 +117,42 @@ class SqliteLedger(SqlLedger):
 Ops = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
 
 
+def _fetch(raw: sqlite3.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cur = raw.execute(sql, params)
+    try:
+        cols = [d[0] for d in cur.description or ()]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    finally:
+        cur.close()
+
+
+def _execute(raw: sqlite3.Connection, sql: str, params: dict[str, Any]) -> int:
+    cur = raw.execute(sql, params)
+    try:
+        return cur.rowcount
+    finally:
+        cur.close()
+
+
 def _run_batch(raw: sqlite3.Connection, ops: Ops) -> None:
     for sql, rows in ops:
-        raw.executemany(sql, rows)
+        if rows:
+            raw.executemany(sql, rows)
 
 
-def _run_batch_and_commit(
-    raw: sqlite3.Connection, ops: Ops, check: tuple[str, list[str]] | None
-) -> list[str]:
-    """Staged rows, the commit, then the watched runs' cancel flags: the runs flagged."""
-    _run_batch(raw, ops)
-    raw.commit()
+def _run_batch_and_commit(raw: sqlite3.Connection, ops: Ops, check: Check | None) -> list[str]:
+    """Rows, the commit (a rollback if a statement failed), then the watched runs' cancel
+    flags: the runs flagged."""
+    try:
+        _run_batch(raw, ops)
+        raw.commit()
+    except BaseException:
+        raw.rollback()
+        raise
     if check is None:
         return []
     sql, run_ids = check
     return [r for r in run_ids if (raw.execute(sql, {"run_id": r}).fetchone() or (0,))[0]]
-
-
-class _CheckpointConnection:
-    """The aiosqlite connection as LangGraph's saver sees it: ``commit()`` first writes the
-    ledger's staged rows, in the same transaction and the same hop to the worker thread.
-
-    So a step costs no extra commit or round trip, and a node's record is durable exactly when
-    the checkpoint write that marks the node done is.
-    """
-
-    def __init__(self, conn: aiosqlite.Connection, ledger: SqlLedger, path: Path) -> None:
-        self._real = conn
-        self._ledger = ledger
-        self._ledger_path = path
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    async def commit(self) -> None:
-        ops, written, undo = self._ledger.take_staged()
-        check = self._ledger.cancel_check()
-        if not ops and check is None:
-            await self._real.commit()
-            return
-        try:
-            flagged = await self._real._execute(  # type: ignore[no-untyped-call]
-                _run_batch_and_commit, self._real._conn, ops, check
-            )
-        except sqlite3.OperationalError as exc:
-            undo()
-            raise storage_error(self._ledger_path, exc) from exc
-        except BaseException:
-            undo()
-            raise
-        self._ledger._publish(written)
-        self._ledger.cancels_seen(flagged)
 
 
 _HAS_VERSION_TABLE = (
@@ -188,43 +181,35 @@ def busy_timeout_ms(url: str) -> int:
     return int(seconds * 1000)
 
 
-async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, aiosqlite.Connection]:
-    """Open (creating if needed) the SQLite file and migrate the ledger; LangGraph untouched."""
+async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, _SqliteExecutor]:
+    """Open (creating if needed) the SQLite file and migrate the ledger (checkpoint tables
+    included); the executor's ``close`` closes it."""
     path = sqlite_path(url)
     timeout_ms = busy_timeout_ms(url)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(path), timeout=timeout_ms / 1000)
+        conn = sqlite3.connect(str(path), timeout=timeout_ms / 1000, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise StorageError(f"cannot open the SQLite database {path}: {exc}") from exc
+    executor = _SqliteExecutor(conn, path)
     try:
-        await conn.execute(f"PRAGMA busy_timeout={timeout_ms}")
-        await conn.execute("PRAGMA journal_mode=WAL")
-        executor = _SqliteExecutor(conn, path)
+        await executor.execute(f"PRAGMA busy_timeout={timeout_ms}", {})
+        await executor.fetch("PRAGMA journal_mode=WAL", {})
         ledger = SqliteLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
         await ledger.setup()
     except (sqlite3.Error, StorageError) as exc:
-        await conn.close()
+        await executor.close()
         if isinstance(exc, StorageError):
             raise
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-            raise storage_error(path, exc) from exc
         raise StorageError(f"cannot set up the SQLite database {path}: {exc}") from exc
-    return ledger, conn
+    return ledger, executor
 
 
-async def open_sqlite(url: str, serde: SerializerProtocol) -> tuple[SqlLedger, AsyncSqliteSaver]:
-    """Open (creating if needed) the SQLite file, migrate it, and set up LangGraph's tables."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+async def open_sqlite(
+    url: str, serde: SerializerProtocol
+) -> tuple[SqlLedger, StagelineSaver, Callable[[], Awaitable[None]]]:
+    """Open (creating if needed) the SQLite file, migrate it, and put the saver on it."""
+    from stageline.ledger._saver import StagelineSaver
 
-    ledger, conn = await open_sqlite_ledger(url)
-    try:
-        saver = AsyncSqliteSaver(_CheckpointConnection(conn, ledger, sqlite_path(url)), serde=serde)  # type: ignore[arg-type]
-        saver.lock = ledger.lock  # one statement stream on the shared connection
-        await saver.setup()
-    except sqlite3.Error as exc:
-        await conn.close()
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-            raise storage_error(sqlite_path(url), exc) from exc
-        raise StorageError(f"cannot set up the SQLite database {sqlite_path(url)}: {exc}") from exc
-    return ledger, saver
+    ledger, executor = await open_sqlite_ledger(url)
+    return ledger, StagelineSaver(ledger, serde=serde), executor.close

@@ -1,0 +1,347 @@
+"""stageline's own checkpoint saver: LangGraph's ``BaseCheckpointSaver`` on the ledger's schema.
+
+One implementation for SQLite and Postgres, over the ledger's executor: a checkpoint (or a
+task's pending writes) is written in the same transaction as the ledger rows staged for the
+step (node records, events, outcomes), with one commit and one round trip
+(``SqlLedger.commit_with_staged``). A value that does not decode raises ``CheckpointCorrupt``
+naming the run, the checkpoint and what was wrong; it never reads back as ``None``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy import and_, bindparam, delete, func, select
+from sqlalchemy.sql import ClauseElement
+
+from stageline.errors import CheckpointCorrupt
+from stageline.ledger._schema import checkpoint_writes, checkpoints
+from stageline.ledger._sql import Op, SqlLedger
+
+__all__ = ["StagelineSaver"]
+
+_T = TypeVar("_T")
+
+_cp, _w = checkpoints.c, checkpoint_writes.c
+_THIS_CHECKPOINT = and_(
+    _cp.thread_id == bindparam("thread_id"),
+    _cp.checkpoint_ns == bindparam("checkpoint_ns"),
+    _cp.checkpoint_id == bindparam("checkpoint_id"),
+)
+_SELECT_ONE = select(checkpoints).where(_THIS_CHECKPOINT)
+_SELECT_LATEST = select(checkpoints).where(
+    _cp.thread_id == bindparam("thread_id"),
+    _cp.checkpoint_ns == bindparam("checkpoint_ns"),
+    _cp.checkpoint_id
+    == (
+        select(func.max(_cp.checkpoint_id))
+        .where(
+            _cp.thread_id == bindparam("thread_id"),
+            _cp.checkpoint_ns == bindparam("checkpoint_ns"),
+        )
+        .scalar_subquery()
+    ),
+)
+_SELECT_WRITES = select(_w.task_id, _w.task_path, _w.idx, _w.channel, _w.type, _w.value).where(
+    _w.thread_id == bindparam("thread_id"),
+    _w.checkpoint_ns == bindparam("checkpoint_ns"),
+    _w.checkpoint_id == bindparam("checkpoint_id"),
+)
+_DELETE_CHECKPOINTS = delete(checkpoints).where(_cp.thread_id == bindparam("thread_id"))
+_DELETE_WRITES = delete(checkpoint_writes).where(_w.thread_id == bindparam("thread_id"))
+
+
+class StagelineSaver(BaseCheckpointSaver[str]):
+    """Checkpoints and pending writes in the ledger's database, committed with its rows.
+
+    The async methods are the saver; the sync ones hop to the event loop the saver was opened
+    on (call them from another thread, as LangGraph's sync API does).
+    """
+
+    def __init__(self, ledger: SqlLedger, *, serde: SerializerProtocol) -> None:
+        super().__init__(serde=serde)
+        self._ledger = ledger
+        self._loop = asyncio.get_running_loop()
+        self._statements: dict[str, ClauseElement] = {}
+
+    # -- SQL --------------------------------------------------------------------------------
+
+    def _upsert(self, name: str) -> ClauseElement:
+        """The dialect's INSERT ... ON CONFLICT for checkpoints and writes, built once."""
+        stmt = self._statements.get(name)
+        if stmt is None:
+            if name == "checkpoint":
+                base = self._ledger._upsert(checkpoints)
+                stmt = base.on_conflict_do_update(
+                    index_elements=["thread_id", "checkpoint_ns", "checkpoint_id"],
+                    set_={
+                        c: base.excluded[c]
+                        for c in ("parent_checkpoint_id", "type", "checkpoint", "metadata")
+                    },
+                )
+            elif name == "write_replace":
+                base = self._ledger._upsert(checkpoint_writes)
+                stmt = base.on_conflict_do_update(
+                    index_elements=[
+                        "thread_id",
+                        "checkpoint_ns",
+                        "checkpoint_id",
+                        "task_id",
+                        "idx",
+                    ],
+                    set_={c: base.excluded[c] for c in ("task_path", "channel", "type", "value")},
+                )
+            else:
+                stmt = self._ledger._upsert(checkpoint_writes).on_conflict_do_nothing()
+            self._statements[name] = stmt
+        return stmt
+
+    async def _fetch(self, stmt: ClauseElement, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        async with self._ledger._read() as x:
+            return await x.fetch(self._ledger._sql(stmt), params)
+
+    # -- decoding ---------------------------------------------------------------------------
+
+    def _load(self, kind: str, blob: bytes | None, run_id: str, where: str) -> Any:
+        try:
+            return self.serde.loads_typed((kind, bytes(blob) if blob is not None else b""))
+        except CheckpointCorrupt as exc:
+            raise CheckpointCorrupt(f"{where}: {exc.detail}", run_id=run_id) from exc
+        except Exception as exc:
+            raise CheckpointCorrupt(
+                f"{where}: a {kind} value of {len(blob or b'')} bytes does not decode "
+                f"({type(exc).__name__}: {exc})",
+                run_id=run_id,
+            ) from exc
+
+    async def _tuple(self, row: Mapping[str, Any]) -> CheckpointTuple:
+        run_id, ns, cid = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
+        metadata = self._load("msgpack", row["metadata"], run_id, f"checkpoint {cid} metadata")
+        step = metadata.get("step") if isinstance(metadata, Mapping) else None
+        at = f"checkpoint {cid} (step {step})"
+        checkpoint = self._load(row["type"], row["checkpoint"], run_id, at)
+        if not isinstance(checkpoint, dict) or not isinstance(
+            checkpoint.get("channel_values"), dict
+        ):
+            raise CheckpointCorrupt(f"{at} is not a checkpoint", run_id=run_id)
+        found = await self._fetch(
+            _SELECT_WRITES, {"thread_id": run_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+        )
+        found.sort(key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"]))
+        writes = [
+            (
+                w["task_id"],
+                w["channel"],
+                self._load(w["type"], w["value"], run_id, f"{at}, write to {w['channel']!r}"),
+            )
+            for w in found
+        ]
+        parent = row["parent_checkpoint_id"]
+        return CheckpointTuple(
+            config=_config(run_id, ns, cid),
+            checkpoint=checkpoint,  # type: ignore[arg-type]
+            metadata=metadata,
+            parent_config=_config(run_id, ns, parent) if parent else None,
+            pending_writes=writes,
+        )
+
+    # -- the async saver --------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        params = {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns", "")}
+        if checkpoint_id := get_checkpoint_id(config):
+            rows = await self._fetch(_SELECT_ONE, {**params, "checkpoint_id": checkpoint_id})
+        else:
+            rows = await self._fetch(_SELECT_LATEST, params)
+        return await self._tuple(rows[0]) if rows else None
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        stmt = select(checkpoints)
+        if config:
+            conf = config["configurable"]
+            stmt = stmt.where(_cp.thread_id == conf["thread_id"])
+            if conf.get("checkpoint_ns") is not None:
+                stmt = stmt.where(_cp.checkpoint_ns == conf["checkpoint_ns"])
+            if checkpoint_id := get_checkpoint_id(config):
+                stmt = stmt.where(_cp.checkpoint_id == checkpoint_id)
+        if before and (before_id := get_checkpoint_id(before)):
+            stmt = stmt.where(_cp.checkpoint_id < before_id)
+        stmt = stmt.order_by(_cp.thread_id, _cp.checkpoint_ns, _cp.checkpoint_id.desc())
+        if limit is not None and not filter:
+            stmt = stmt.limit(max(limit, 0))
+        compiled = stmt.compile(dialect=self._ledger._x.dialect)
+        async with self._ledger._read() as x:
+            rows = await x.fetch(str(compiled), compiled.params)
+        left = limit
+        for row in rows:
+            if left is not None and left <= 0:
+                return
+            if filter:
+                metadata = self._load(
+                    "msgpack", row["metadata"], row["thread_id"], "a checkpoint's metadata"
+                )
+                if not all(metadata.get(k) == v for k, v in filter.items()):
+                    continue
+            if left is not None:
+                left -= 1
+            yield await self._tuple(row)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        conf = config["configurable"]
+        run_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        kind, blob = self.serde.dumps_typed(checkpoint)
+        _, meta = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
+        row = {
+            "thread_id": run_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": conf.get("checkpoint_id"),
+            "type": kind,
+            "checkpoint": blob,
+            "metadata": meta,
+        }
+        await self._ledger.commit_with_staged(
+            [(self._ledger._sql(self._upsert("checkpoint")), [row])]
+        )
+        return _config(run_id, ns, checkpoint["id"])
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        conf = config["configurable"]
+        special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        rows = []
+        for idx, (channel, value) in enumerate(writes):
+            kind, blob = self.serde.dumps_typed(value)
+            rows.append(
+                {
+                    "thread_id": conf["thread_id"],
+                    "checkpoint_ns": conf.get("checkpoint_ns", ""),
+                    "checkpoint_id": conf["checkpoint_id"],
+                    "task_id": task_id,
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "task_path": task_path,
+                    "channel": channel,
+                    "type": kind,
+                    "value": blob,
+                }
+            )
+        if rows:
+            stmt = self._upsert("write_replace" if special else "write_keep")
+            await self._ledger.commit_with_staged([(self._ledger._sql(stmt), rows)])
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        params = [{"thread_id": str(thread_id)}]
+        ops: list[Op] = [
+            (self._ledger._sql(_DELETE_WRITES), params),
+            (self._ledger._sql(_DELETE_CHECKPOINTS), params),
+        ]
+        await self._ledger.commit_with_staged(ops)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """``NNN...N.RANDOM`` as LangGraph's own savers make them, so that runs they wrote
+        (converted by ``db upgrade``) go on with versions that compare alike."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(current.split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # -- the sync saver: the same, on the saver's event loop ---------------------------------
+
+    def _sync(self, call: Coroutine[Any, Any, _T]) -> _T:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            call.close()
+            raise asyncio.InvalidStateError(
+                "the stageline saver's sync methods block: call them from another thread, or "
+                "use the async ones (aget_tuple, aput, ...) on its event loop"
+            )
+        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._sync(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            found = self.alist(config, filter=filter, before=before, limit=limit)
+            return [item async for item in found]
+
+        yield from self._sync(collect())
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._sync(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._sync(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._sync(self.adelete_thread(thread_id))
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }

@@ -1,0 +1,91 @@
+"""A database made by the release before stageline's own checkpoint store (LangGraph's tables),
+upgraded in place with ``stageline db upgrade``: its runs read, resume and retry as before.
+
+The databases in ``tests/fixtures/release_db`` were made by that release's CLI (see its README):
+``done1`` succeeded, ``wait1`` waits at the editor's gate, ``fail1`` failed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+RELEASE = Path(__file__).parent.parent / "fixtures" / "release_db"
+RUNS = ("done1", "wait1", "fail1")
+OLD_TEMPLATE = "/tmp/fx/flaky.py"
+"""Where ``fail1``'s template was when the fixture was made; the tests move it to tmp_path."""
+
+
+def _code(done: subprocess.CompletedProcess[str], code: int) -> subprocess.CompletedProcess[str]:
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    return done
+
+
+def _sqlite_release(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    path = tmp_path / "home" / "stageline.db"
+    shutil.copy(RELEASE / "sqlite.db", path)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "UPDATE stageline_runs SET template = ? WHERE run_id = 'fail1'",
+            (str(tmp_path / "flaky.py"),),
+        )
+    db.close()
+
+
+def _postgres_release(tmp_path: Path, url: str) -> None:
+    dump = (RELEASE / "postgres.sql").read_text()
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(dump.encode())
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(
+            "UPDATE stageline_runs SET template = %s WHERE run_id = 'fail1'",
+            (str(tmp_path / "flaky.py"),),
+        )
+
+
+def _expected(tmp_path: Path, prefix: str) -> tuple[dict[str, Any], Any]:
+    shown = {r: json.loads((RELEASE / f"{prefix}show_{r}.json").read_text()) for r in RUNS}
+    shown["fail1"]["run"]["template"] = str(tmp_path / "flaky.py")
+    return shown, json.loads((RELEASE / f"{prefix}stats.json").read_text())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_database_of_the_previous_release_is_upgraded_and_its_runs_go_on(
+    cli: Cli, tmp_path: Path, postgres_empty_url: str, backend: str
+) -> None:
+    shutil.copy(RELEASE / "flaky.py", tmp_path / "flaky.py")
+    db = None
+    if backend == "sqlite":
+        _sqlite_release(tmp_path)
+        shown, stats = _expected(tmp_path, "")
+    else:
+        db = postgres_empty_url
+        _postgres_release(tmp_path, db)
+        shown, stats = _expected(tmp_path, "pg_")
+
+    refused = _code(cli("runs", db=db), 6).stderr
+    assert "stageline db upgrade" in refused and len(refused.strip().splitlines()) <= 2
+
+    upgraded = _code(cli("db", "upgrade", db=db), 0).stdout
+    assert "converted 19 checkpoint(s)" in upgraded
+    for run_id in RUNS:
+        assert json.loads(_code(cli("show", run_id, "--json", db=db), 0).stdout) == shown[run_id]
+    assert json.loads(_code(cli("stats", "--json", db=db), 0).stdout) == stats
+
+    _code(cli("approve", "wait1", "--note", "after the upgrade", db=db), 0)
+    (tmp_path / "ok.flag").write_text("")
+    _code(cli("retry", "fail1", db=db), 0)
+    listed = json.loads(_code(cli("runs", "--json", db=db), 0).stdout)
+    assert {r["run_id"]: r["status"] for r in listed} == dict.fromkeys(RUNS, "succeeded")
+    assert "converted" not in _code(cli("db", "upgrade", db=db), 0).stdout

@@ -1,0 +1,119 @@
+"""A checkpoint or pending write that cannot be decoded is a typed error naming the run, the
+step and the type, on both backends; it never reads back as None, and nothing in it runs."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import ormsgpack
+import psycopg
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_POS_ARGS
+
+from stageline.checkpoints import checkpoint_serde
+from stageline.errors import CheckpointCorrupt
+from stageline.ledger import Backend, open_backend
+
+_OPT = ormsgpack.OPT_NON_STR_KEYS
+CONF: Any = {"configurable": {"thread_id": "r1", "checkpoint_ns": ""}}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'd.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+async def backend(db_url: str) -> AsyncIterator[Backend]:
+    opened = await open_backend(db_url, checkpoint_serde())
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+def _sql(backend: Backend, sql: str, *params: Any) -> Any:
+    """Run one statement on the backend's database, behind the saver's back."""
+    url = backend.ledger.url
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.split(":///", 1)[1]) as db:
+            found = db.execute(sql, params).fetchall()
+        db.close()
+        return found
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(sql.replace("?", "%s"), params)
+        return cur.fetchall() if cur.description else []
+
+
+async def _saved(backend: Backend) -> Any:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"draft": "a draft"}
+    checkpoint["channel_versions"] = {"draft": "1"}
+    stored = await backend.saver.aput(CONF, checkpoint, {"step": 3}, {"draft": "1"})  # type: ignore[typeddict-item]
+    await backend.saver.aput_writes(stored, [("draft", "a write")], "task1")
+    return stored
+
+
+def _hostile(marker: Path) -> ormsgpack.Ext:
+    return ormsgpack.Ext(
+        EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(("os", "system", [f"touch {marker}"]))
+    )
+
+
+async def test_a_type_off_the_allowlist_names_run_step_and_type(
+    backend: Backend, tmp_path: Path
+) -> None:
+    await _saved(backend)
+    marker = tmp_path / "pwned"
+    ((blob,),) = _sql(backend, "SELECT checkpoint FROM stageline_checkpoints")
+    keep: Any = lambda code, data: ormsgpack.Ext(code, data)  # noqa: E731
+    checkpoint = ormsgpack.unpackb(bytes(blob), ext_hook=keep, option=_OPT)
+    checkpoint["channel_values"]["draft"] = _hostile(marker)
+    _sql(backend, "UPDATE stageline_checkpoints SET checkpoint = ?", ormsgpack.packb(checkpoint))
+    for read in (backend.saver.aget_tuple(CONF), anext(backend.saver.alist(CONF))):
+        with pytest.raises(CheckpointCorrupt) as got:
+            await read
+        assert got.value.run_id == "r1"
+        assert "step 3" in str(got.value) and "os.system" in str(got.value)
+    assert not marker.exists()
+
+
+async def test_a_truncated_blob_names_run_step_and_type(backend: Backend) -> None:
+    await _saved(backend)
+    ((blob,),) = _sql(backend, "SELECT checkpoint FROM stageline_checkpoints")
+    _sql(backend, "UPDATE stageline_checkpoints SET checkpoint = ?", bytes(blob)[: len(blob) // 2])
+    with pytest.raises(CheckpointCorrupt) as got:
+        await backend.saver.aget_tuple(CONF)
+    assert got.value.run_id == "r1"
+    assert "step 3" in str(got.value) and "msgpack" in str(got.value)
+
+
+async def test_a_hostile_pending_write_is_refused_not_dropped(
+    backend: Backend, tmp_path: Path
+) -> None:
+    await _saved(backend)
+    marker = tmp_path / "pwned"
+    _sql(
+        backend,
+        "UPDATE stageline_checkpoint_writes SET value = ?",
+        ormsgpack.packb(_hostile(marker)),
+    )
+    with pytest.raises(CheckpointCorrupt) as got:
+        await backend.saver.aget_tuple(CONF)
+    assert "'draft'" in str(got.value) and "os.system" in str(got.value)
+    assert not marker.exists()
+
+
+async def test_an_intact_checkpoint_reads_back(backend: Backend) -> None:
+    stored = await _saved(backend)
+    saved = await backend.saver.aget_tuple(CONF)
+    assert saved is not None and saved.config == stored
+    assert saved.checkpoint["channel_values"] == {"draft": "a draft"}
+    assert saved.pending_writes == [("task1", "draft", "a write")]
+    assert saved.metadata["step"] == 3
