@@ -107,6 +107,12 @@ async def test_releasing_a_lease_never_held_here_changes_nothing(ledger: LedgerS
     await ledger.release_lease(run.run_id, "host:9:nobody")
     after = await ledger.get_run(run.run_id)
     assert (after.lease_holder, after.last_seq) == (None, 1)
+    # Ending it with `release` from here (say, cancelling a queued run) works all the same.
+    ended = await ledger.transition(
+        run.run_id, RunStatus.CANCELLED, release=True, events=[_ev(run.run_id, "run.cancelled")]
+    )
+    assert (ended.status, ended.lease_holder) == (RunStatus.CANCELLED, None)
+    assert (await ledger.get_run(run.run_id)).last_seq == 2
 
 
 async def test_after_releasing_a_process_numbers_after_events_written_elsewhere(

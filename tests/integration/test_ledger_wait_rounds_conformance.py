@@ -7,6 +7,7 @@ back or refused and asked again, possibly from another process than the one that
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -117,16 +118,58 @@ async def test_another_process_can_refuse_a_round_and_ask_it_again(
         await runner.aclose()
 
 
-async def test_a_policy_step_reaches_the_publisher_with_its_events(ledger: LedgerStore) -> None:
+async def test_every_wait_write_reaches_the_publisher_once_committed(ledger: LedgerStore) -> None:
     run_id = await _waiting_run(ledger)
-    await ledger.open_waits(run_id, [_gate(run_id)])
     published: list[Event] = []
     ledger.publisher = published.extend
-    assert await ledger.advance_policy(
-        run_id, "g-1", 1, step=1, events=[Event(run_id=run_id, kind="gate.reminded")]
+
+    def ev(kind: str) -> Event:
+        return Event(run_id=run_id, kind=kind)
+
+    await ledger.open_waits(run_id, [_gate(run_id)], events=[ev("gate.waiting")])
+    assert await ledger.advance_policy(run_id, "g-1", 1, step=1, events=[ev("gate.reminded")])
+    assert not await ledger.advance_policy(run_id, "g-1", 1, step=1, events=[ev("gate.reminded")])
+    await ledger.decide_wait(
+        run_id, "g-1", 1, response={"decision": "approve"}, actor="ann", events=[ev("gate.decided")]
     )
-    assert [(e.seq, e.kind) for e in published] == [(1, "gate.reminded")]
-    assert not await ledger.advance_policy(
-        run_id, "g-1", 1, step=1, events=[Event(run_id=run_id, kind="gate.reminded")]
+    await ledger.settle_wait(run_id, "g-1", 1, WaitStatus.APPLIED, events=[ev("gate.applied")])
+    assert [(e.seq, e.kind) for e in published] == [
+        (1, "gate.waiting"),
+        (2, "gate.reminded"),  # once: the losing step published nothing
+        (3, "gate.decided"),
+        (4, "gate.applied"),
+    ]
+
+
+async def test_pending_rounds_of_one_run_leave_out_the_other_runs(ledger: LedgerStore) -> None:
+    one, other = await _waiting_run(ledger), await _waiting_run(ledger)
+    for run_id in (one, other):
+        await ledger.open_waits(run_id, [_gate(run_id)])
+    assert [w.run_id for w in await ledger.pending_waits(run_id=one)] == [one]
+    assert {w.run_id for w in await ledger.pending_waits()} >= {one, other}
+
+
+async def test_a_round_is_opened_pending_whatever_status_it_was_handed(
+    ledger: LedgerStore,
+) -> None:
+    run_id = await _waiting_run(ledger)
+    [opened] = await ledger.open_waits(run_id, [replace(_gate(run_id), status=WaitStatus.EXPIRED)])
+    assert opened.status is WaitStatus.PENDING
+    assert [w.round for w in await ledger.pending_waits(run_id=run_id)] == [1]
+
+
+async def test_settle_accepts_three_expected_statuses(ledger: LedgerStore) -> None:
+    run_id = await _waiting_run(ledger)
+    await ledger.open_waits(run_id, [_gate(run_id)])
+    closed = await ledger.settle_wait(
+        run_id,
+        "g-1",
+        1,
+        WaitStatus.CLOSED,
+        reason="run cancelled",
+        expect=[WaitStatus.DECIDED, WaitStatus.REFUSED, WaitStatus.PENDING],
     )
-    assert len(published) == 1  # the loser published nothing
+    assert closed is not None and (closed.status, closed.reason) == (
+        WaitStatus.CLOSED,
+        "run cancelled",
+    )
