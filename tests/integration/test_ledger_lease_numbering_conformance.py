@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from stageline.checkpoints import checkpoint_serde
-from stageline.errors import LeaseHeld
+from stageline.errors import LeaseHeld, RunNotFound
 from stageline.ledger import Backend, Event, LedgerStore, Run, RunStatus, open_backend
 
 DEAD_HOLDER = f"{socket.gethostname()}:999999:abc"
@@ -201,3 +201,19 @@ async def test_a_lease_taken_from_a_dead_process_is_held_for_its_ttl(ledger: Led
     assert taken.lease_holder == "host:2:you"
     with pytest.raises(LeaseHeld, match="host:2:you"):  # not expired: nobody else takes it
         await ledger.acquire_lease(run.run_id, "host:3:them", 60)
+
+
+# -- a run that is not there ----------------------------------------------------------------
+
+
+async def test_every_write_to_a_missing_run_names_it(ledger: LedgerStore) -> None:
+    """What `stageline cancel ID` and friends print: the id the user typed."""
+    missing = f"gone-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(RunNotFound, match=missing):
+        await ledger.request_cancel(missing)
+    with pytest.raises(RunNotFound, match=missing):
+        await ledger.transition(missing, RunStatus.RUNNING)
+    with pytest.raises(RunNotFound, match=missing):
+        await ledger.acquire_lease(missing, "host:1:me", 60)
+    with pytest.raises(RunNotFound, match=missing):
+        await ledger.append_events(missing, [_ev(missing, "x")])
