@@ -307,6 +307,24 @@ async def test_a_budget_counts_what_this_attempt_used_and_what_gates_granted(
     assert over is not None and (over["used"], over["limit"]) == (150, 150)
 
 
+async def test_a_retry_counts_what_earlier_attempts_spent(ledger: MemoryLedger) -> None:
+    finish(LedgerJournal(ledger, RUN, 1), "failed", metrics={"cost": 0.75}, error="x")
+    retry = LedgerJournal(ledger, RUN, 2, budget=Budget(cost=1.0))
+    assert await retry.budget_overrun("draft", "t1") is None
+    over = await retry.budget_overrun("draft", "t1", pending={"cost": 0.25})
+    assert over is not None and (over["measure"], over["used"]) == ("cost", 1.0)
+
+
+async def test_a_replayed_node_does_not_count_what_it_spent_before_it_waited(
+    ledger: MemoryLedger,
+) -> None:
+    journal = LedgerJournal(ledger, RUN, 1, budget=Budget(tokens=100))
+    finish(journal, "waiting", task_id="t1", metrics={"input_tokens": 100})
+    assert await journal.budget_overrun("draft", "t1") is None  # it runs again from its start
+    over = await journal.budget_overrun("draft", "t2")  # for any other node it is spent
+    assert over is not None and over["used"] == 100
+
+
 # -- stage log lines -------------------------------------------------------------------------
 
 
