@@ -14,6 +14,7 @@ from stageline.config import Settings
 from stageline.errors import InvalidTransition
 from stageline.ledger import EventCategory, RunStatus, WaitStatus
 from stageline.runner import Runner
+from stageline.runner._human import due_at
 from stageline.stages import StageContext
 from stageline.templates import Template
 
@@ -217,3 +218,30 @@ async def test_a_step_is_due_at_its_share_of_the_time_to_the_deadline(runner: Ru
     assert (final["step"], final["outcome"]) == ("reject", "rejected")
     [decided] = await runner.ledger.waits(run_id)
     assert (decided.actor, decided.note) == ("stageline sweep", "deadline passed")
+
+
+async def test_a_step_is_applied_at_the_moment_it_is_due(runner: Runner) -> None:
+    _, wait = await waiting(runner, gated(deadline=100, on_deadline="park"))
+    [remind] = await runner.sweep(now=due_at(wait, 0))
+    assert remind["step"] == "remind"
+
+
+async def test_a_wait_another_sweeper_took_does_not_stop_the_sweep(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first_id, first = await waiting(runner, gated(deadline=10, on_deadline="park"))
+    second_id, second = await waiting(runner, gated(deadline=10, on_deadline="park"))
+    advance = runner.ledger.advance_policy
+
+    async def first_taken(run_id: str, *args: Any, **kwargs: Any) -> bool:
+        if run_id == first_id:
+            return False  # another sweeper applied it first
+        return await advance(run_id, *args, **kwargs)
+
+    monkeypatch.setattr(runner.ledger, "advance_policy", first_taken)
+    swept = await runner.sweep(now=max(first.deadline_at, second.deadline_at) + 1)
+    assert [(s["run_id"], s["step"]) for s in swept] == [
+        (second_id, "remind"),
+        (second_id, "escalate"),
+        (second_id, "park"),
+    ]

@@ -156,3 +156,71 @@ async def test_a_question_set_is_named_by_its_node(runner: Runner) -> None:
     assert done.status is RunStatus.SUCCEEDED
     [answered] = await runner.ledger.waits(run_id)
     assert answered.actor == "bob"
+
+
+async def test_a_stale_decision_says_what_it_was_for_and_what_is_there_now(
+    runner: Runner,
+) -> None:
+    run_id, wait = await at_gate(runner)
+    with pytest.raises(StaleDecision) as raised:
+        await runner.reject(run_id, state_hash="0000")
+    assert str(raised.value) == (
+        f"stale: this reject for gate 'approval' of run {run_id} was made on state 0000, but "
+        f"the state at the gate is now {wait.state_hash}; look again and decide on what it is now"
+    )
+
+
+async def test_a_gate_without_a_changes_route_takes_no_changes(runner: Runner) -> None:
+    plain = Template("no_changes", state=S)
+    plain.add_stage("write", write).add_gate("approval").add_stage("publish", publish)
+    plain.add_sequence("write", "approval", "publish")
+    run_id, _ = await at_gate(runner, plain)
+    with pytest.raises(InvalidTransition) as raised:
+        await runner.request_changes(run_id, note="more")
+    assert str(raised.value) == "gate 'approval' takes no changes; approve or reject"
+
+
+async def turns(state: S, history: list[dict[str, Any]], ctx: StageContext) -> Any:
+    return [f"Question {len(history) + 1}?"]
+
+
+TURNS = Template("turns", state=S)
+TURNS.add_question("clarify", ask=turns, max_turns=2, answers_key="answers")
+TURNS.add_stage("publish", publish)
+TURNS.add_edge("clarify", "publish")
+
+
+async def test_an_answer_binds_to_the_set_that_was_shown(runner: Runner) -> None:
+    run_id = (await runner.start(TURNS, {})).run.run_id
+    [first] = await runner.pending(run_id)
+    second = await runner.answer(run_id, {"q1": "a"}, actor="ann")
+    [next_set] = second.waiting
+    assert next_set.wait_id != first.wait_id
+    with pytest.raises(AlreadyDecided, match="already answered by ann"):
+        await runner.answer(run_id, {"q1": "b"}, seen_at=first.requested_at, actor="bob")
+    assert await runner.pending(run_id) == [next_set]
+
+
+async def test_an_answer_reaches_the_run_with_its_services_and_template_check(
+    runner: Runner,
+) -> None:
+    seen: list[Any] = []
+
+    async def use(state: S, ctx: StageContext) -> dict[str, Any]:
+        seen.append(ctx.services["mailer"])
+        return {"published": True}
+
+    template = Template("answered", state=S)
+    template.add_question("ask", questions=["Who?"], answers_key="answers")
+    template.add_stage("use", use)
+    template.add_edge("ask", "use")
+    run_id = (await runner.start(template, {}, services={"mailer": "first"})).run.run_id
+    changed = Template("answered", state=S)
+    changed.add_question("ask", questions=["Who?"], answers_key="answers")
+    changed.add_stage("use", use).add_stage("publish", publish)  # one stage more
+    changed.add_sequence("ask", "use", "publish")
+    runner.load(changed)
+    with pytest.raises(TemplateChanged):
+        await runner.answer(run_id, {"q1": "x"})
+    done = await runner.answer(run_id, {"q1": "x"}, services={"mailer": "second"}, force=True)
+    assert done.status is RunStatus.SUCCEEDED and seen == ["second"]
