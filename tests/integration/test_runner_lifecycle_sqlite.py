@@ -3,6 +3,7 @@ it: what create, start, resume, retry, cancel and status record and refuse."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -296,3 +297,30 @@ async def test_status_of_a_run_whose_template_is_gone_still_shows_the_ledger(
     assert shown.run.status is RunStatus.WAITING
     assert [r.node for r in shown.records] == ["write", "approval"]
     assert [w.name for w in shown.waits] == ["approval"]
+
+
+async def test_a_node_stopped_midway_runs_again_as_a_new_try(runner: Runner) -> None:
+    """Ctrl-C (here: the advance's task cancelled) stops a node midway; the resume runs it
+    again as try 2, and both tries keep their own record."""
+    entered, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck_once(state: S, ctx: StageContext) -> dict[str, Any]:
+        CALLS["stuck"] += 1
+        if CALLS["stuck"] == 1:
+            entered.set()
+            await never.wait()
+        return {"n": 1}
+
+    template = Template("stopped", state=S).add_stage("stuck", stuck_once)
+    advance = asyncio.create_task(runner.start(template, {}, run_id="stopped-1"))
+    await entered.wait()
+    advance.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await advance
+    done = await runner.resume("stopped-1")
+    assert done.status is RunStatus.SUCCEEDED and CALLS["stuck"] == 2
+    tries = [(r.attempt, r.try_no, r.status, r.failure_phase) for r in done.records]
+    assert tries == [
+        (1, 1, NodeStatus.FAILED, "interrupted"),
+        (1, 2, NodeStatus.SUCCEEDED, None),
+    ]
