@@ -132,3 +132,25 @@ async def test_a_run_whose_lease_was_taken_stops_after_its_step(
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
         "lost the lease of run stolen-1; stopping after this step"
     ]
+
+
+async def test_a_drain_stops_an_advance_in_flight_after_its_step(runner: Runner) -> None:
+    entered, go = asyncio.Event(), asyncio.Event()
+
+    async def held(state: S, ctx: StageContext) -> dict[str, Any]:
+        entered.set()
+        await go.wait()
+        return {"done": ["held"]}
+
+    template = Template("drained", state=S).add_stage("held", held).add_stage("after", after)
+    template.add_edge("held", "after")
+    advance = asyncio.create_task(runner.start(template, {}, run_id="drain-1"))
+    await entered.wait()
+    assert runner.drain("deploy") == 1  # one advance in flight
+    go.set()
+    summary = await advance
+    assert summary.status is RunStatus.QUEUED  # another process resumes it
+    assert summary.state == {"done": ["held"]}
+    drained = [e for e in await runner.ledger.events("drain-1") if e.kind == "run.drained"]
+    assert [e.message for e in drained] == ["deploy"]
+    assert runner.drain() == 0  # the finished advance is no longer in flight
