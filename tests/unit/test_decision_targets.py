@@ -4,6 +4,7 @@ question set by its id or a prefix of it, and every check ``approve`` makes hold
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
@@ -224,3 +225,29 @@ async def test_an_answer_reaches_the_run_with_its_services_and_template_check(
         await runner.answer(run_id, {"q1": "x"})
     done = await runner.answer(run_id, {"q1": "x"}, services={"mailer": "second"}, force=True)
     assert done.status is RunStatus.SUCCEEDED and seen == ["second"]
+
+
+async def test_a_decision_without_an_actor_is_by_the_user_or_unknown(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_user() -> str:
+        raise OSError("no user name in this container")
+
+    monkeypatch.setattr(getpass, "getuser", no_user)
+    run_id, _ = await at_gate(runner)
+    await runner.approve(run_id)
+    [decided] = await runner.ledger.waits(run_id)
+    assert decided.actor == "unknown"
+    monkeypatch.setattr(getpass, "getuser", lambda: "carol")
+    run_id, _ = await at_gate(runner)
+    await runner.approve(run_id)
+    [decided] = await runner.ledger.waits(run_id)
+    assert decided.actor == "carol"
+
+
+async def test_what_waits_is_listed_with_each_runs_template(runner: Runner) -> None:
+    _, gate = await at_gate(runner)
+    question_run = (await runner.start(ASKING, {})).run.run_id
+    [question] = await runner.pending(question_run)
+    assert await runner.pending_with_templates() == [(gate, "targets"), (question, "asking")]
+    assert await runner.pending_with_templates(question_run) == [(question, "asking")]
