@@ -15,6 +15,7 @@ from stageline.errors import InvalidTransition
 from stageline.ledger import EventCategory, RunStatus, WaitStatus
 from stageline.runner import Runner
 from stageline.runner._human import due_at
+from stageline.runner._waits import what
 from stageline.stages import StageContext
 from stageline.templates import Template
 
@@ -245,3 +246,44 @@ async def test_a_wait_another_sweeper_took_does_not_stop_the_sweep(
         (second_id, "escalate"),
         (second_id, "park"),
     ]
+
+
+class Q(TypedDict, total=False):
+    size: dict[str, Any]
+    tone: dict[str, Any]
+
+
+async def begin(state: Q, ctx: StageContext) -> dict[str, Any]:
+    return {}
+
+
+def asks(key: str, turn: int, default: str) -> Any:
+    async def body(state: Q, ctx: StageContext) -> dict[str, Any]:
+        question = {"id": "q", "text": f"Which {key}?", "default": default}
+        asked = ctx.ask([question], turn=turn, deadline=10, on_deadline="default")
+        return {key: asked["answers"]}
+
+    return body
+
+
+async def test_two_question_sets_past_their_deadline_each_take_their_defaults(
+    runner: Runner,
+) -> None:
+    """The sweeper answers the very set whose deadline passed, even when the run waits on
+    two at once."""
+    template = Template("two_questions", state=Q)
+    template.add_stage("begin", begin)
+    template.add_stage("size", asks("size", 0, "small")).add_stage("tone", asks("tone", 1, "dry"))
+    template.add_fanout("begin", ["size", "tone"])
+    run_id = (await runner.start(template, {})).run.run_id
+    asked = await runner.pending(run_id)
+    assert len(asked) == 2
+    swept = await runner.sweep(now=max(w.deadline_at for w in asked) + 1)
+    defaults = [s for s in swept if s["step"] == "default"]
+    assert [s["outcome"] for s in defaults] == ["waiting", "succeeded"]
+    state = (await runner.status(run_id)).state
+    assert (state["size"], state["tone"]) == ({"q": "small"}, {"q": "dry"})
+    expired = [e for e in await runner.ledger.events(run_id) if e.kind == "question.expired"]
+    assert {e.message for e in expired} == {
+        f"deadline passed at {what(w)}: answering with the defaults" for w in asked
+    }

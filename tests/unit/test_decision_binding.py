@@ -120,3 +120,44 @@ async def test_a_gate_named_wrong_is_refused_listing_what_waits(runner: Runner) 
         await runner.answer(run_id, {"q1": "x"})
     with pytest.raises(UsageError, match="needs a note"):
         await runner.request_changes(run_id, note="")
+
+
+PARALLEL = Template("binding_parallel", state=S)
+PARALLEL.add_stage("write", write).add_gate("legal").add_gate("brand")
+PARALLEL.add_stage("publish", publish)
+PARALLEL.add_fanout("write", ["legal", "brand"])
+PARALLEL.add_edge("legal", "publish")
+
+
+async def test_a_look_at_parallel_gates_binds_to_the_one_named(runner: Runner) -> None:
+    run_id = (await runner.start(PARALLEL, {})).run.run_id
+    looked = max(w.requested_at for w in await runner.pending(run_id))
+    with pytest.raises(UsageError) as raised:
+        await runner.approve(run_id, seen_at=looked)
+    names = ", ".join(w.name for w in await runner.pending(run_id))
+    assert str(raised.value) == f"run {run_id} waits at 2 gates ({names}); say which with --gate"
+    half = await runner.approve(run_id, gate="legal", seen_at=looked)
+    assert [w.name for w in half.waiting] == ["brand"]
+
+
+async def test_a_decision_rolled_back_leaves_the_visit_open_to_decide(runner: Runner) -> None:
+    run_id, wait = await first_visit(runner)
+    await runner.ledger.decide_wait(  # its process died before the run moved on
+        run_id, wait.wait_id, wait.round, response={"decision": "approve"}, actor="ghost"
+    )
+    assert (await runner.resume(run_id)).status is RunStatus.WAITING
+    rounds = [(w.round, w.status) for w in await runner.ledger.waits(run_id)]
+    assert rounds == [(1, WaitStatus.ROLLED_BACK), (2, WaitStatus.PENDING)]
+    done = await runner.approve(run_id, wait_id=wait.wait_id, actor="ann")
+    assert done.status is RunStatus.SUCCEEDED
+
+
+async def test_a_look_binds_to_the_latest_visit_before_it(runner: Runner) -> None:
+    run_id, first = await first_visit(runner)
+    second = (await runner.request_changes(run_id, note="one", actor="ann")).waiting[0]
+    third = (await runner.request_changes(run_id, note="two", actor="bob")).waiting[0]
+    assert first.requested_at < second.requested_at < third.requested_at
+    with pytest.raises(AlreadyDecided, match="sent back for changes by bob"):
+        await runner.approve(run_id, seen_at=second.requested_at, actor="carol")
+    with pytest.raises(AlreadyDecided, match="sent back for changes by ann"):
+        await runner.approve(run_id, seen_at=first.requested_at, actor="carol")

@@ -11,7 +11,13 @@ from typing import Any, TypedDict
 import pytest
 
 from stageline.config import Settings
-from stageline.errors import AlreadyDecided, InvalidTransition, StaleDecision, TemplateChanged
+from stageline.errors import (
+    AlreadyDecided,
+    InvalidTransition,
+    StaleDecision,
+    TemplateChanged,
+    UsageError,
+)
 from stageline.ledger import RunStatus, WaitStatus
 from stageline.runner import Runner
 from stageline.stages import StageContext
@@ -251,3 +257,35 @@ async def test_what_waits_is_listed_with_each_runs_template(runner: Runner) -> N
     [question] = await runner.pending(question_run)
     assert await runner.pending_with_templates() == [(gate, "targets"), (question, "asking")]
     assert await runner.pending_with_templates(question_run) == [(question, "asking")]
+
+
+async def test_a_request_for_changes_needs_a_note(runner: Runner) -> None:
+    run_id, _ = await at_gate(runner)
+    for empty in ("", "  "):
+        with pytest.raises(UsageError) as raised:
+            await runner.request_changes(run_id, note=empty)
+        assert str(raised.value) == "a request for changes needs a note saying what to change"
+
+
+async def test_the_services_given_with_a_decision_reach_the_nodes_after_it(
+    runner: Runner,
+) -> None:
+    used: list[Any] = []
+
+    async def archive(state: S, ctx: StageContext) -> dict[str, Any]:
+        used.append(("archive", ctx.services["tag"]))
+        return {}
+
+    async def draft(state: S, ctx: StageContext) -> dict[str, Any]:
+        used.append(("write", ctx.services.get("tag")))
+        return {"text": "draft"}
+
+    template = Template("serviced", state=S)
+    template.add_stage("write", draft).add_stage("archive", archive)
+    template.add_gate("approval", changes_to="write", reject_to="archive")
+    template.add_stage("publish", publish)
+    template.add_sequence("write", "approval", "publish")
+    run_id, _ = await at_gate(runner, template)
+    await runner.request_changes(run_id, note="again", services={"tag": "changes"})
+    await runner.reject(run_id, services={"tag": "reject"})
+    assert used == [("write", None), ("write", "changes"), ("archive", "reject")]
