@@ -278,7 +278,7 @@ async def test_two_question_sets_past_their_deadline_each_take_their_defaults(
     run_id = (await runner.start(template, {})).run.run_id
     asked = await runner.pending(run_id)
     assert len(asked) == 2
-    swept = await runner.sweep(now=max(w.deadline_at for w in asked) + 1)
+    swept = await runner.sweep(now=max(w.deadline_at or 0 for w in asked) + 1)
     defaults = [s for s in swept if s["step"] == "default"]
     assert [s["outcome"] for s in defaults] == ["waiting", "succeeded"]
     state = (await runner.status(run_id)).state
