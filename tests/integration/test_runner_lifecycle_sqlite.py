@@ -113,7 +113,12 @@ async def test_a_run_id_is_checked_before_anything_is_recorded(runner: Runner) -
 
 
 async def test_a_started_run_says_so_and_ends_without_a_lease(runner: Runner) -> None:
-    summary = await runner.start(PLAIN, {"n": 5}, run_id="started-1")
+    summary = await runner.start(
+        PLAIN, {"n": 5}, run_id="started-1", services={"ledger": runner.ledger}
+    )
+    [running] = SEEN_RUN  # while it ran, no other process could take it
+    assert running.status is RunStatus.RUNNING and running.lease_holder is not None
+    assert running.lease_expires_at is not None and running.lease_expires_at > time.time()
     run = summary.run
     assert (run.run_id, run.status, run.template) == ("started-1", RunStatus.SUCCEEDED, "lifecycle")
     assert (run.lease_holder, run.lease_expires_at) == (None, None)
