@@ -98,6 +98,12 @@ async def test_a_created_run_is_queued_with_its_inputs_until_resumed(runner: Run
     # Resumed, it starts from its inputs (without what stageline keeps beside them).
     waiting = await runner.resume("made-1")
     assert waiting.status is RunStatus.WAITING
+    resumed = await event(runner, "made-1", "run.resumed")
+    assert resumed.data == {
+        "attempt": 1,
+        "template": "lifecycle_gate",
+        "version": GATED.full_version,
+    }
     assert waiting.state == {"n": 2, "text": "n=2"}
     [wait] = waiting.waits
     assert wait.deadline_at == pytest.approx(wait.requested_at + 30)
