@@ -444,3 +444,13 @@ async def test_an_effect_another_process_began_first_is_theirs(finished: bool) -
         with pytest.raises(EffectInDoubt):
             await journal.effect(node="n", key="k", fn=lambda: calls.append(1))
     assert calls == []
+
+
+async def test_a_node_budget_counts_only_that_nodes_runs(ledger: MemoryLedger) -> None:
+    budget = Budget(nodes={"draft": Budget(tokens=50)})
+    journal = LedgerJournal(ledger, RUN, 1, budget=budget)
+    finish(journal, "succeeded", node="draft", task_id="t1", metrics={"input_tokens": 50})
+    finish(journal, "succeeded", node="review", task_id="t2", metrics={"input_tokens": 500})
+    assert await journal.budget_overrun("review", "t3") is None  # no limit of its own
+    over = await journal.budget_overrun("draft", "t4")
+    assert over is not None and (over["scope"], over["used"]) == ("node:draft", 50)
