@@ -18,6 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG
 from pydantic import BaseModel
 
+from plain_ids import plain_id
 from stageline.checkpoints import checkpoint_serde, ensure_checkpointable
 from stageline.errors import CheckpointCorrupt
 
@@ -40,7 +41,7 @@ ALLOWED = [Finding, Note, Colour]
 
 
 @pytest.mark.parametrize(
-    "value", [Finding(claim="c", score=0.5), Note(text="n"), Colour.RED], ids=repr
+    "value", [Finding(claim="c", score=0.5), Note(text="n"), Colour.RED], ids=plain_id
 )
 def test_a_blob_naming_a_type_off_the_allowlist_is_refused(value: Any) -> None:
     blob = checkpoint_serde(ALLOWED).dumps_typed(value)
@@ -118,7 +119,7 @@ async def test_a_saver_with_the_strict_serde_refuses_foreign_types_in_checkpoint
         uuid.UUID(int=7),
         {"nested": [(1, {"deep": "ok"})]},
     ],
-    ids=repr,
+    ids=plain_id,
 )
 def test_plain_values_are_checkpointable(value: Any) -> None:
     assert ensure_checkpointable(checkpoint_serde(), value) is None

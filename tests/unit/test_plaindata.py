@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from plain_ids import plain_id
 from stageline.cli._inputs import parse_assignment, parse_inputs, read_input_file
 from stageline.config import Settings
 from stageline.errors import AnswerInvalid, InputError, TemplateError, UsageError
@@ -57,7 +58,7 @@ BOMB = textwrap.dedent("""
         (datetime.date(2024, 1, 1), "a date is not plain JSON"),
         ([datetime.datetime(2024, 1, 1)], "a datetime at [0] is not plain JSON"),
     ],
-    ids=repr,
+    ids=plain_id,
 )
 def test_values_json_cannot_hold_are_named(value: Any, says: str) -> None:
     why = plain_problem(value)
@@ -67,7 +68,7 @@ def test_values_json_cannot_hold_are_named(value: Any, says: str) -> None:
 @pytest.mark.parametrize(
     "value",
     [None, True, 0, -1.5, "text", [1, "a", None], {"a": {"b": [1.0, {"c": "d"}]}}, (1, 2)],
-    ids=repr,
+    ids=plain_id,
 )
 def test_plain_values_pass(value: Any) -> None:
     assert plain_problem(value) is None
@@ -189,7 +190,7 @@ async def runner(memory_settings: Settings) -> AsyncIterator[Runner]:
         {"topic": b"x"},
         {"to\x00pic": "a"},
     ],
-    ids=repr,
+    ids=plain_id,
 )
 async def test_the_runner_refuses_before_a_run_exists(
     runner: Runner, inputs: dict[str, Any]

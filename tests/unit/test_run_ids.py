@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from plain_ids import plain_id
 from stageline.config import Settings
 from stageline.errors import InputError
 from stageline.ledger import Run, RunStatus
@@ -46,7 +47,7 @@ def test_good_ids_pass(run_id: str) -> None:
     assert is_run_id(run_id) and check_run_id(run_id) == run_id
 
 
-@pytest.mark.parametrize("run_id", BAD_IDS, ids=repr)
+@pytest.mark.parametrize("run_id", BAD_IDS, ids=plain_id)
 def test_bad_ids_are_refused_naming_the_rule(run_id: str) -> None:
     assert not is_run_id(run_id)
     with pytest.raises(InputError, match="is not a valid run id: use 1-64 letters"):
@@ -101,7 +102,7 @@ METHODS: dict[str, Callable[[Runner, str], Awaitable[Any]]] = {
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-@pytest.mark.parametrize("run_id", ["../../../escape", "/some/dir", ""], ids=repr)
+@pytest.mark.parametrize("run_id", ["../../../escape", "/some/dir", ""], ids=plain_id)
 async def test_every_runner_method_refuses_a_malformed_id(
     runner: Runner, method: str, run_id: str
 ) -> None:
