@@ -68,7 +68,7 @@ from stageline.runner._waits import (
 )
 from stageline.runner._worktrees import describe_worktree
 from stageline.stages import RESERVED_KEYS, Budget, RunContext
-from stageline.templates import Template, load_template, use_project
+from stageline.templates import Template, load_template, runs_on, use_project
 
 __all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
@@ -415,7 +415,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
 
     def _checked_template(self, run: Run, force: bool) -> Template:
         made = self.load(run.template)
-        if made.full_version != run.template_version and not force:
+        if not runs_on(made, run.template, run.template_version) and not force:
             raise TemplateChanged(run.run_id, run.template_version, made.full_version)
         return made
 

@@ -40,6 +40,9 @@ __all__ = [
 
 DECISIONS = ("approve", "reject", "changes", "takeover")
 DEFAULT_DEADLINE = 24 * 3600.0
+MACHINERY = {"machinery": True}
+"""Stage metadata of the nodes stageline makes itself: a template's digest covers their options,
+not stageline's code, so upgrading stageline leaves the templates that use them unchanged."""
 FINAL_STEPS = {"gate": ("reject", "park", "fail"), "question": ("default", "park", "fail")}
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -160,7 +163,13 @@ def gate_stage(
         return update
 
     run_gate.__name__ = run_gate.__qualname__ = f"gate[{name}]"
-    return Stage(fn=run_gate, name=f"gate:{name}", capability="approval", cost_class="none")
+    return Stage(
+        fn=run_gate,
+        name=f"gate:{name}",
+        capability="approval",
+        cost_class="none",
+        metadata=MACHINERY,
+    )
 
 
 def _token(response: Any) -> str | None:
@@ -259,7 +268,13 @@ def question_stage(
         return update
 
     run_question.__name__ = run_question.__qualname__ = f"question[{name}]"
-    return Stage(fn=run_question, name=f"question:{name}", capability="clarify", cost_class="none")
+    return Stage(
+        fn=run_question,
+        name=f"question:{name}",
+        capability="clarify",
+        cost_class="none",
+        metadata=MACHINERY,
+    )
 
 
 def ask_person(

@@ -2,7 +2,7 @@
 
 from stageline.templates._builder import END, Loop, Template
 from stageline.templates._project import use_project
-from stageline.templates._registry import TemplateInfo, list_templates, load_template
+from stageline.templates._registry import TemplateInfo, list_templates, load_template, runs_on
 
 __all__ = [
     "END",
@@ -11,5 +11,6 @@ __all__ = [
     "TemplateInfo",
     "list_templates",
     "load_template",
+    "runs_on",
     "use_project",
 ]

@@ -306,7 +306,8 @@ class Template:
                 [
                     n.name,
                     n.stage.name,
-                    code(n.stage.fn),
+                    # Gate and question nodes are stageline's code: their options count, not it.
+                    "" if n.stage.metadata.get("machinery") else code(n.stage.fn),
                     _stable_repr(n.stage.retry),
                     n.stage.timeout,
                 ]

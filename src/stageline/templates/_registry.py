@@ -17,7 +17,14 @@ from typing import Any
 from stageline.errors import TemplateError, TemplateNotFound
 from stageline.templates._builder import Template
 
-__all__ = ["BUILTINS", "TemplateInfo", "import_python_file", "list_templates", "load_template"]
+__all__ = [
+    "BUILTINS",
+    "TemplateInfo",
+    "import_python_file",
+    "list_templates",
+    "load_template",
+    "runs_on",
+]
 
 BUILTINS: dict[str, str] = {
     "blog_post": "stageline.templates.builtin.blog_post",
@@ -180,6 +187,18 @@ def list_templates(template_dirs: Iterable[Path] = ()) -> list[TemplateInfo]:
     for name, path in _folder_files(template_dirs).items():
         infos.setdefault(name, TemplateInfo(name=name, origin="templates folder", source=str(path)))
     return sorted(infos.values(), key=lambda i: i.name)
+
+
+def runs_on(made: Template, ref: str, recorded: str) -> bool:
+    """Whether a run of template ``ref`` recorded on version ``recorded`` may go on with ``made``.
+
+    The same code (``version+digest``) always may. A built-in template is stageline's own code:
+    a release that changes its graph bumps its declared version, so a run of the same declared
+    version goes on after stageline is upgraded (a user's template must match its digest).
+    """
+    if made.full_version == recorded:
+        return True
+    return ref in BUILTINS and recorded.partition("+")[0] == made.version
 
 
 def load_template(ref: str, template_dirs: Iterable[Path] = ()) -> Template:
