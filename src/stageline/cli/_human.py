@@ -84,6 +84,16 @@ async def _pending(run_id: str | None, as_json: bool) -> None:
             out.print(line)
 
 
+def _decide(run_id: str, decision: str, *, ok: tuple[RunStatus, ...] = (), **options: Any) -> None:
+    """Advance RUN past its gate with ``Runner.<decision>``, bound to the visit waiting now."""
+    seen = began()  # binds the decision to the visit waiting then, not to a later one
+    advance_in_foreground(
+        run_id,
+        lambda runner: getattr(runner, decision)(run_id, seen_at=seen, **options),
+        ok=ok,
+    )
+
+
 def approve(
     run_id: RunArg,
     gate: GateOpt = None,
@@ -94,19 +104,15 @@ def approve(
     force: ForceOpt = False,
 ) -> None:
     """Approve the gate RUN waits at; the run goes on, followed here."""
-    seen = began()  # binds the decision to the visit waiting then, not to a later one
-    advance_in_foreground(
+    _decide(
         run_id,
-        lambda runner: runner.approve(
-            run_id,
-            gate=gate,
-            note=note,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            force=force,
-            seen_at=seen,
-        ),
+        "approve",
+        gate=gate,
+        note=note,
+        actor=actor,
+        attempt=attempt,
+        state_hash=state_hash,
+        force=force,
     )
 
 
@@ -120,20 +126,16 @@ def reject(
     force: ForceOpt = False,
 ) -> None:
     """Reject at the gate RUN waits at: the run ends rejected (or takes the reject route)."""
-    seen = began()
-    advance_in_foreground(
+    _decide(
         run_id,
-        lambda runner: runner.reject(
-            run_id,
-            gate=gate,
-            note=note,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            force=force,
-            seen_at=seen,
-        ),
+        "reject",
         ok=(RunStatus.REJECTED,),
+        gate=gate,
+        note=note,
+        actor=actor,
+        attempt=attempt,
+        state_hash=state_hash,
+        force=force,
     )
 
 
@@ -147,20 +149,16 @@ def takeover(
     force: ForceOpt = False,
 ) -> None:
     """Take over a parked run: it ends taken_over, its branch and worktree left to you."""
-    seen = began()
-    advance_in_foreground(
+    _decide(
         run_id,
-        lambda runner: runner.take_over(
-            run_id,
-            gate=gate,
-            note=note,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            force=force,
-            seen_at=seen,
-        ),
+        "take_over",
         ok=(RunStatus.TAKEN_OVER,),
+        gate=gate,
+        note=note,
+        actor=actor,
+        attempt=attempt,
+        state_hash=state_hash,
+        force=force,
     )
 
 
@@ -179,19 +177,15 @@ def changes(
     force: ForceOpt = False,
 ) -> None:
     """Request changes at the gate RUN waits at: back to the gate's changes node with the note."""
-    seen = began()
-    advance_in_foreground(
+    _decide(
         run_id,
-        lambda runner: runner.request_changes(
-            run_id,
-            note=note,
-            gate=gate,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            force=force,
-            seen_at=seen,
-        ),
+        "request_changes",
+        note=note,
+        gate=gate,
+        actor=actor,
+        attempt=attempt,
+        state_hash=state_hash,
+        force=force,
     )
 
 
