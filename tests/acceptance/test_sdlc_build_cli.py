@@ -177,7 +177,16 @@ def test_a_harness_that_breaks_the_tests_loops_then_parks(
 
 def test_only_a_park_gate_can_be_taken_over(cli: Cli, sample: Path) -> None:
     waiting = cli(
-        "run", "sdlc", "-i", "task=Add subtract", "-i", f"repo={sample}", "--run-id", "s3"
+        "run",
+        "sdlc",
+        "-i",
+        "task=Add subtract",
+        "-i",
+        f"repo={sample}",
+        "--run-id",
+        "s3",
+        "-i",
+        "review_threshold:=0",  # the plan passes review: the run waits at plan approval
     )
     assert waiting.returncode == 3
     assert cli("answer", "s3", *ANSWERS).returncode == 3  # at the plan_approval gate
