@@ -59,7 +59,11 @@ def _emptied(urls: Any) -> Any:
 
     for url in urls:
         with psycopg.connect(url, autocommit=True) as conn:
-            for table in ("stageline_checkpoint_writes", "stageline_checkpoints"):
+            for table in (
+                "stageline_checkpoint_writes",
+                "stageline_checkpoint_blobs",
+                "stageline_checkpoints",
+            ):
                 if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone() != (None,):
                     conn.execute(f"DELETE FROM {table}")
         yield url

@@ -1,4 +1,5 @@
-"""A run's latest checkpoint, read straight from the checkpoint tables (``_saver`` writes them).
+"""A run's latest checkpoint, read straight from the checkpoint tables (``_saver`` writes them,
+its channel values as ``_deltas`` stores them).
 
 ``show`` needs a run's state and the pending writes a waiting run's trust check reads; opening
 the saver for that costs about a second of LangGraph's imports. This reader decodes the rows
@@ -24,6 +25,7 @@ import ormsgpack
 from sqlalchemy import bindparam, func, select
 
 from stageline.ledger._base import LedgerStore
+from stageline.ledger._deltas import chain_query, missing_values, rebuild
 from stageline.ledger._schema import checkpoint_writes, checkpoints
 
 __all__ = ["SavedCheckpoint", "SavedInterrupt", "Unsure", "is_state_channel", "latest_checkpoint"]
@@ -174,6 +176,10 @@ async def latest_checkpoint(ledger: LedgerStore, run_id: str) -> SavedCheckpoint
         versions = checkpoint.get("channel_versions")
         if not isinstance(versions, Mapping):
             raise Unsure("a checkpoint without channel versions")
+        if wanted := missing_values(checkpoint):
+            compiled = chain_query(run_id, "", wanted).compile(dialect=x.dialect)
+            stored = await x.fetch(str(compiled), compiled.params)
+            values |= rebuild(stored, wanted, lambda kind, blob, _: decode(kind, blob), Unsure)
         if missing := [k for k in versions if k not in values and is_state_channel(k)]:
             # a delta channel: LangGraph replays its writes
             raise Unsure(f"channel {missing[0]!r} has a version but no value")

@@ -31,6 +31,7 @@ from sqlalchemy import and_, bindparam, delete, func, select
 from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import CheckpointCorrupt
+from stageline.ledger import _deltas
 from stageline.ledger._schema import checkpoint_writes, checkpoints
 from stageline.ledger._sql import Op, SqlLedger
 
@@ -79,6 +80,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         self._ledger = ledger
         self._loop = asyncio.get_running_loop()
         self._statements: dict[str, ClauseElement] = {}
+        self._values = _deltas.ChannelValues(self.serde)
 
     # -- SQL --------------------------------------------------------------------------------
 
@@ -107,6 +109,8 @@ class StagelineSaver(BaseCheckpointSaver[str]):
                     ],
                     set_={c: base.excluded[c] for c in ("task_path", "channel", "type", "value")},
                 )
+            elif name == "values":
+                stmt = _deltas.insert_statement(self._ledger._upsert)
             else:
                 stmt = self._ledger._upsert(checkpoint_writes).on_conflict_do_nothing()
             self._statements[name] = stmt
@@ -140,6 +144,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
             checkpoint.get("channel_values"), dict
         ):
             raise CheckpointCorrupt(f"{at} is not a checkpoint", run_id=run_id)
+        checkpoint["channel_values"] |= await self._channel_values(checkpoint, run_id, ns, at)
         found = await self._fetch(
             _SELECT_WRITES, {"thread_id": run_id, "checkpoint_ns": ns, "checkpoint_id": cid}
         )
@@ -160,6 +165,24 @@ class StagelineSaver(BaseCheckpointSaver[str]):
             parent_config=_config(run_id, ns, parent) if parent else None,
             pending_writes=writes,
         )
+
+    async def _channel_values(
+        self, checkpoint: dict[str, Any], run_id: str, ns: str, at: str
+    ) -> dict[str, Any]:
+        """The values the checkpoint row does not hold, from their rows (see ``_deltas``)."""
+        if not (wanted := _deltas.missing_values(checkpoint)):
+            return {}
+        compiled = _deltas.chain_query(run_id, ns, wanted).compile(dialect=self._ledger._x.dialect)
+        async with self._ledger._read() as x:
+            rows = await x.fetch(str(compiled), compiled.params)
+
+        def decode(kind: str, blob: bytes, what: str) -> Any:
+            return self._load(kind, blob, run_id, f"{at}, {what}")
+
+        def corrupt(detail: str) -> CheckpointCorrupt:
+            return CheckpointCorrupt(f"{at}: {detail}", run_id=run_id)
+
+        return _deltas.rebuild(rows, wanted, decode, corrupt)
 
     # -- the async saver --------------------------------------------------------------------
 
@@ -219,20 +242,24 @@ class StagelineSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         conf = config["configurable"]
         run_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        kind, blob = self.serde.dumps_typed(checkpoint)
+        parent = conf.get("checkpoint_id")
+        stored, values, remember = self._values.encode(run_id, ns, parent, checkpoint, new_versions)
+        kind, blob = self.serde.dumps_typed(stored)
         _, meta = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
         row = {
             "thread_id": run_id,
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint["id"],
-            "parent_checkpoint_id": conf.get("checkpoint_id"),
+            "parent_checkpoint_id": parent,
             "type": kind,
             "checkpoint": blob,
             "metadata": meta,
         }
-        await self._ledger.commit_with_staged(
-            [(self._ledger._sql(self._upsert("checkpoint")), [row])]
-        )
+        ops: list[Op] = [(self._ledger._sql(self._upsert("checkpoint")), [row])]
+        if values:
+            ops.append((self._ledger._sql(self._upsert("values")), values))
+        await self._ledger.commit_with_staged(ops)
+        remember()
         return _config(run_id, ns, checkpoint["id"])
 
     async def aput_writes(
@@ -269,8 +296,10 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         ops: list[Op] = [
             (self._ledger._sql(_DELETE_WRITES), params),
             (self._ledger._sql(_DELETE_CHECKPOINTS), params),
+            (self._ledger._sql(_deltas.DELETE_THREAD), params),
         ]
         await self._ledger.commit_with_staged(ops)
+        self._values.forget(str(thread_id))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """``NNN...N.RANDOM`` as LangGraph's own savers make them, so that runs they wrote

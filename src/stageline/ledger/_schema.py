@@ -24,6 +24,7 @@ __all__ = [
     "chat_messages",
     "chat_once",
     "chat_secrets",
+    "checkpoint_blobs",
     "checkpoint_writes",
     "checkpoints",
     "effects",
@@ -409,9 +410,9 @@ checkpoints = Table(
     Column("checkpoint", LargeBinary, nullable=False),
     Column("metadata", LargeBinary, nullable=False),
 )
-"""A checkpoint as LangGraph hands it to the saver (channel values included), serialized by
-the strict serde; ``metadata`` is msgpack of the checkpoint's metadata. The thread id is the run
-id."""
+"""A checkpoint as LangGraph hands it to the saver, serialized by the strict serde, but its
+channel values in ``checkpoint_blobs`` (rows written before migration 12 hold them here);
+``metadata`` is msgpack of the checkpoint's metadata. The thread id is the run id."""
 
 checkpoint_writes = Table(
     "stageline_checkpoint_writes",
@@ -436,6 +437,30 @@ def _v11_checkpoints(dialect: Dialect) -> list[str]:
     ]
 
 
+# -- migration: channel values stored once per version, a growing list as what it appended ------
+
+checkpoint_blobs = Table(
+    "stageline_checkpoint_blobs",
+    metadata,
+    Column("thread_id", Text, primary_key=True),
+    Column("checkpoint_ns", Text, primary_key=True),
+    Column("channel", Text, primary_key=True),
+    Column("version", Text, primary_key=True),
+    Column("type", Text, nullable=False),
+    Column("blob", LargeBinary, nullable=False),
+    Column("base_version", Text),
+)
+"""A channel's value at one version, written by the step that made that version (see
+``_deltas``); a checkpoint row then holds no values, only their versions. ``type`` is the
+serializer's, or ``empty`` (the channel has a version but no value), or ``stageline-delta``:
+the items appended to the list stored at ``base_version`` of the same channel and thread. A row
+is never changed once written."""
+
+
+def _v12_checkpoint_blobs(dialect: Dialect) -> list[str]:
+    return [str(CreateTable(checkpoint_blobs, if_not_exists=True).compile(dialect=dialect))]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1,
     _v2,
@@ -447,5 +472,6 @@ MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v9_thread_meta,
     _v10_chat,
     _v11_checkpoints,
+    _v12_checkpoint_blobs,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""
