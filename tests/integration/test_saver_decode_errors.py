@@ -117,3 +117,64 @@ async def test_an_intact_checkpoint_reads_back(backend: Backend) -> None:
     assert saved.checkpoint["channel_values"] == {"draft": "a draft"}
     assert saved.pending_writes == [("task1", "draft", "a write")]
     assert saved.metadata["step"] == 3
+
+
+async def _grown(backend: Backend) -> Any:
+    """Three checkpoints of a list that grows: the last two store what they appended."""
+    conf, stored, items = CONF, None, []
+    for step in range(1, 4):
+        items = [*items, f"item {step}"]  # the same items, as a reducer keeps them
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"items": items}
+        checkpoint["channel_versions"] = {"items": str(step)}
+        metadata: Any = {"step": step}
+        stored = await backend.saver.aput(conf, checkpoint, metadata, {"items": str(step)})
+        conf = stored
+    return stored
+
+
+async def test_a_delta_whose_base_is_gone_is_corrupt_not_shorter(backend: Backend) -> None:
+    stored = await _grown(backend)
+    assert _sql(backend, "SELECT base_version FROM stageline_checkpoint_blobs WHERE version = '3'")
+    _sql(backend, "DELETE FROM stageline_checkpoint_blobs WHERE version = '2'")
+    with pytest.raises(CheckpointCorrupt) as got:
+        await backend.saver.aget_tuple(stored)
+    assert got.value.run_id == "r1"
+    assert "step 3" in str(got.value) and "'items'" in str(got.value)
+    assert "not stored" in str(got.value)
+
+
+async def test_a_truncated_delta_names_run_step_and_type(backend: Backend) -> None:
+    stored = await _grown(backend)
+    ((blob,),) = _sql(backend, "SELECT blob FROM stageline_checkpoint_blobs WHERE version = '3'")
+    _sql(
+        backend,
+        "UPDATE stageline_checkpoint_blobs SET blob = ? WHERE version = '3'",
+        bytes(blob)[: len(blob) // 2],
+    )
+    with pytest.raises(CheckpointCorrupt) as got:
+        await backend.saver.aget_tuple(stored)
+    assert got.value.run_id == "r1"
+    assert "step 3" in str(got.value) and "stageline-delta" in str(got.value)
+
+
+@pytest.mark.parametrize("version", ["1", "3"], ids=["whole", "delta"])
+async def test_a_hostile_value_row_is_refused(
+    backend: Backend, tmp_path: Path, version: str
+) -> None:
+    stored = await _grown(backend)
+    marker = tmp_path / "pwned"
+    hostile = ormsgpack.packb([_hostile(marker)])
+    if version == "3":  # the appended items of a delta
+        hostile = ormsgpack.packb(["msgpack", 2, hostile])
+    _sql(
+        backend,
+        "UPDATE stageline_checkpoint_blobs SET blob = ? WHERE version = ?",
+        hostile,
+        version,
+    )
+    with pytest.raises(CheckpointCorrupt) as got:
+        await backend.saver.aget_tuple(stored)
+    assert got.value.run_id == "r1"
+    assert "step 3" in str(got.value) and "os.system" in str(got.value)
+    assert not marker.exists()
