@@ -82,3 +82,34 @@ async def test_prune_deletes_old_runs_and_their_checkpoints_and_keeps_outcomes(
         assert queued.run_ids == [failed_old.run_id]
         with pytest.raises(UsageError, match="running"):
             await runner.prune(older_than=60, statuses=["running"])
+
+
+async def bloat(runner: Runner, run_id: str, size: int) -> None:
+    """Put a checkpoint of ``size`` bytes on the run's thread (pruned with the run)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"ballast": run_id.ljust(size, "x")}
+    checkpoint["channel_versions"] = {"ballast": "1"}
+    metadata: Any = {"step": 99}
+    await runner.backend.saver.aput(_config(run_id), checkpoint, metadata, {"ballast": "1"})
+
+
+async def test_prune_with_vacuum_gives_the_space_back(settings: Settings) -> None:
+    template = load_template(str(FIXTURE))
+    async with Runner.open(settings) as runner:
+        for i in range(20):
+            await runner.start(template, {"seed": i}, run_id=f"big{i}")
+            await bloat(runner, f"big{i}", 100_000)
+        report = await runner.prune(older_than=60, now=time.time() + 120, vacuum=True)
+        assert len(report.run_ids) == 20
+        reclaimed = report.reclaimed
+        assert reclaimed is not None and reclaimed.before > 0
+        if settings.database_url.startswith("sqlite"):
+            # the 2 MB of the pruned runs' checkpoints left the file
+            assert reclaimed.after < reclaimed.before - 1_500_000, reclaimed
+            path = Path(settings.database_url.split(":///", 1)[1])
+            assert path.stat().st_size == reclaimed.after
+        young = await runner.start(template, {"seed": 1}, run_id="young")
+        assert young.status is RunStatus.SUCCEEDED  # the database goes on as before
+        assert (await runner.prune(older_than=60)).reclaimed is None  # not asked

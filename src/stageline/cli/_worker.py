@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -102,6 +102,14 @@ def prune(
             help="Only runs with these statuses (default: " + ",".join(PRUNED_BY_DEFAULT) + ").",
         ),
     ] = ",".join(PRUNED_BY_DEFAULT),
+    vacuum: Annotated[
+        bool,
+        typer.Option(
+            "--vacuum",
+            help="Then give the space back: SQLite's file shrinks (VACUUM); on Postgres a plain "
+            "VACUUM of the ledger's tables (the space is reused, the files keep their size).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Delete old runs' checkpoints and ledger rows; their outcomes (for `stats`) are kept."""
@@ -112,19 +120,33 @@ def prune(
         statuses = [RunStatus(s.strip()) for s in status.split(",") if s.strip()]
     except ValueError as exc:
         raise UsageError(f"--status: {exc}; use any of {', '.join(RunStatus)}") from exc
-    report = asyncio.run(_prune(seconds, statuses))
+    report = asyncio.run(_prune(seconds, statuses, vacuum))
+    reclaimed = report.reclaimed
     if as_json:
-        print_json({"cutoff": report.cutoff, "pruned": report.run_ids})
+        out: dict[str, Any] = {"cutoff": report.cutoff, "pruned": report.run_ids}
+        if reclaimed is not None:
+            out["size_before"], out["size_after"] = reclaimed.before, reclaimed.after
+        print_json(out)
         return
     since = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.cutoff))
     console().print(f"pruned {len(report.run_ids)} run(s) not updated since {since}")
+    if reclaimed is not None:
+        console().print(
+            f"vacuumed: the database was {_mb(reclaimed.before)}, is {_mb(reclaimed.after)}"
+        )
+    elif vacuum:
+        console().print("nothing to vacuum: this ledger keeps nothing on disk")
 
 
-async def _prune(seconds: float, statuses: list[RunStatus]) -> PruneReport:
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
+async def _prune(seconds: float, statuses: list[RunStatus], vacuum: bool) -> PruneReport:
     from stageline.runner import Runner
 
     async with Runner.open(load_settings(), deliver=False) as runner:
-        return await runner.prune(older_than=seconds, statuses=statuses)
+        return await runner.prune(older_than=seconds, statuses=statuses, vacuum=vacuum)
 
 
 COMMANDS = (worker, prune)

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
     from stageline.ledger._admin import (
         CopyReport,
+        Reclaimed,
         UpgradeReport,
         copy_database,
+        reclaim_space,
         upgrade_database,
     )
     from stageline.ledger._lineage import Lineage
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 # commands never need.
 _LAZY = {
     "CopyReport": "stageline.ledger._admin",
+    "Reclaimed": "stageline.ledger._admin",
+    "reclaim_space": "stageline.ledger._admin",
     "UpgradeReport": "stageline.ledger._admin",
     "copy_database": "stageline.ledger._admin",
     "upgrade_database": "stageline.ledger._admin",
@@ -91,6 +95,7 @@ __all__ = [
     "Outcome",
     "OutcomeGroup",
     "Publisher",
+    "Reclaimed",
     "Run",
     "RunPage",
     "RunQuery",
@@ -112,6 +117,7 @@ __all__ = [
     "new_token",
     "open_backend",
     "open_ledger",
+    "reclaim_space",
     "this_holder",
     "upgrade_database",
 ]

@@ -1,6 +1,7 @@
 """Looking after a database: apply its migrations, or copy everything to another one.
 
-``upgrade_database`` also converts a database made by the release before stageline's own
+``reclaim_space`` gives the space of deleted rows back after a prune. ``upgrade_database`` also
+converts a database made by the release before stageline's own
 checkpoint store (see ``_legacy``). ``copy_database`` moves a ledger with its checkpoints from
 one database to another (the SQLite file to Postgres, when a user outgrows one machine). Tables
 are copied as ``_schema.metadata`` lists them, checkpoints included, so tables added by later
@@ -18,7 +19,7 @@ from typing import Any
 from sqlalchemy import Table, select
 
 from stageline.errors import ConfigError, InputError, LeaseHeld
-from stageline.ledger._base import holder_is_dead
+from stageline.ledger._base import LedgerStore, holder_is_dead
 from stageline.ledger._schema import (
     checkpoint_writes,
     checkpoints,
@@ -30,7 +31,14 @@ from stageline.ledger._sql import SqlLedger
 from stageline.names import is_run_id
 from stageline.plaindata import shown
 
-__all__ = ["CopyReport", "UpgradeReport", "copy_database", "upgrade_database"]
+__all__ = [
+    "CopyReport",
+    "Reclaimed",
+    "UpgradeReport",
+    "copy_database",
+    "reclaim_space",
+    "upgrade_database",
+]
 
 CHUNK = 2000
 """Ledger rows read and written per statement batch."""
@@ -55,6 +63,33 @@ class CopyReport:
     checkpoints: int = 0
     writes: int = 0
     """Pending writes of those checkpoints."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reclaimed:
+    """The database's size in bytes before and after ``reclaim_space``."""
+
+    before: int
+    after: int
+
+
+async def reclaim_space(ledger: LedgerStore) -> Reclaimed | None:
+    """Give the space of deleted rows back: on SQLite ``VACUUM`` (the file shrinks), on Postgres
+    a plain ``VACUUM`` of the ledger's tables (new rows reuse the space at once; the files keep
+    their size). None: the ledger keeps nothing on disk."""
+    if not isinstance(ledger, SqlLedger) or not ledger._RECLAIM:
+        return None
+    before = await _size(ledger)
+    async with ledger._read() as x:
+        for sql in ledger._RECLAIM:
+            await x.execute(sql, {})
+    return Reclaimed(before=before, after=await _size(ledger))
+
+
+async def _size(ledger: SqlLedger) -> int:
+    async with ledger._read() as x:
+        rows = await x.fetch(ledger._SIZE, {})
+    return int(rows[0]["size"])
 
 
 def _sql_ledger(ledger: Any, url: str, what: str) -> SqlLedger:

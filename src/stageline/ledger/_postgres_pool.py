@@ -16,6 +16,7 @@ from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.engine.interfaces import Dialect
 
 from stageline.errors import StorageError
+from stageline.ledger._schema import metadata
 from stageline.ledger._sql import Check, SqlLedger
 
 __all__ = ["SETUP_LOCK", "PgExecutor", "PgLedger", "connection_lost", "raise_if_lost", "reason"]
@@ -185,6 +186,11 @@ class PgLedger(SqlLedger):
         "SELECT 1 FROM pg_class WHERE relnamespace = current_schema()::regnamespace "
         "AND relname IN ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes')"
     )
+    _RECLAIM = tuple(f"VACUUM (ANALYZE) {t.name}" for t in metadata.sorted_tables)
+    """A plain VACUUM of every ledger table: the space of deleted rows is reused by new ones at
+    once (autovacuum would, later); the files do not shrink (``VACUUM FULL`` would, but it
+    locks each table while it rewrites it: run it yourself at a quiet hour)."""
+    _SIZE = "SELECT pg_database_size(current_database()) AS size"
 
     @property
     def _pg(self) -> PgExecutor:

@@ -195,6 +195,12 @@ class SqlLedger(
     """A backend's query: one row if LangGraph's checkpoint tables (the release before
     stageline's own store) are in the database."""
 
+    _RECLAIM: tuple[str, ...] = ()
+    """A backend's statements that give the space of deleted rows back (``prune --vacuum``),
+    run outside any transaction."""
+    _SIZE = ""
+    """A backend's query for the database's size in bytes (one row, one column)."""
+
     async def legacy_checkpoints(self) -> bool:
         """Whether the database still holds LangGraph's checkpoint tables (``db upgrade``
         converts them)."""

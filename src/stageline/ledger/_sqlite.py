@@ -100,6 +100,10 @@ class SqliteLedger(SqlLedger):
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN ('checkpoints', 'writes')"
     )
 
+    _RECLAIM = ("VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)")
+    """Rewrite the file without its free pages, then fold the log back in: the file shrinks."""
+    _SIZE = "SELECT page_count * page_size AS size FROM pragma_page_count(), pragma_page_size()"
+
     async def _lock_schema(self, x: Any) -> None:
         await x.execute("BEGIN IMMEDIATE", {})
 

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from stageline.errors import UsageError
@@ -19,7 +19,7 @@ from stageline.runner._worktrees import remove_worktree
 
 if TYPE_CHECKING:
     from stageline.config import Settings
-    from stageline.ledger import Backend, LedgerStore
+    from stageline.ledger import Backend, LedgerStore, Reclaimed
 
 __all__ = ["PRUNABLE", "PRUNED_BY_DEFAULT", "PruneReport", "RetentionMixin"]
 
@@ -49,6 +49,8 @@ class PruneReport:
     cutoff: float
     """Runs idle (not updated) since before this time were deleted."""
     run_ids: list[str] = field(default_factory=list)
+    reclaimed: Reclaimed | None = None
+    """The database's size before and after ``vacuum`` (None: not asked, or nothing on disk)."""
 
 
 class RetentionMixin:
@@ -77,9 +79,11 @@ class RetentionMixin:
         older_than: float,
         statuses: Iterable[RunStatus | str] = PRUNED_BY_DEFAULT,
         now: float | None = None,
+        vacuum: bool = False,
     ) -> PruneReport:
         """Delete the runs of ``statuses`` not updated for ``older_than`` seconds: their
-        checkpoints, then their ledger rows (so a prune cut short is finished by the next)."""
+        checkpoints, then their ledger rows (so a prune cut short is finished by the next).
+        ``vacuum``: then give the space back (``reclaim_space``: SQLite's file shrinks)."""
         if older_than <= 0:
             raise UsageError(f"older_than must be positive, got {older_than!r}")
         wanted = [RunStatus(s) for s in statuses]
@@ -99,4 +103,8 @@ class RetentionMixin:
                     report.run_ids.append(run.run_id)
                 if len(old) < BATCH:
                     break
+        if vacuum:
+            from stageline.ledger import reclaim_space
+
+            report = replace(report, reclaimed=await reclaim_space(self.ledger))
         return report

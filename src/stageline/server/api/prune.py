@@ -31,11 +31,18 @@ class PruneBody(BaseModel):
         max_length=40, description="Runs not updated for this long: `30d`, `12h`, or seconds."
     )
     statuses: list[Prunable] = Field(default_factory=_by_default, max_length=6)
+    vacuum: bool = Field(
+        default=False,
+        description="Then give the space back (SQLite: VACUUM, the file shrinks; Postgres: a "
+        "plain VACUUM of the ledger's tables).",
+    )
 
 
 class PruneOut(BaseModel):
     cutoff: float
     pruned: list[str]
+    size_before: int | None = Field(default=None, description="With `vacuum`: bytes before.")
+    size_after: int | None = Field(default=None, description="With `vacuum`: bytes after.")
 
 
 @router.post(
@@ -45,6 +52,14 @@ class PruneOut(BaseModel):
 )
 async def prune(body: PruneBody, runner: RunnerDep, _: Admin) -> PruneOut:
     report = await runner.prune(
-        older_than=parse_duration(body.older_than, "older_than"), statuses=body.statuses
+        older_than=parse_duration(body.older_than, "older_than"),
+        statuses=body.statuses,
+        vacuum=body.vacuum,
     )
-    return PruneOut(cutoff=report.cutoff, pruned=report.run_ids)
+    sizes = report.reclaimed
+    return PruneOut(
+        cutoff=report.cutoff,
+        pruned=report.run_ids,
+        size_before=sizes.before if sizes else None,
+        size_after=sizes.after if sizes else None,
+    )
