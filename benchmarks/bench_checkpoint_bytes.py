@@ -4,7 +4,8 @@ Run: ``python benchmarks/bench_checkpoint_bytes.py [--steps N] [--item-bytes B] 
 A one-node LangGraph loop (``Annotated[list, operator.add]``, one item of B bytes appended per
 step, durability sync) runs N steps over stageline's saver; after each step the bytes stored in
 the checkpoint tables (every binary column: checkpoints, their metadata, pending writes, channel
-values) are summed, and the bytes a step added are printed for a few steps and in total. Bytes,
+values) are summed. Printed: the bytes a step added at a few steps, their median, the largest
+(a step that merges deltas writes more, see ``stageline.ledger._deltas``), and the total. Bytes,
 not time: the figure is the same on every machine. With ``--postgres URL`` (a database to make
 scratch databases on) it runs on Postgres too.
 """
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import operator
+import statistics
 import tempfile
 import uuid
 from pathlib import Path
@@ -66,8 +69,8 @@ async def stored_bytes(ledger: SqlLedger) -> int:
     return total
 
 
-async def measure(url: str, steps: int, item_bytes: int) -> dict[int, int]:
-    """Bytes each step added (step 1 is the first node's checkpoint), and 0: the total."""
+async def measure(url: str, steps: int, item_bytes: int) -> list[int]:
+    """The bytes stored after the run's input and after each step (the last: at the end)."""
     backend = await open_backend(url, checkpoint_serde())
     try:
         ledger = backend.ledger
@@ -77,28 +80,29 @@ async def measure(url: str, steps: int, item_bytes: int) -> dict[int, int]:
             "configurable": {"thread_id": f"bytes-{uuid.uuid4().hex[:8]}"},
             "recursion_limit": steps + 10,
         }
-        shown = {s for s in (*SHOWN, steps) if s <= steps}
-        per_step: dict[int, int] = {}
-        before = await stored_bytes(ledger) if 1 in shown else 0
-        step = 0
+        totals = [await stored_bytes(ledger)]
         async for _ in graph.astream(
             {"items": [], "n": 0}, config, stream_mode="updates", durability="sync"
         ):
-            step += 1  # one update per step of the loop: its checkpoint is committed
-            if step in shown:
-                per_step[step] = await stored_bytes(ledger) - before
-            if step + 1 in shown:
-                before = await stored_bytes(ledger)
-        per_step[0] = await stored_bytes(ledger)
-        return per_step
+            totals.append(await stored_bytes(ledger))  # one update per step of the loop
+        totals[-1] = await stored_bytes(ledger)  # the last step's checkpoint, surely committed
+        return totals
     finally:
         await backend.aclose()
 
 
-def report(name: str, steps: int, figures: dict[int, int]) -> None:
-    steps_shown = sorted(s for s in {*SHOWN, steps} if s in figures and s <= steps)
-    shown = ", ".join(f"step {s}: {figures[s]:,} B" for s in steps_shown)
-    print(f"{name}: {shown}; total {figures[0]:,} B over {steps} steps")
+def report(name: str, totals: list[int]) -> None:
+    steps = len(totals) - 1
+    added = [b - a for a, b in itertools.pairwise(totals)]
+    shown = ", ".join(
+        f"step {s}: {added[s - 1]:,} B" for s in sorted({*SHOWN, steps}) if s <= steps
+    )
+    top = max(range(steps), key=lambda i: added[i])
+    print(
+        f"{name}: {shown}; median {statistics.median(added):,.0f} B, largest {added[top]:,} B "
+        f"(step {top + 1}); total {totals[-1]:,} B over {steps} steps "
+        f"({totals[-1] / steps:,.0f} B a step)"
+    )
 
 
 async def main() -> None:
@@ -109,7 +113,7 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'bytes.db'}"
-        report("SQLite", args.steps, await measure(url, args.steps, args.item_bytes))
+        report("SQLite", await measure(url, args.steps, args.item_bytes))
     if args.postgres:
         import psycopg
 
@@ -118,7 +122,7 @@ async def main() -> None:
             admin.execute(f'CREATE DATABASE "{name}"')
         try:
             pg = args.postgres.rsplit("/", 1)[0] + f"/{name}"
-            report("Postgres", args.steps, await measure(pg, args.steps, args.item_bytes))
+            report("Postgres", await measure(pg, args.steps, args.item_bytes))
         finally:
             with psycopg.connect(args.postgres, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

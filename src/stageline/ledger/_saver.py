@@ -140,8 +140,8 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         step = metadata.get("step") if isinstance(metadata, Mapping) else None
         at = f"checkpoint {cid} (step {step})"
         checkpoint = self._load(row["type"], row["checkpoint"], run_id, at)
-        if not isinstance(checkpoint, dict) or not isinstance(
-            checkpoint.get("channel_values"), dict
+        if not isinstance(checkpoint, dict) or not all(
+            isinstance(checkpoint.get(k), dict) for k in ("channel_values", "channel_versions")
         ):
             raise CheckpointCorrupt(f"{at} is not a checkpoint", run_id=run_id)
         checkpoint["channel_values"] |= await self._channel_values(checkpoint, run_id, ns, at)
