@@ -177,8 +177,8 @@ async def latest_checkpoint(ledger: LedgerStore, run_id: str) -> SavedCheckpoint
         if not isinstance(versions, Mapping):
             raise Unsure("a checkpoint without channel versions")
         if wanted := missing_values(checkpoint):
-            compiled = chain_query(run_id, "", wanted).compile(dialect=x.dialect)
-            stored = await x.fetch(str(compiled), compiled.params)
+            stmt, params = chain_query(run_id, "", wanted)
+            stored = await x.fetch(ledger._sql(stmt), params)
             values |= rebuild(stored, wanted, lambda kind, blob, _: decode(kind, blob), Unsure)
         if missing := [k for k in versions if k not in values and is_state_channel(k)]:
             # a delta channel: LangGraph replays its writes

@@ -38,7 +38,7 @@ from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sqlalchemy import Select, and_, bindparam, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, select
 from sqlalchemy.sql import ClauseElement
 
 from stageline.ledger._schema import checkpoint_blobs
@@ -175,13 +175,36 @@ def missing_values(checkpoint: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def chain_query(run_id: str, ns: str, wanted: Mapping[str, str]) -> Select[Any]:
-    """The rows of the wanted (channel: version) values and every row their deltas extend."""
-    thread = and_(_b.thread_id == run_id, _b.checkpoint_ns == ns)
-    pairs = or_(*(and_(_b.channel == ch, _b.version == v) for ch, v in wanted.items()))
+_CHAINS: dict[int, ClauseElement] = {}
+"""``chain_query``'s statement for each number of channels, built once (the ledger caches each
+compiled statement by identity)."""
+
+
+def chain_query(
+    run_id: str, ns: str, wanted: Mapping[str, str]
+) -> tuple[ClauseElement, dict[str, Any]]:
+    """The rows of the wanted (channel: version) values and every row their deltas extend, in
+    one recursive query: the statement and its parameters. It asks for each wanted channel at
+    each wanted version (index look-ups, not a scan of the thread's rows); ``rebuild`` takes
+    the pairs it wants."""
+    count = len(wanted)
+    if (stmt := _CHAINS.get(count)) is None:
+        stmt = _CHAINS[count] = _chain_statement(count)
+    params: dict[str, Any] = {"thread_id": run_id, "ns": ns}
+    for i, (channel, version) in enumerate(wanted.items()):
+        params[f"c{i}"], params[f"v{i}"] = channel, version
+    return stmt, params
+
+
+def _chain_statement(count: int) -> ClauseElement:
+    thread = and_(_b.thread_id == bindparam("thread_id"), _b.checkpoint_ns == bindparam("ns"))
     chain = (
         select(_b.channel, _b.version, _b.base_version)
-        .where(thread, pairs)
+        .where(
+            thread,
+            _b.channel.in_([bindparam(f"c{i}") for i in range(count)]),
+            _b.version.in_([bindparam(f"v{i}") for i in range(count)]),
+        )
         .cte("chain", recursive=True)
     )
     below = select(_b.channel, _b.version, _b.base_version).join(

@@ -172,9 +172,8 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         """The values the checkpoint row does not hold, from their rows (see ``_deltas``)."""
         if not (wanted := _deltas.missing_values(checkpoint)):
             return {}
-        compiled = _deltas.chain_query(run_id, ns, wanted).compile(dialect=self._ledger._x.dialect)
-        async with self._ledger._read() as x:
-            rows = await x.fetch(str(compiled), compiled.params)
+        stmt, params = _deltas.chain_query(run_id, ns, wanted)
+        rows = await self._fetch(stmt, params)
 
         def decode(kind: str, blob: bytes, what: str) -> Any:
             return self._load(kind, blob, run_id, f"{at}, {what}")
