@@ -267,3 +267,27 @@ async def test_db_copy_carries_the_deltas(tmp_path: Path, postgres_url: str) -> 
             assert await read_items(target, config) == [item(i) for i in range(step)]
     finally:
         await target.aclose()
+
+
+async def test_a_checkpoint_written_before_migration_12_reads_back(backend: Backend) -> None:
+    """Rows of the first own-store release held every value in the checkpoint row itself."""
+    from sqlalchemy import delete, update
+
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"items": ["a", "b"], "n": 2}
+    checkpoint["channel_versions"] = {"items": "2", "n": "2", "branch:to:n": "1"}
+    kind, blob = backend.saver.serde.dumps_typed(checkpoint)
+    stored = await Writer(backend).put(items=["x"], n=1)
+    ledger: Any = backend.ledger
+    async with ledger._tx() as x:
+        for stmt in (
+            update(checkpoints).values(type=kind, checkpoint=blob),
+            delete(checkpoint_blobs),
+        ):
+            compiled = stmt.compile(dialect=ledger._x.dialect)
+            await x.execute(str(compiled), compiled.params)
+    saved = await backend.saver.aget_tuple(stored)
+    assert saved is not None
+    assert saved.checkpoint["channel_values"] == {"items": ["a", "b"], "n": 2}
+    shown = await latest_checkpoint(backend.ledger, "r1")
+    assert shown is not None and shown.channel_values == {"items": ["a", "b"], "n": 2}
