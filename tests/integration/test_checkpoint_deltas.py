@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from stageline.checkpoints import checkpoint_serde
 from stageline.ledger import Backend, copy_database, open_backend
 from stageline.ledger._checkpoint_read import latest_checkpoint
-from stageline.ledger._deltas import DELTA, FANOUT
+from stageline.ledger._deltas import DELTA, FANOUT, chain_query
 from stageline.ledger._schema import checkpoint_blobs, checkpoint_writes, checkpoints
 
 ITEM = 256
@@ -122,6 +122,13 @@ async def test_bytes_per_step_stay_flat_over_1000_steps(backend: Backend) -> Non
     assert await read_items(backend, writer.configs[-1]) == items
     rows = await _fetch(backend, select(checkpoint_blobs.c.type))
     assert sum(r["type"] == DELTA for r in rows) >= 990
+    # A read follows a short chain: deltas merge, 32 to one, so at step 1,000 the list is one
+    # whole row and at most 31 merged deltas and 31 single ones.
+    stmt, params = chain_query("r1", "", {"items": f"{1000:032}.0"})
+    ledger: Any = backend.ledger
+    async with ledger._read() as x:
+        chain = await x.fetch(ledger._sql(stmt), params)
+    assert len(chain) <= 1 + 2 * (FANOUT - 1), len(chain)
 
 
 async def test_every_step_reads_back_whole_and_exact(backend: Backend) -> None:
