@@ -135,7 +135,7 @@ def prune(
             f"vacuumed: the database was {_mb(reclaimed.before)}, is {_mb(reclaimed.after)}"
         )
     elif vacuum:
-        console().print("nothing to vacuum: this ledger keeps nothing on disk")
+        console().print("nothing to vacuum: this database gives no space back")
 
 
 def _mb(size: int) -> str:

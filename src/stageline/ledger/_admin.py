@@ -1,7 +1,7 @@
-"""Looking after a database: apply its migrations, or copy everything to another one.
+"""Looking after a database: apply its migrations, copy everything to another one, or give the
+space of deleted rows back (``reclaim_space``, after a prune).
 
-``reclaim_space`` gives the space of deleted rows back after a prune. ``upgrade_database`` also
-converts a database made by the release before stageline's own
+``upgrade_database`` also converts a database made by the release before stageline's own
 checkpoint store (see ``_legacy``). ``copy_database`` moves a ledger with its checkpoints from
 one database to another (the SQLite file to Postgres, when a user outgrows one machine). Tables
 are copied as ``_schema.metadata`` lists them, checkpoints included, so tables added by later
@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Table, select
 
 from stageline.errors import ConfigError, InputError, LeaseHeld
+from stageline.ledger._backend import is_memory_url, mask_url, open_backend
 from stageline.ledger._base import LedgerStore, holder_is_dead
 from stageline.ledger._schema import (
     checkpoint_writes,
@@ -76,14 +77,15 @@ class Reclaimed:
 async def reclaim_space(ledger: LedgerStore) -> Reclaimed | None:
     """Give the space of deleted rows back: on SQLite ``VACUUM`` (the file shrinks), on Postgres
     a plain ``VACUUM`` of the ledger's tables (new rows reuse the space at once; the files keep
-    their size). None: the ledger keeps nothing on disk."""
-    if not isinstance(ledger, SqlLedger) or not ledger._RECLAIM:
+    their size). None: the backend has nothing to give back."""
+    sql_ledger = _sql_ledger(ledger)
+    if not sql_ledger._RECLAIM:
         return None
-    before = await _size(ledger)
-    async with ledger._read() as x:
-        for sql in ledger._RECLAIM:
+    before = await _size(sql_ledger)
+    async with sql_ledger._read() as x:
+        for sql in sql_ledger._RECLAIM:
             await x.execute(sql, {})
-    return Reclaimed(before=before, after=await _size(ledger))
+    return Reclaimed(before=before, after=await _size(sql_ledger))
 
 
 async def _size(ledger: SqlLedger) -> int:
@@ -92,22 +94,26 @@ async def _size(ledger: SqlLedger) -> int:
     return int(rows[0]["size"])
 
 
-def _sql_ledger(ledger: Any, url: str, what: str) -> SqlLedger:
-    if not isinstance(ledger, SqlLedger):
+def _refuse_memory(url: str, what: str) -> None:
+    if is_memory_url(url):
         raise ConfigError(f"{what} needs a database; {url} keeps nothing between processes")
+
+
+def _sql_ledger(ledger: LedgerStore) -> SqlLedger:
+    assert isinstance(ledger, SqlLedger)  # every backend's ledger is
     return ledger
 
 
 async def upgrade_database(url: str) -> UpgradeReport:
     """Apply pending migrations to the database at ``url``, and convert the checkpoints of
     an older release (LangGraph's tables) to stageline's own."""
-    from stageline.ledger import mask_url, open_backend
     from stageline.ledger._legacy import convert_legacy, passthrough_serde
 
+    _refuse_memory(url, "`stageline db upgrade`")
     began = time.time()
     backend = await open_backend(url, passthrough_serde(), legacy=True)
     try:
-        ledger = _sql_ledger(backend.ledger, mask_url(url), "`stageline db upgrade`")
+        ledger = _sql_ledger(backend.ledger)
         converted = await convert_legacy(url, ledger, backend.saver)
         rows = [row async for row in _rows(ledger, schema_version)]
         return UpgradeReport(
@@ -127,20 +133,20 @@ async def copy_database(
     The target is set up (migrated) first. A run that a live process is advancing in the
     source is refused (``LeaseHeld``): stop it, then copy.
     """
-    from stageline.ledger import mask_url, open_backend
-
     if source_url == target_url:
         raise ConfigError("--from and --to name the same database")
+    for url in (source_url, target_url):
+        _refuse_memory(mask_url(url), "`stageline db copy`")
     from stageline.ledger._legacy import passthrough_serde
 
     say = progress or (lambda _: None)
     serde = passthrough_serde()
     source = await open_backend(source_url, serde)
     try:
-        src = _sql_ledger(source.ledger, mask_url(source_url), "`stageline db copy`")
+        src = _sql_ledger(source.ledger)
         target = await open_backend(target_url, serde)
         try:
-            dst = _sql_ledger(target.ledger, mask_url(target_url), "`stageline db copy`")
+            dst = _sql_ledger(target.ledger)
             await _refuse_live_runs(src)
             tables = await _copy_tables(src, dst)  # one transaction: checkpoints and runs at once
             for name, count in tables.items():

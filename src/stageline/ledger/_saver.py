@@ -31,7 +31,14 @@ from sqlalchemy import and_, bindparam, delete, func, select
 from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import CheckpointCorrupt
-from stageline.ledger import _deltas
+from stageline.ledger._deltas import (
+    DELETE_THREAD,
+    ChannelValues,
+    chain_query,
+    insert_statement,
+    missing_values,
+    rebuild,
+)
 from stageline.ledger._schema import checkpoint_writes, checkpoints
 from stageline.ledger._sql import Op, SqlLedger
 
@@ -80,7 +87,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         self._ledger = ledger
         self._loop = asyncio.get_running_loop()
         self._statements: dict[str, ClauseElement] = {}
-        self._values = _deltas.ChannelValues(self.serde)
+        self._values = ChannelValues(self.serde)
 
     # -- SQL --------------------------------------------------------------------------------
 
@@ -110,7 +117,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
                     set_={c: base.excluded[c] for c in ("task_path", "channel", "type", "value")},
                 )
             elif name == "values":
-                stmt = _deltas.insert_statement(self._ledger._upsert)
+                stmt = insert_statement(self._ledger._upsert)
             else:
                 stmt = self._ledger._upsert(checkpoint_writes).on_conflict_do_nothing()
             self._statements[name] = stmt
@@ -170,9 +177,9 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         self, checkpoint: dict[str, Any], run_id: str, ns: str, at: str
     ) -> dict[str, Any]:
         """The values the checkpoint row does not hold, from their rows (see ``_deltas``)."""
-        if not (wanted := _deltas.missing_values(checkpoint)):
+        if not (wanted := missing_values(checkpoint)):
             return {}
-        stmt, params = _deltas.chain_query(run_id, ns, wanted)
+        stmt, params = chain_query(run_id, ns, wanted)
         rows = await self._fetch(stmt, params)
 
         def decode(kind: str, blob: bytes, what: str) -> Any:
@@ -181,7 +188,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         def corrupt(detail: str) -> CheckpointCorrupt:
             return CheckpointCorrupt(f"{at}: {detail}", run_id=run_id)
 
-        return _deltas.rebuild(rows, wanted, decode, corrupt)
+        return rebuild(rows, wanted, decode, corrupt)
 
     # -- the async saver --------------------------------------------------------------------
 
@@ -295,7 +302,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         ops: list[Op] = [
             (self._ledger._sql(_DELETE_WRITES), params),
             (self._ledger._sql(_DELETE_CHECKPOINTS), params),
-            (self._ledger._sql(_deltas.DELETE_THREAD), params),
+            (self._ledger._sql(DELETE_THREAD), params),
         ]
         await self._ledger.commit_with_staged(ops)
         self._values.forget(str(thread_id))
