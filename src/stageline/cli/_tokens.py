@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.table import Table
 
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json, when
@@ -87,6 +86,8 @@ def list_tokens(
     if not found:
         console().print("no tokens; create one with `stageline token create NAME --scope read`")
         return
+    from rich.table import Table
+
     table = Table("name", "scope", "created", "revoked")
     for t in found:
         table.add_row(
