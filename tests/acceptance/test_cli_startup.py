@@ -90,6 +90,8 @@ def test_importing_the_cli_imports_no_langgraph(tmp_path: Path, cli_env: dict[st
 READ_COMMANDS = [
     ("--help",),
     ("token", "--help"),
+    ("token", "list", "--json"),
+    ("token", "list"),
     ("runs", "--json"),
     ("runs",),
     ("logs", "blog1", "--json"),
