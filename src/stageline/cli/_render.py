@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from stageline.templates import TemplateInfo
 
 # rich is imported where a table or a line is made, not here: `--help` and `--json` print
-# nothing of rich's, and importing it is a sixth of their start-up.
+# nothing of rich's, and importing it is a sixth of `--help`'s start-up.
 
 __all__ = [
     "ProgressSink",
