@@ -54,9 +54,9 @@ def _cut_to_command(args: Sequence[str]) -> typer.Typer:
     root options; the whole app when they start with an option or a name it does not know.
 
     Typer builds the parameters of every registered command from its signature on each start
-    (evaluating its annotations): 6% of the instructions of ``stageline runs``, for 29 commands
-    when a process runs one. Help, usage errors and the command's behaviour are the same: the
-    command is the one registered, under the same root.
+    (evaluating its annotations): 29 commands, groups' included, 6% of the instructions of
+    ``stageline runs``, when a process runs one. Help, usage errors and the command's behaviour
+    are the same: the command is the one registered, under the same root.
     """
     name = args[0] if args else ""
     if name.startswith("-"):
