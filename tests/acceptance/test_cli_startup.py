@@ -12,6 +12,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+import typer
+
+from stageline.cli._app import app
+from stageline.cli._codes import EXIT_USAGE
+from stageline.cli._main import _cut_to_command, run_cli
+
 HEAVY = (
     "langgraph",
     "langchain",
@@ -23,8 +30,10 @@ HEAVY = (
     "slack_sdk",
 )
 """Never imported by ``--help`` or a read command."""
-AT_START = (*HEAVY, "sqlalchemy", "yaml", "pydantic", "pydantic_settings")
+AT_START = (*HEAVY, "sqlalchemy", "yaml", "pydantic", "pydantic_settings", "rich", "click")
 """Never imported by ``import stageline.cli`` (so never by ``--help`` either)."""
+FOR_JSON = (*HEAVY, "rich")
+"""Never imported by a read command that prints JSON."""
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -81,6 +90,8 @@ def test_importing_the_cli_imports_no_langgraph(tmp_path: Path, cli_env: dict[st
 READ_COMMANDS = [
     ("--help",),
     ("token", "--help"),
+    ("token", "list", "--json"),
+    ("token", "list"),
     ("runs", "--json"),
     ("runs",),
     ("logs", "blog1", "--json"),
@@ -98,9 +109,8 @@ def test_help_and_read_commands_import_no_langgraph_procrastinate_or_httpx(
     tmp_path: Path, cli_env: dict[str, str], blog_waiting: str
 ) -> None:
     for args in READ_COMMANDS:
-        code, heavy, out = _probe(
-            tmp_path, cli_env, *args, heavy=AT_START if args == ("--help",) else HEAVY
-        )
+        heavy_here = AT_START if args == ("--help",) else FOR_JSON if "--json" in args else HEAVY
+        code, heavy, out = _probe(tmp_path, cli_env, *args, heavy=heavy_here)
         assert (args, code, heavy) == (args, 0, []), out
         if args == ("runs", "--json"):  # the read really read the ledger
             assert [r["run_id"] for r in json.loads(out)] == [blog_waiting]
@@ -145,3 +155,43 @@ def test_a_write_command_in_the_same_project_does_import_langgraph(
     code, heavy, _ = _probe(tmp_path, cli_env, "reject", blog_waiting)
     assert code == 0
     assert "langgraph" in heavy
+
+
+def _whole_app(args: list[str]) -> int:
+    """``args`` through the app with every command built, as before the cut."""
+    try:
+        done = typer.main.get_command(app).main(
+            args=args, prog_name="stageline", standalone_mode=False
+        )
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.TyperException as exc:
+        exc.show()
+        return EXIT_USAGE
+    return done if isinstance(done, int) else 0
+
+
+def _names() -> list[str]:
+    commands = [
+        info.name or typer.main.get_command_name(info.callback.__name__)
+        for info in app.registered_commands
+        if info.callback is not None
+    ]
+    return [*commands, *(str(info.name) for info in app.registered_groups)]
+
+
+def test_a_command_started_alone_helps_and_refuses_as_in_the_whole_app(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A process builds only the command it runs; its help and usage errors do not change."""
+    assert {"runs", "show", "logs", "pending", "stats", "db", "token"} <= set(_names())
+    cases = [[name, "--help"] for name in _names()]
+    cases += [["runs", "--bogus"], ["runs", "--limit", "0"], ["show"], ["token", "nope"]]
+    cases += [["nope"], ["--version"], ["--help"], ["--bogus", "runs"]]
+    for args in cases:
+        code = run_cli(args)
+        cut = capsys.readouterr()
+        assert (args, code, cut) == (args, _whole_app(args), capsys.readouterr())
+    assert len(_cut_to_command(["runs", "--json"]).registered_commands) == 1
+    assert _cut_to_command(["token", "list"]).registered_commands == []
+    assert _cut_to_command(["nope"]) is app

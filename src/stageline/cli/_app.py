@@ -39,6 +39,8 @@ from stageline.ledger import EventCategory, RunStatus, WaitKind, open_ledger
 from stageline.names import check_run_id
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from stageline.runner import Runner, RunSummary
 
 __all__ = ["app"]
@@ -382,7 +384,7 @@ def logs(
 
 
 async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> None:
-    out = console()
+    out: Console | None = None  # made for the first line printed: JSON needs no rich
     collected: list[dict[str, object]] = []
     after = 0
     began = time.monotonic()
@@ -400,6 +402,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
                 elif as_json:
                     collected.append(event.to_dict())
                 else:
+                    out = out or console()
                     out.print(event_line(event))
             if not follow or current.status not in _LIVE:
                 break

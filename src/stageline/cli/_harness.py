@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from stageline.cli._args import RunArg
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, when
 from stageline.errors import UsageError
 from stageline.ledger import EventCategory, open_ledger
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 __all__ = ["transcript"]
 
@@ -58,6 +60,8 @@ def transcript(
                 typer.echo(line)
             continue
         if len(paths) > 1:
+            from rich.text import Text
+
             out.print(Text(f"== {name}  ({path})", style="bold"))
         for line in lines:
             out.print(_line(line))
@@ -83,6 +87,8 @@ async def _transcripts(run_id: str) -> dict[str, Path]:
 
 
 def _line(line: str) -> Text:
+    from rich.text import Text
+
     try:
         row: dict[str, Any] = json.loads(line)
     except ValueError:

@@ -7,7 +7,6 @@ import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from stageline.cli._args import RunArg
 from stageline.cli._foreground import advance_in_foreground
@@ -17,6 +16,8 @@ from stageline.errors import UsageError
 from stageline.names import check_run_id
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from stageline.runner import CheckpointInfo, RunSummary
 
 __all__ = ["COMMANDS", "lineage_lines"]
@@ -47,6 +48,8 @@ async def _history(run_id: str, as_json: bool) -> None:
 
 
 def _table(found: list[CheckpointInfo]) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("step", "node", "next", "time", "checkpoint"):
         table.add_column(column, no_wrap=column in ("step", "time", "checkpoint"), overflow="fold")

@@ -9,14 +9,17 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
-from rich.text import Text
-
 from stageline.ledger import Event, NodeRecord, Run, RunStatus
 
 if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.table import Table
+    from rich.text import Text
+
     from stageline.templates import TemplateInfo
+
+# rich is imported where a table or a line is made, not here: `--help` and `--json` print
+# nothing of rich's, and importing it is a sixth of `--help`'s start-up.
 
 __all__ = [
     "ProgressSink",
@@ -46,6 +49,8 @@ _STATUS_STYLE = {
 
 def console() -> Console:
     """A console on stdout; markup and highlighting off so run data prints as it is."""
+    from rich.console import Console
+
     return Console(highlight=False, markup=False, soft_wrap=True)
 
 
@@ -93,10 +98,14 @@ def metrics_text(metrics: Mapping[str, Any], sep: str = " ") -> str:
 
 def _table() -> Table:
     """A borderless table, two spaces between columns, so it fits 80 columns."""
+    from rich.table import Table
+
     return Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
 
 
 def status_text(status: str) -> Text:
+    from rich.text import Text
+
     return Text(str(status), style=_STATUS_STYLE.get(str(status), ""))
 
 
@@ -117,6 +126,9 @@ def _width() -> int:
 
 def _with_errors(table: Table, errors: list[tuple[str, str]], wide: bool) -> RenderableType:
     """The table, and under it (when it has no error column) each error on a line of its own."""
+    from rich.console import Group
+    from rich.text import Text
+
     if wide or not errors:
         return table
     lines = [Text.assemble((f"{who}: ", "bold"), (error, "red")) for who, error in errors]
@@ -134,6 +146,8 @@ class ProgressSink:
         self._began = time.monotonic()
 
     def emit(self, event: Event, **future_kwargs: Any) -> None:
+        from rich.text import Text
+
         line = _progress(event)
         if line is None:
             return
@@ -147,6 +161,8 @@ def _try(event: Event) -> str:
 
 
 def _progress(event: Event) -> Text | None:
+    from rich.text import Text
+
     node = event.node or "?"
     took = event.data.get("duration")
     took_text = f" {seconds(took)}" if isinstance(took, int | float) else ""
@@ -195,6 +211,8 @@ _AGENT_LINES = {
 
 def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Text]:
     """The one-line outcome of a foreground run, and where to look next."""
+    from rich.text import Text
+
     status = run.status
     head = Text.assemble(
         (
@@ -286,6 +304,9 @@ def runs_table(runs: Iterable[Run], width: int | None = None) -> RenderableType:
 
 
 def run_header(run: Run) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
@@ -348,6 +369,8 @@ def records_table(records: Iterable[NodeRecord], width: int | None = None) -> Re
 
 def event_line(event: Event) -> Text:
     """One event as a log line: time, sequence, category, kind, node, message."""
+    from rich.text import Text
+
     stamp = datetime.fromtimestamp(event.ts).strftime("%H:%M:%S.%f")[:-3]
     style = {"error": "red", "critical": "bold red", "warning": "yellow"}.get(event.level, "")
     line = Text.assemble(

@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from stageline.cli._render import console, seconds, status_text, when
 from stageline.ledger import Wait, WaitKind
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["decisions_table", "pending_table", "qa_lines", "waiting_lines"]
 
 
 def _table() -> Table:
+    from rich.table import Table
+
     return Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
 
 
@@ -37,6 +40,8 @@ def _short(value: Any, limit: int = 80) -> str:
 
 def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
     """What a waiting run waits on, and the commands that decide it."""
+    from rich.text import Text
+
     lines: list[Text] = []
     for wait in waits:
         if wait.kind is WaitKind.GATE:
@@ -198,6 +203,8 @@ def decisions_table(waits: Iterable[Wait]) -> Table:
 
 def qa_lines(waits: Iterable[Wait]) -> list[Text]:
     """The question-and-answer history: each set, its status, each question and its answer."""
+    from rich.text import Text
+
     lines: list[Text] = []
     for wait in waits:
         by = f" by {wait.actor}" if wait.actor else ""

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json
 from stageline.ledger import open_ledger
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["stats"]
 
@@ -52,6 +54,8 @@ def stats(
 def stats_table(nodes: list[dict[str, Any]]) -> Table:
     """One template's nodes (and their router alternatives): readable at 80 columns, nothing
     cut. Token, cost, quality and failure-phase columns appear only where some row has one."""
+    from rich.table import Table
+
     rows = [
         r
         for node in nodes

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
-from rich.table import Table
 
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json, when
 from stageline.errors import UsageError
-from stageline.ledger import LedgerStore, Scope, Token, hash_token, new_token
+from stageline.ledger import LedgerStore, Scope, Token, hash_token, new_token, open_ledger
 
 __all__ = ["token_app"]
 
@@ -32,19 +30,10 @@ NameArg = Annotated[
 
 
 def _with_ledger(work: Callable[[LedgerStore], Awaitable[T]]) -> T:
-    @asynccontextmanager
-    async def opened() -> Any:
-        from stageline.checkpoints import checkpoint_serde
-        from stageline.ledger import open_backend
-
-        backend = await open_backend(load_settings().database_url, checkpoint_serde())
-        try:
-            yield backend.ledger
-        finally:
-            await backend.aclose()
+    """``work`` on the ledger alone: tokens need no checkpoint, so no LangGraph."""
 
     async def go() -> T:
-        async with opened() as ledger:
+        async with open_ledger(load_settings().database_url) as ledger:
             return await work(ledger)
 
     return asyncio.run(go())
@@ -87,6 +76,8 @@ def list_tokens(
     if not found:
         console().print("no tokens; create one with `stageline token create NAME --scope read`")
         return
+    from rich.table import Table
+
     table = Table("name", "scope", "created", "revoked")
     for t in found:
         table.add_row(
