@@ -2,6 +2,9 @@
 
 ``sqlite:///PATH?busy_timeout=SECONDS`` sets how long a statement waits for another process's
 write lock (default 10) before it fails with a ``StorageError`` saying the database is busy.
+``?synchronous=normal`` (``sqlite_synchronous`` in stageline.toml) lets a commit return before
+the WAL reaches the disk: commits survive a killed process, not a power loss or OS crash; the
+default, ``full``, syncs every commit.
 """
 
 from __future__ import annotations
@@ -166,6 +169,14 @@ def sqlite_path(url: str) -> Path:
     return Path(rest[1:])
 
 
+def synchronous_level(url: str) -> str:
+    """The URL's ``synchronous`` level (``FULL`` unless it says ``normal``)."""
+    raw = dict(parse_qsl(url.partition("?")[2])).get("synchronous", "full")
+    if raw.lower() not in ("full", "normal"):
+        raise ConfigError(f"synchronous={raw!r} in the database URL; use full or normal")
+    return raw.upper()
+
+
 def busy_timeout_ms(url: str) -> int:
     """The URL's ``busy_timeout`` (seconds) in milliseconds, or the default."""
     query = dict(parse_qsl(url.partition("?")[2]))
@@ -186,6 +197,7 @@ async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, _SqliteExecutor]:
     included); the executor's ``close`` closes it."""
     path = sqlite_path(url)
     timeout_ms = busy_timeout_ms(url)
+    synchronous = synchronous_level(url)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), timeout=timeout_ms / 1000, check_same_thread=False)
@@ -195,6 +207,7 @@ async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, _SqliteExecutor]:
     try:
         await executor.execute(f"PRAGMA busy_timeout={timeout_ms}", {})
         await executor.fetch("PRAGMA journal_mode=WAL", {})
+        await executor.execute(f"PRAGMA synchronous={synchronous}", {})
         ledger = SqliteLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
         await ledger.setup()
     except (sqlite3.Error, StorageError) as exc:

@@ -528,6 +528,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 outcome, state = await self._drive(
                     template, run_id, payload, context, control, interrupts
                 )
+                if outcome is not None:
+                    # Stopped short of the end (an error, a wait, a drain): no checkpoint follows
+                    # to carry the tasks' staged writes, and LangGraph counts them saved once the
+                    # graph returns, so they are committed before anything else happens.
+                    await self.ledger.flush()
             finally:
                 self.ledger.watch_cancel(run_id, None)
                 self._controls.discard(control)
