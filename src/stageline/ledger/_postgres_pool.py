@@ -155,13 +155,13 @@ class PgExecutor:
                 for sql, rows in ops:
                     if rows:
                         await cur.executemany(sql, [dict(r) for r in rows])
-                await cur.execute("COMMIT", prepare=False)
-                if check is not None:  # the watched runs' cancel flags, a cursor each
-                    sql, run_ids = check
+                if check is not None:  # the watched runs' cancel flags, a cursor each: read
+                    sql, run_ids = check  # in the transaction, not one of their own
                     for run_id in run_ids:
                         flag = conn.cursor()
                         await flag.execute(sql, {"run_id": run_id})
                         checks.append((run_id, flag))
+                await cur.execute("COMMIT", prepare=False)
             flagged: list[str] = []
             for run_id, flag in checks:
                 row = await flag.fetchone()

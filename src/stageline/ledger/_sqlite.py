@@ -144,18 +144,21 @@ def _run_batch(raw: sqlite3.Connection, ops: Ops) -> None:
 
 
 def _run_batch_and_commit(raw: sqlite3.Connection, ops: Ops, check: Check | None) -> list[str]:
-    """Rows, the commit (a rollback if a statement failed), then the watched runs' cancel
-    flags: the runs flagged."""
+    """Rows, the watched runs' cancel flags (read in the same transaction), the commit (a
+    rollback if a statement failed): the runs flagged."""
     try:
         _run_batch(raw, ops)
+        flagged = []
+        if check is not None:
+            sql, run_ids = check
+            flagged = [
+                r for r in run_ids if (raw.execute(sql, {"run_id": r}).fetchone() or (0,))[0]
+            ]
         raw.commit()
     except BaseException:
         raw.rollback()
         raise
-    if check is None:
-        return []
-    sql, run_ids = check
-    return [r for r in run_ids if (raw.execute(sql, {"run_id": r}).fetchone() or (0,))[0]]
+    return flagged
 
 
 _HAS_VERSION_TABLE = (
