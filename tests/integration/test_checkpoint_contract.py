@@ -1,5 +1,6 @@
 """LangGraph's own contract for a checkpoint saver (``langgraph-checkpoint-conformance``), run
-against stageline's saver on SQLite and on Postgres, with the strict serializer stageline uses."""
+against stageline's saver on SQLite and on Postgres (and in memory: the same saver on SQLite
+``:memory:``), with the strict serializer stageline uses."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ async def _check(name: str, urls: Any) -> None:
 async def test_the_saver_keeps_langgraphs_contract_on_sqlite(tmp_path: Path) -> None:
     urls = (f"sqlite:///{tmp_path / f'c{i}.db'}" for i in itertools.count())
     await _check("stageline on SQLite", urls)
+
+
+async def test_the_saver_keeps_langgraphs_contract_in_memory() -> None:
+    await _check("stageline in memory", itertools.repeat("memory://"))  # a new database each
 
 
 async def test_the_saver_keeps_langgraphs_contract_on_postgres(postgres_empty_url: str) -> None:

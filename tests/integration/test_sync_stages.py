@@ -25,12 +25,16 @@ class S(TypedDict, total=False):
     trail: Annotated[list[str], operator.add]
 
 
-async def test_parallel_sync_stages_run_at_the_same_time(sqlite_settings: Settings) -> None:
-    both_in = threading.Barrier(2, timeout=20)  # inline on the loop, the first would wait alone
+def fan(name: str, lines: int = 0) -> Template:
+    """``begin``, then sync stages ``left`` and ``right`` at once, each logging ``lines`` lines
+    once both are in (inline on the loop, the first would wait alone)."""
+    both_in = threading.Barrier(2, timeout=20)
 
     def branch(name: str) -> Any:
         def body(state: S, ctx: StageContext) -> dict[str, Any]:
             both_in.wait()
+            for i in range(lines):
+                ctx.log.info(f"{name} {i}")
             return {"trail": [name]}
 
         return body
@@ -38,9 +42,13 @@ async def test_parallel_sync_stages_run_at_the_same_time(sqlite_settings: Settin
     def begin(state: S, ctx: StageContext) -> dict[str, Any]:
         return {"trail": ["begin"]}
 
-    template = Template("fan", state=S).add_stage("begin", begin)
+    template = Template(name, state=S).add_stage("begin", begin)
     template.add_stage("left", branch("left")).add_stage("right", branch("right"))
-    template.set_start("begin").add_fanout("begin", ["left", "right"])
+    return template.set_start("begin").add_fanout("begin", ["left", "right"])
+
+
+async def test_parallel_sync_stages_run_at_the_same_time(sqlite_settings: Settings) -> None:
+    template = fan("fan")
     async with Runner.open(sqlite_settings) as runner:
         summary = await runner.start(template, {})
     assert summary.status is RunStatus.SUCCEEDED
@@ -75,3 +83,21 @@ async def test_the_loop_answers_while_a_sync_stage_blocks(sqlite_settings: Setti
         summary = await run
     assert summary.status is RunStatus.SUCCEEDED
     assert [(r.node, r.status) for r in summary.records] == [("blocking", NodeStatus.SUCCEEDED)]
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+async def test_log_lines_of_parallel_sync_stages_are_numbered_once_each(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """Stage threads only stage their lines; the ledger numbers them on its loop, in memory as
+    on a file (the old in-memory ledger numbered them on the threads, racing each other)."""
+    settings: Settings = request.getfixturevalue(f"{where}_settings")
+    lines = 200
+    template = fan("fan_logs", lines)
+    async with Runner.open(settings) as runner:
+        summary = await runner.start(template, {})
+        events = await runner.ledger.events(summary.run.run_id)
+    assert summary.status is RunStatus.SUCCEEDED
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    logged = sorted(e.message for e in events if e.kind == "stage.log")
+    assert logged == sorted(f"{n} {i}" for n in ("left", "right") for i in range(lines))

@@ -9,6 +9,7 @@ exception in the layers contract) only because nothing imports them statically.
 from __future__ import annotations
 
 import ast
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,23 @@ def test_harnesses_depend_on_no_stageline_layer_above_errors() -> None:
             path.name,
             ours,
         )
+
+
+def test_the_ledger_package_has_no_import_circle() -> None:
+    """Issue 15: no module of ``stageline.ledger`` imports one that imports it back, counting
+    imports inside functions and under ``TYPE_CHECKING`` and the package's ``__init__`` (which
+    the ``acyclic_siblings`` contract of ``pyproject.toml`` leaves out)."""
+    folder = PACKAGE / "ledger"
+    names = {
+        path: "stageline.ledger" if path.stem == "__init__" else f"stageline.ledger.{path.stem}"
+        for path in folder.glob("*.py")
+    }
+    modules = set(names.values())
+    graph = {
+        module: {n for n in _imports(path) if n in modules and n != module}
+        for path, module in names.items()
+    }
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        pytest.fail(f"an import circle in stageline.ledger: {' -> '.join(exc.args[1])}")

@@ -1,6 +1,9 @@
 """The runner's journal as the stage nodes use it: what a node's start and end leave in the
 ledger (records, events, outcome rows), tries after a process died, budgets, and the
-side-effect journal (once per key, in doubt after a crash, forgotten when it raised)."""
+side-effect journal (once per key, in doubt after a crash, forgotten when it raised).
+
+The journal stages its rows; the step's checkpoint commits them. Here ``flush`` stands for that
+commit, before the ledger is read."""
 
 from __future__ import annotations
 
@@ -63,6 +66,7 @@ def finish(journal: LedgerJournal, status: str, **given: Any) -> None:
 
 
 async def events(ledger: MemoryLedger, kind: str) -> list[Any]:
+    await ledger.flush()
     return [e for e in await ledger.events(RUN) if e.kind == kind]
 
 
@@ -74,6 +78,7 @@ async def test_a_start_is_a_running_record_and_a_started_event(ledger: MemoryLed
     before = time.time()
     assert journal.node_started(node="draft", task_id="t1", try_no=2, stage="write") == 2
     after = time.time()
+    await ledger.flush()  # the step's commit
     [started] = await ledger.node_records(RUN)
     assert (started.run_id, started.task_id, started.attempt, started.try_no) == (RUN, "t1", 3, 2)
     assert (started.node, started.stage, started.status) == ("draft", "write", NodeStatus.RUNNING)
@@ -94,6 +99,7 @@ async def test_a_node_an_earlier_process_left_running_starts_again_as_a_new_try(
     # LangGraph counts from 1 again in the new process: the try moves past both earlier ones.
     assert journal.node_started(node="n", task_id="t1", try_no=1, stage="n") == 3
     assert journal.node_started(node="n", task_id="t1", try_no=2, stage="n") == 4  # same shift
+    await ledger.flush()  # the step's commit
     tries = {(r.try_no, r.status) for r in await ledger.node_records(RUN) if r.attempt == 2}
     assert (3, NodeStatus.RUNNING) in tries and (4, NodeStatus.RUNNING) in tries
     started = await events(ledger, "node.started")
@@ -128,6 +134,7 @@ async def test_a_success_finishes_the_record_with_its_metrics(ledger: MemoryLedg
     before = time.time()
     finish(journal, "succeeded", try_no=2, metrics=metrics)
     after = time.time()
+    await ledger.flush()  # the step's commit
     [done] = await ledger.node_records(RUN)
     assert (done.task_id, done.attempt, done.try_no) == ("t1", 1, 2)
     assert (done.node, done.stage, done.status) == ("draft", "write", NodeStatus.SUCCEEDED)
@@ -151,6 +158,7 @@ async def test_a_success_finishes_the_record_with_its_metrics(ledger: MemoryLedg
 async def test_a_failure_is_an_error_event_naming_its_phase(ledger: MemoryLedger) -> None:
     journal = LedgerJournal(ledger, RUN, 1)
     finish(journal, "failed", error="ValueError: no", failure_phase="timeout")
+    await ledger.flush()  # the step's commit
     [failed] = await ledger.node_records(RUN)
     assert failed.status is NodeStatus.FAILED
     assert (failed.error, failed.failure_phase) == ("ValueError: no", "timeout")
@@ -166,6 +174,7 @@ async def test_a_node_that_waits_is_logged_as_waiting_without_a_phase(
 ) -> None:
     journal = LedgerJournal(ledger, RUN, 1)
     finish(journal, "waiting", template="t")
+    await ledger.flush()  # the step's commit
     [waiting] = await ledger.node_records(RUN)
     assert waiting.status is NodeStatus.WAITING
     [event] = await events(ledger, "node.waiting")
@@ -202,6 +211,7 @@ async def test_a_finished_node_of_a_template_is_an_outcome_row(ledger: MemoryLed
         alternative="fast",
         input_shape="abc",
     )
+    await ledger.flush()  # the step's commit
     [row] = await ledger.outcomes()
     [done] = await ledger.node_records(RUN)
     assert done.finished_at is not None
@@ -234,6 +244,7 @@ async def test_an_outcome_without_measures_counts_zero_and_no_quality(
 ) -> None:
     journal = LedgerJournal(ledger, RUN, 1)
     finish(journal, "succeeded", template="blog")
+    await ledger.flush()  # the step's commit
     [row] = await ledger.outcomes(template="blog")
     assert (row.status, row.failure_phase) == ("succeeded", None)
     assert (row.input_tokens, row.output_tokens, row.cost, row.quality) == (0.0, 0.0, 0.0, None)
@@ -243,6 +254,7 @@ async def test_an_outcome_without_measures_counts_zero_and_no_quality(
 
 async def test_without_a_template_no_outcome_is_kept(ledger: MemoryLedger) -> None:
     finish(LedgerJournal(ledger, RUN, 1), "succeeded")
+    await ledger.flush()  # the step's commit
     assert await ledger.outcomes() == []
 
 
@@ -268,6 +280,7 @@ async def test_the_router_reads_a_templates_routed_outcomes_once_per_advance() -
     finish(earlier, "succeeded", task_id="a", template="blog", alternative="fast")
     finish(earlier, "succeeded", task_id="b", template="blog")  # not routed
     finish(earlier, "succeeded", task_id="c", template="wiki", alternative="fast")
+    await ledger.flush()  # the earlier advance committed them
     journal = LedgerJournal(ledger, RUN, 1)
     first = await journal.router_history("blog")
     assert [o.task_id for o in first] == ["a"]
@@ -309,6 +322,7 @@ async def test_a_budget_counts_what_this_attempt_used_and_what_gates_granted(
 
 async def test_a_retry_counts_what_earlier_attempts_spent(ledger: MemoryLedger) -> None:
     finish(LedgerJournal(ledger, RUN, 1), "failed", metrics={"cost": 0.75}, error="x")
+    await ledger.flush()  # the first attempt committed it
     retry = LedgerJournal(ledger, RUN, 2, budget=Budget(cost=1.0))
     assert await retry.budget_overrun("draft", "t1") is None
     over = await retry.budget_overrun("draft", "t1", pending={"cost": 0.25})
@@ -335,6 +349,7 @@ async def test_a_stage_event_keeps_what_the_stage_said(ledger: MemoryLedger) -> 
     journal.node_event(
         node="draft", kind="tool.use", level="info", message="ls", data={}, category="tool"
     )
+    await ledger.flush()  # the step's commit
     log, tool = await ledger.events(RUN)
     assert (log.kind, log.node, log.level, log.message) == ("stage.log", "draft", "warning", "hm")
     assert (log.category, log.data) == (EventCategory.LOG, {"k": 1})

@@ -244,3 +244,20 @@ async def test_a_parked_plan_is_taken_over_and_only_a_park_gate_takes_a_takeover
     ]
     assert event.message == f"taken over at gate {gate.name!r} by ann (mine)"
     assert "build" not in [r.node for r in taken.records]
+
+
+async def test_offline_reviews_score_the_task_not_where_or_when_it_runs(
+    runner: Runner, sample: Path, tmp_path: Path
+) -> None:
+    # The plan's text holds the repository's path and the question ids, which differ from run to
+    # run; the offline reviewer's score must not, or the same task parks on some machines only.
+    scores = []
+    for place in ("one", "two"):
+        repo = tmp_path / place
+        shutil.copytree(sample, repo)
+        waiting = await runner.start("sdlc", {"task": "add login", "repo": str(repo)})
+        done = await runner.answer(waiting.run.run_id, ANSWERS)
+        scores.append([review["score"] for review in done.state["reviews"]])
+    assert scores[0] == scores[1]
+    assert len(scores[0]) == 3  # "add login" fails review twice, then passes (0.62, 0.54, 0.89)
+    assert scores[0][-1] >= 0.7 > max(scores[0][:2])

@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import Table, select
 
 from stageline.errors import ConfigError, InputError, LeaseHeld
-from stageline.ledger._base import holder_is_dead
+from stageline.ledger._backend import is_memory_url, mask_url, open_backend
+from stageline.ledger._base import LedgerStore, holder_is_dead
 from stageline.ledger._schema import (
     checkpoint_writes,
     checkpoints,
@@ -57,22 +58,26 @@ class CopyReport:
     """Pending writes of those checkpoints."""
 
 
-def _sql_ledger(ledger: Any, url: str, what: str) -> SqlLedger:
-    if not isinstance(ledger, SqlLedger):
+def _refuse_memory(url: str, what: str) -> None:
+    if is_memory_url(url):
         raise ConfigError(f"{what} needs a database; {url} keeps nothing between processes")
+
+
+def _sql_ledger(ledger: LedgerStore) -> SqlLedger:
+    assert isinstance(ledger, SqlLedger)  # every backend's ledger is
     return ledger
 
 
 async def upgrade_database(url: str) -> UpgradeReport:
     """Apply pending migrations to the database at ``url``, and convert the checkpoints of
     an older release (LangGraph's tables) to stageline's own."""
-    from stageline.ledger import mask_url, open_backend
     from stageline.ledger._legacy import convert_legacy, passthrough_serde
 
+    _refuse_memory(url, "`stageline db upgrade`")
     began = time.time()
     backend = await open_backend(url, passthrough_serde(), legacy=True)
     try:
-        ledger = _sql_ledger(backend.ledger, mask_url(url), "`stageline db upgrade`")
+        ledger = _sql_ledger(backend.ledger)
         converted = await convert_legacy(url, ledger, backend.saver)
         rows = [row async for row in _rows(ledger, schema_version)]
         return UpgradeReport(
@@ -92,20 +97,20 @@ async def copy_database(
     The target is set up (migrated) first. A run that a live process is advancing in the
     source is refused (``LeaseHeld``): stop it, then copy.
     """
-    from stageline.ledger import mask_url, open_backend
-
     if source_url == target_url:
         raise ConfigError("--from and --to name the same database")
+    for url in (source_url, target_url):
+        _refuse_memory(mask_url(url), "`stageline db copy`")
     from stageline.ledger._legacy import passthrough_serde
 
     say = progress or (lambda _: None)
     serde = passthrough_serde()
     source = await open_backend(source_url, serde)
     try:
-        src = _sql_ledger(source.ledger, mask_url(source_url), "`stageline db copy`")
+        src = _sql_ledger(source.ledger)
         target = await open_backend(target_url, serde)
         try:
-            dst = _sql_ledger(target.ledger, mask_url(target_url), "`stageline db copy`")
+            dst = _sql_ledger(target.ledger)
             await _refuse_live_runs(src)
             tables = await _copy_tables(src, dst)  # one transaction: checkpoints and runs at once
             for name, count in tables.items():

@@ -48,7 +48,7 @@ def holder_is_dead(holder: str) -> bool:
 
 
 class LedgerStore(Protocol):
-    """The durable record of runs; SQLite, Postgres and the in-memory double implement it."""
+    """The durable record of runs; ``SqlLedger`` implements it (SQLite file or memory, Postgres)."""
 
     url: str
     publisher: Publisher | None

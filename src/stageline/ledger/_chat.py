@@ -21,9 +21,9 @@ from stageline.ledger._schema import chat_messages, chat_once, chat_secrets
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from stageline.ledger._sql import Executor
+    from stageline.ledger._executor import Executor
 
-__all__ = ["ChatMemory", "ChatMessage", "ChatSql"]
+__all__ = ["ChatMessage", "ChatSql"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,46 +45,6 @@ class ChatMessage:
             ts=str(row["ts"]),
             created_at=float(row["created_at"]),
         )
-
-
-_ChatState = tuple[dict[tuple[str, str], ChatMessage], dict[str, float], dict[str, str]]
-"""Messages by (run, key), keys used once, secrets by name."""
-
-
-class ChatMemory:
-    """Chat records of the in-memory ledger."""
-
-    def _chat(self) -> _ChatState:
-        if not hasattr(self, "_chat_state"):
-            self._chat_state: _ChatState = ({}, {}, {})
-        return self._chat_state
-
-    async def chat_message(self, run_id: str, key: str) -> ChatMessage | None:
-        return self._chat()[0].get((run_id, key))
-
-    async def save_chat_message(self, run_id: str, key: str, channel: str, ts: str) -> None:
-        made = ChatMessage(run_id=run_id, key=key, channel=channel, ts=ts, created_at=time.time())
-        self._chat()[0].setdefault((run_id, key), made)
-
-    async def chat_thread_run(self, channel: str, thread_ts: str) -> str | None:
-        return next(
-            (
-                m.run_id
-                for m in self._chat()[0].values()
-                if m.key == "root" and m.channel == channel and m.ts == thread_ts
-            ),
-            None,
-        )
-
-    async def chat_once(self, key: str) -> bool:
-        seen = self._chat()[1]
-        if key in seen:
-            return False
-        seen[key] = time.time()
-        return True
-
-    async def chat_secret(self, name: str) -> str:
-        return self._chat()[2].setdefault(name, secrets.token_urlsafe(32))
 
 
 class ChatSql:

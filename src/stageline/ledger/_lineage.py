@@ -19,9 +19,9 @@ from stageline.ledger._schema import lineage as lineage_table
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from stageline.ledger._sql import Executor
+    from stageline.ledger._executor import Executor
 
-__all__ = ["Lineage", "LineageMemory", "LineageSql"]
+__all__ = ["Lineage", "LineageSql"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,28 +44,6 @@ class Lineage:
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_row()
-
-
-class LineageMemory:
-    """Lineage rows of the in-memory ledger."""
-
-    def _lineage_rows(self) -> dict[str, Lineage]:
-        rows: dict[str, Lineage] = self.__dict__.setdefault("_lineage", {})
-        return rows
-
-    def _put_lineage(self, row: Lineage | None) -> None:
-        if row is not None:
-            self._lineage_rows()[row.run_id] = row
-
-    async def lineage(self, run_id: str) -> Lineage | None:
-        return self._lineage_rows().get(run_id)
-
-    async def forks(self, run_id: str) -> list[Lineage]:
-        found = [r for r in self._lineage_rows().values() if r.parent_run_id == run_id]
-        return sorted(found, key=lambda r: (r.created_at, r.run_id))
-
-    def _forget_lineage(self, run_id: str) -> None:
-        self._lineage_rows().pop(run_id, None)
 
 
 class LineageSql:

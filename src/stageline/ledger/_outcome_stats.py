@@ -3,8 +3,8 @@ per (template, node) and per router alternative, for ``stageline stats``.
 
 No backend loads the rows into Python: the SQL ledger groups with ``GROUP BY`` and picks each
 percentile's row with window functions (``row_number`` over the latency order, the rank being
-``ceil(p * n / 100)``), one statement each, the same on SQLite and Postgres. The in-memory
-double groups its list with ``group_outcomes``, the reference the SQL is tested against.
+``ceil(p * n / 100)``), one statement each, the same on SQLite and Postgres.
+``group_outcomes`` does the same over rows in Python: the reference the SQL is tested against.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from stageline.ledger._schema import outcomes as _t
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
+    from stageline.ledger._executor import Executor
     from stageline.ledger._outcomes import Outcome
-    from stageline.ledger._sql import Executor
 
 __all__ = ["PERCENTILES", "OutcomeGroup", "OutcomeStatsSql", "group_outcomes", "nearest_rank"]
 
@@ -57,7 +57,7 @@ def nearest_rank(n: int, p: int) -> int:
 
 
 def group_outcomes(rows: Iterable[Outcome]) -> list[OutcomeGroup]:
-    """Groups of outcome rows, in Python: the in-memory ledger's way, and the reference."""
+    """Groups of outcome rows, in Python: the reference the SQL is tested against."""
     buckets: dict[tuple[str, str, str | None], list[Outcome]] = {}
     for r in rows:
         buckets.setdefault((r.template, r.node, None), []).append(r)

@@ -1,8 +1,8 @@
 """Capability outcomes: one row per node run, kept for ``stats`` and the learned router.
 
 The SQL ledger stages outcome rows like node records, so they are written inside the
-checkpoint's own commit (no extra commit per node); the in-memory double keeps them in a list.
-Neither ties them to a run's other rows: deleting a run (retention) leaves its outcomes.
+checkpoint's own commit (no extra commit per node). Nothing ties them to a run's other
+rows: deleting a run (retention) leaves its outcomes.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from stageline.ledger._schema import outcomes as outcomes_table
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from stageline.ledger._outcome_stats import OutcomeGroup
-    from stageline.ledger._sql import Executor
+    from stageline.ledger._executor import Executor
 
-__all__ = ["Outcome", "OutcomesMemory", "OutcomesSql"]
+__all__ = ["Outcome", "OutcomesSql"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,60 +67,6 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_row()
-
-
-def _matches(
-    o: Outcome, template: str | None, since: float | None, node: str | None, routed: bool
-) -> bool:
-    return (
-        (template is None or o.template == template)
-        and (since is None or o.finished_at >= since)
-        and (node is None or o.node == node)
-        and (not routed or o.alternative is not None)
-    )
-
-
-class OutcomesMemory:
-    """Outcome rows of the in-memory ledger."""
-
-    _outcomes: dict[tuple[str, str, int, int], Outcome]
-
-    def stage_outcome(self, outcome: Outcome) -> None:
-        if not hasattr(self, "_outcomes"):
-            self._outcomes = {}
-        self._outcomes[outcome.key] = outcome
-
-    async def record_outcomes(self, rows: Iterable[Outcome]) -> None:
-        for row in rows:
-            self.stage_outcome(row)
-
-    async def outcomes(
-        self,
-        *,
-        template: str | None = None,
-        since: float | None = None,
-        node: str | None = None,
-        routed: bool = False,
-        limit: int | None = None,
-    ) -> list[Outcome]:
-        found = [
-            o
-            for o in getattr(self, "_outcomes", {}).values()
-            if _matches(o, template, since, node, routed)
-        ]
-        found.sort(key=lambda o: (o.finished_at, o.run_id, o.task_id, o.try_no))
-        return found[-limit:] if limit else found
-
-    async def outcome_groups(
-        self, *, template: str | None = None, since: float | None = None
-    ) -> list[OutcomeGroup]:
-        from stageline.ledger._outcome_stats import group_outcomes
-
-        return group_outcomes(
-            o
-            for o in getattr(self, "_outcomes", {}).values()
-            if _matches(o, template, since, None, False)
-        )
 
 
 class OutcomesSql:

@@ -16,7 +16,8 @@ from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.engine.interfaces import Dialect
 
 from stageline.errors import StorageError
-from stageline.ledger._sql import Check, SqlLedger
+from stageline.ledger._executor import Check
+from stageline.ledger._sql import SqlLedger
 
 __all__ = ["SETUP_LOCK", "PgExecutor", "PgLedger", "connection_lost", "raise_if_lost", "reason"]
 

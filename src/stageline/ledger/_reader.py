@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from stageline.errors import ConfigError, StorageError
+from stageline.errors import ConfigError
+from stageline.ledger._backend import is_memory_url, mask_url, refuse_legacy, unsupported_url
 from stageline.ledger._base import LedgerStore
 
 __all__ = ["open_ledger"]
@@ -16,11 +17,15 @@ async def open_ledger(url: str) -> AsyncIterator[LedgerStore]:
     """The ledger named by ``url``, migrated if needed, closed on exit.
 
     Reading runs, events, waits and outcomes needs no checkpoint: this opens the database as
-    ``open_backend`` does, minus LangGraph's saver (and its imports). ``memory://`` falls back
-    to the full backend, which is one and the same object there.
+    ``open_backend`` does, minus LangGraph's saver (and its imports). A ``memory://`` database
+    belongs to the runner that opened it, so it is refused here: opened again it would be a
+    new, empty one.
     """
-    from stageline.ledger import mask_url, open_backend
-
+    if is_memory_url(url):
+        raise ConfigError(
+            f"{url} keeps runs only in the memory of the process that runs them, so there is "
+            "nothing here to read; use a database (sqlite:///PATH or postgresql://...)"
+        )
     if url.startswith("postgres"):
         from stageline.ledger._postgres import open_postgres
 
@@ -41,26 +46,5 @@ async def open_ledger(url: str) -> AsyncIterator[LedgerStore]:
         finally:
             await sql_ledger.flush()
             await executor.close()
-    elif url.startswith("memory"):
-        from stageline.checkpoints import checkpoint_serde
-
-        backend = await open_backend(url, checkpoint_serde())
-        try:
-            yield backend.ledger
-        finally:
-            await backend.aclose()
     else:
-        await open_backend(url, None)  # type: ignore[arg-type]  # raises its ConfigError
-        raise ConfigError(f"unsupported database URL {mask_url(url)!r}")  # pragma: no cover
-
-
-async def refuse_legacy(ledger: LedgerStore, url: str) -> None:
-    """``StorageError`` if the database still holds LangGraph's checkpoint tables."""
-    from stageline.ledger import mask_url
-    from stageline.ledger._sql import SqlLedger
-
-    if isinstance(ledger, SqlLedger) and await ledger.legacy_checkpoints():
-        raise StorageError(
-            f"the database {mask_url(url)} was made by an older stageline (its checkpoints are "
-            "in LangGraph's tables): run `stageline db upgrade` once to convert it"
-        )
+        raise unsupported_url(url)

@@ -21,9 +21,9 @@ from stageline.ledger.records import Run
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from stageline.ledger._sql import Executor
+    from stageline.ledger._executor import Executor
 
-__all__ = ["RunPage", "RunQuery", "RunSearchMemory", "RunSearchSql"]
+__all__ = ["RunPage", "RunQuery", "RunSearchSql"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,33 +76,6 @@ def _check(query: RunQuery) -> None:
         raise InputError(f"limit must be 1 to 1000, not {query.limit}")
     if query.offset < 0:
         raise InputError(f"offset must be 0 or more, not {query.offset}")
-
-
-class RunSearchMemory:
-    """``search_runs`` of the in-memory ledger."""
-
-    _runs: dict[str, Run]
-
-    async def search_runs(self, query: RunQuery) -> RunPage:
-        _check(query)
-        text = (query.text or "").lower()
-        after = _decode(query.cursor) if query.cursor else None
-        found = sorted(
-            (
-                r
-                for r in self._runs.values()
-                if (not query.statuses or str(r.status) in query.statuses)
-                and (query.template is None or r.template == query.template)
-                and (query.since is None or r.created_at >= query.since)
-                and (query.until is None or r.created_at < query.until)
-                and (not text or text in json.dumps(dict(r.inputs), default=str).lower())
-                and (after is None or (r.created_at, r.run_id) < after)
-            ),
-            key=lambda r: (r.created_at, r.run_id),
-            reverse=True,
-        )
-        start = 0 if after is not None else query.offset
-        return _page(found[start : start + query.limit + 1], query.limit)
 
 
 class RunSearchSql:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import (
     and_,
@@ -41,6 +41,7 @@ from sqlalchemy.sql import ClauseElement
 from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._chat import ChatSql
+from stageline.ledger._executor import Check, Executor, Op
 from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outbox import OutboxSql
 from stageline.ledger._outcome_stats import OutcomeStatsSql
@@ -65,43 +66,9 @@ from stageline.ledger._tokens_sql import TokensSql
 from stageline.ledger.records import Event, NodeRecord, NodeStatus, Run, RunStatus
 from stageline.names import check_run_id
 
-__all__ = ["Executor", "SqlLedger"]
+__all__ = ["Check", "Executor", "Op", "SqlLedger"]  # the executor's types, for the backends
 
 FLUSH_DELAY = 0.15
-
-Op = tuple[str, list[dict[str, Any]]]
-"""One ``executemany``: SQL and its rows."""
-
-Check = tuple[str, list[str]]
-"""A query with one ``run_id`` parameter whose first column is a flag, and the run ids."""
-
-
-class Executor(Protocol):
-    """A single connection's worth of SQL, as a backend provides it."""
-
-    dialect: Dialect
-
-    async def fetch(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]: ...
-
-    async def execute(self, sql: str, params: Mapping[str, Any]) -> int: ...
-
-    async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None: ...
-
-    async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
-        """Several ``execute_many`` calls in one round trip where the driver allows it."""
-        ...
-
-    async def commit(self) -> None: ...
-
-    async def rollback(self) -> None: ...
-
-    async def write_and_commit(
-        self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
-    ) -> list[str]:
-        """``ops`` and ``check`` (a cancel-flag query, run once per run id) in one transaction,
-        and its commit: all in one round trip (one hop to SQLite's thread). Returns the run ids
-        whose flag is set."""
-        ...
 
 
 class SqlLedger(

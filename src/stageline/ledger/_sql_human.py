@@ -30,7 +30,7 @@ from stageline.ledger.records import Event
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from stageline.ledger._sql import Executor
+    from stageline.ledger._executor import Executor
 
 __all__ = ["HumanSql"]
 

@@ -4,13 +4,16 @@
 write lock (default 10) before it fails with a ``StorageError`` saying the database is busy.
 ``?synchronous=normal`` (``sqlite_synchronous`` in stageline.toml) lets a commit return before
 the WAL reaches the disk: commits survive a killed process, not a power loss or OS crash; the
-default, ``full``, syncs every commit.
+default, ``full``, syncs every commit. ``memory://`` is the same ledger on a database in memory
+(``MemoryLedger``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,15 +24,23 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Dialect
 
 from stageline.errors import ConfigError, StorageError
+from stageline.ledger._executor import Check
 from stageline.ledger._schema import MIGRATIONS
-from stageline.ledger._sql import Check, SqlLedger
+from stageline.ledger._sql import SqlLedger
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.serde.base import SerializerProtocol
 
     from stageline.ledger._saver import StagelineSaver
 
-__all__ = ["open_sqlite", "open_sqlite_ledger", "sqlite_path", "storage_error"]
+__all__ = [
+    "MemoryLedger",
+    "open_memory",
+    "open_sqlite",
+    "open_sqlite_ledger",
+    "sqlite_path",
+    "storage_error",
+]
 
 BUSY_TIMEOUT_MS = 10_000
 """Default wait for another process's write lock (``?busy_timeout=`` in the URL overrides)."""
@@ -229,3 +240,56 @@ async def open_sqlite(
 
     ledger, executor = await open_sqlite_ledger(url)
     return ledger, StagelineSaver(ledger, serde=serde), executor.close
+
+
+class MemoryLedger(SqliteLedger):
+    """The SQL ledger on a SQLite database in memory: the test double, and ``--ephemeral`` runs.
+
+    The same code as on a file. A ``:memory:`` database exists per connection, so this ledger
+    keeps its one connection (on its executor's thread) for its whole life, and nothing else
+    can open it: nothing outlives the ledger. Ready when made (no ``await``): its schema is a
+    copy of a database migrated once per process.
+    """
+
+    def __init__(self, url: str = "memory://") -> None:
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        conn.deserialize(_migrated_image())
+        self._executor = _SqliteExecutor(conn, _MEMORY)
+        super().__init__(self._executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
+        weakref.finalize(self, conn.close)  # a ledger dropped without close() frees it too
+
+    async def close(self) -> None:
+        """Close the connection: the database is gone."""
+        await self._executor.close()
+
+
+_MEMORY = Path(":memory:")
+
+
+@functools.cache
+def _migrated_image() -> bytes:
+    """An empty database with every migration applied by ``SqliteLedger.setup`` itself, as bytes.
+
+    It runs on a loop of its own, on a thread of its own, since ``MemoryLedger()`` may be made
+    inside a running loop or outside any.
+    """
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    executor = _SqliteExecutor(conn, _MEMORY)
+    try:
+        ledger = SqliteLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url="memory://")
+        with ThreadPoolExecutor(1, thread_name_prefix="stageline-migrate") as once:
+            once.submit(asyncio.run, ledger.setup()).result()
+        return conn.serialize()
+    finally:
+        executor._thread.shutdown()
+        conn.close()
+
+
+async def open_memory(
+    serde: SerializerProtocol, url: str = "memory://"
+) -> tuple[MemoryLedger, StagelineSaver, Callable[[], Awaitable[None]]]:
+    """A new database in memory, with the saver on it."""
+    from stageline.ledger._saver import StagelineSaver
+
+    ledger = MemoryLedger(url)
+    return ledger, StagelineSaver(ledger, serde=serde), ledger.close

@@ -24,9 +24,9 @@ from stageline.ledger._schema import api_runs, thread_meta
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from stageline.ledger._sql import Executor
+    from stageline.ledger._executor import Executor
 
-__all__ = ["ApiRun", "ApiRunStatus", "ThreadMeta", "ThreadsMemory", "ThreadsSql"]
+__all__ = ["ApiRun", "ApiRunStatus", "ThreadMeta", "ThreadsSql"]
 
 
 class ApiRunStatus(StrEnum):
@@ -91,59 +91,6 @@ class ApiRun:
 
 def _exists(run_id: str) -> InvalidTransition:
     return InvalidTransition(f"thread {run_id} already exists")
-
-
-class ThreadsMemory:
-    """Thread metadata and API runs of the in-memory ledger."""
-
-    def _threads_d(self) -> dict[str, ThreadMeta]:
-        return self.__dict__.setdefault("_thread_meta", {})  # type: ignore[no-any-return]
-
-    def _api_runs_d(self) -> dict[str, ApiRun]:
-        return self.__dict__.setdefault("_api_runs", {})  # type: ignore[no-any-return]
-
-    async def put_thread(self, meta: ThreadMeta) -> ThreadMeta:
-        if meta.run_id in self._threads_d():
-            raise _exists(meta.run_id)
-        self._threads_d()[meta.run_id] = meta
-        return meta
-
-    async def thread_meta(self, run_id: str) -> ThreadMeta | None:
-        return self._threads_d().get(run_id)
-
-    async def thread_metas(self) -> list[ThreadMeta]:
-        return sorted(self._threads_d().values(), key=lambda t: (t.created_at, t.run_id))
-
-    async def set_thread_metadata(self, run_id: str, metadata: Mapping[str, Any]) -> ThreadMeta:
-        found = self._threads_d().get(run_id) or ThreadMeta(run_id=run_id)
-        meta = replace(found, metadata=dict(metadata), updated_at=time.time())
-        self._threads_d()[run_id] = meta
-        return meta
-
-    async def add_api_run(self, run: ApiRun) -> ApiRun:
-        self._api_runs_d()[run.api_run_id] = run
-        return run
-
-    async def api_run(self, api_run_id: str) -> ApiRun | None:
-        return self._api_runs_d().get(api_run_id)
-
-    async def api_runs(self, run_id: str) -> list[ApiRun]:
-        found = [r for r in self._api_runs_d().values() if r.run_id == run_id]
-        return sorted(found, key=lambda r: (r.created_at, r.api_run_id), reverse=True)
-
-    async def set_api_run_status(
-        self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
-    ) -> None:
-        found = self._api_runs_d().get(api_run_id)
-        if found is not None:
-            self._api_runs_d()[api_run_id] = replace(
-                found, status=ApiRunStatus(status), error=error, updated_at=time.time()
-            )
-
-    def _forget_threads(self, run_id: str) -> None:
-        self._threads_d().pop(run_id, None)
-        for key in [k for k, r in self._api_runs_d().items() if r.run_id == run_id]:
-            del self._api_runs_d()[key]
 
 
 class ThreadsSql:

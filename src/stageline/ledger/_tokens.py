@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -23,7 +22,6 @@ __all__ = [
     "TOKEN_NAME_PATTERN",
     "Scope",
     "Token",
-    "TokensMemory",
     "check_token_name",
     "hash_token",
     "new_token",
@@ -113,38 +111,3 @@ def _taken(name: str) -> ConflictError:
         f"a token named {name!r} exists already; revoke it first "
         f"(`stageline token revoke {name}`) or pick another name"
     )
-
-
-class TokensMemory:
-    """Tokens of the in-memory ledger."""
-
-    def _token_dict(self) -> dict[str, Token]:
-        if not hasattr(self, "_tokens"):
-            self._tokens: dict[str, Token] = {}
-        return self._tokens
-
-    async def create_token(self, name: str, scope: Scope | str, token_hash: str) -> Token:
-        found = self._token_dict().get(check_token_name(name))
-        if found is not None and found.active:
-            raise _taken(name)
-        token = Token(name=name, scope=Scope(scope), token_hash=token_hash, created_at=time.time())
-        self._token_dict()[name] = token
-        return token
-
-    async def tokens(self) -> list[Token]:
-        return sorted(self._token_dict().values(), key=lambda t: t.created_at)
-
-    async def revoke_token(self, name: str) -> bool:
-        found = self._token_dict().get(name)
-        if found is None or not found.active:
-            return False
-        self._token_dict()[name] = replace(found, revoked_at=time.time())
-        return True
-
-    async def authenticate(self, secret: str) -> Token | None:
-        wanted = hash_token(secret)
-        found = next((t for t in self._token_dict().values() if t.token_hash == wanted), None)
-        return _matches(found, secret)
-
-    async def has_tokens(self) -> bool:
-        return any(t.active for t in self._token_dict().values())

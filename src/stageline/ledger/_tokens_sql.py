@@ -13,7 +13,7 @@ from stageline.ledger._tokens import Scope, Token, _matches, _taken, check_token
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from stageline.ledger._sql import Executor
+    from stageline.ledger._executor import Executor
 
 __all__ = ["TokensSql"]
 

@@ -170,11 +170,17 @@ async def plan(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
     return {"plan": text, "plan_revision": revision}
 
 
-def _score(plan_text: str, reply: str) -> float:
+def _score(task: str, revision: int, reply: str) -> float:
+    """The reviewer's ``SCORE: x`` if it gave one, else a stable score for the task's revision.
+
+    The fallback (the offline model never scores) depends on nothing but the task and the plan's
+    revision, so an offline run takes the same path wherever it runs: the plan's text holds the
+    repository's path and the question ids, which differ from run to run.
+    """
     found = re.search(r"score\s*[:=]\s*(0(?:\.\d+)?|1(?:\.0+)?)\b", reply, re.IGNORECASE)
     if found:
         return float(found.group(1))
-    digest = hashlib.sha256(plan_text.encode()).digest()
+    digest = hashlib.sha256(f"{task}\n{revision}".encode()).digest()
     return round(0.5 + 0.5 * int.from_bytes(digest[:4], "big") / 0xFFFFFFFF, 2)
 
 
@@ -187,7 +193,7 @@ async def review(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
         f"specific notes, then a line `SCORE: x` with x between 0 and 1.\n\n{text}",
         system="You are a demanding reviewer of engineering plans.",
     )
-    score = _score(text, reply)
+    score = _score(state["task"], int(state.get("plan_revision") or 1), reply)
     threshold = float(state.get("review_threshold", DEFAULT_THRESHOLD))
     verdict = "approve" if score >= threshold else "revise"
     ctx.metric("review_score", score)
