@@ -243,6 +243,7 @@ class SqlLedger(
         expect: Iterable[RunStatus] | None = None,
         release: bool = False,
         cancel_wins: Iterable[Event] | None = None,
+        lease: tuple[str, float] | None = None,
         **fields: Any,
     ) -> Run:
         """Set a run's status (and fields) and append events, in one transaction.
@@ -252,6 +253,8 @@ class SqlLedger(
         gives up this process's lease in the same transaction. With ``cancel_wins``, a cancel
         requested before this commit wins: the run ends ``cancelled`` with those events instead
         (the flag and this change are one compare-and-set, so no cancel is ever dropped).
+        ``lease=(holder, ttl)`` takes the run's lease first, in the same transaction, as
+        ``acquire_lease`` does (``LeaseHeld``, and nothing changed, if a live holder has it).
         """
         values = {**fields, "status": str(status), "updated_at": time.time()}
         if release:
@@ -259,6 +262,8 @@ class SqlLedger(
         allowed = [str(s) for s in expect] if expect is not None else None
         evs = list(events)
         async with self._tx() as x:
+            if lease is not None:
+                await self._take_lease(x, run_id, *lease)
             staged = await self._write_staged(x)
             rows = await self._update_run(
                 x, run_id, values, allowed, evs, release, unless_cancelled=cancel_wins is not None
@@ -387,32 +392,36 @@ class SqlLedger(
 
     async def acquire_lease(self, run_id: str, holder: str, ttl: float) -> Run:
         """Take the run's lease atomically, or raise ``LeaseHeld`` naming the live holder."""
-        now = time.time()
         async with self._tx() as x:
+            return await self._take_lease(x, run_id, holder, ttl)
+
+    async def _take_lease(self, x: Executor, run_id: str, holder: str, ttl: float) -> Run:
+        """The lease, taken in the caller's transaction (``LeaseHeld`` if a live holder has it)."""
+        now = time.time()
+        count = await x.execute(
+            self._sql(_TAKE_LEASE),
+            {"run_id": run_id, "holder": holder, "expires": now + ttl, "now": now},
+        )
+        rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+        if not rows:
+            raise RunNotFound(run_id)
+        current = Run.from_row(rows[0])
+        if count == 0 and current.lease_holder and holder_is_dead(current.lease_holder):
+            # Same host, process gone: its lease cannot be renewed, so take it now.
             count = await x.execute(
-                self._sql(_TAKE_LEASE),
-                {"run_id": run_id, "holder": holder, "expires": now + ttl, "now": now},
+                self._sql(_STEAL_LEASE),
+                {
+                    "run_id": run_id,
+                    "holder": holder,
+                    "expires": now + ttl,
+                    "old": current.lease_holder,
+                },
             )
             rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
-            if not rows:
-                raise RunNotFound(run_id)
             current = Run.from_row(rows[0])
-            if count == 0 and current.lease_holder and holder_is_dead(current.lease_holder):
-                # Same host, process gone: its lease cannot be renewed, so take it now.
-                count = await x.execute(
-                    self._sql(_STEAL_LEASE),
-                    {
-                        "run_id": run_id,
-                        "holder": holder,
-                        "expires": now + ttl,
-                        "old": current.lease_holder,
-                    },
-                )
-                rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
-                current = Run.from_row(rows[0])
-            if count:
-                found = await x.fetch(self._sql(_MAX_SEQ), {"run_id": run_id})
-                self._seq[run_id] = int(found[0]["s"] or 0)
+        if count:
+            found = await x.fetch(self._sql(_MAX_SEQ), {"run_id": run_id})
+            self._seq[run_id] = int(found[0]["s"] or 0)
         if count == 0:
             raise LeaseHeld(
                 run_id,
