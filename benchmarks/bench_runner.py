@@ -4,9 +4,12 @@ Run: ``python benchmarks/bench_runner.py [--runs N] [--rounds R] [--postgres URL
 runs in this one process, interleaved round by round; the figures are medians over rounds, and
 each ratio is the median of per-round ratios. On SQLite, stageline (full ledger) is set beside
 raw LangGraph with its sync ``SqliteSaver`` and with ``AsyncSqliteSaver``, and the floor: one
-committed WAL write per step. With ``--postgres`` (an empty database), stageline on Postgres is
-set beside raw LangGraph with ``AsyncPostgresSaver``. Aims (issue 15): at most 0.5x the sync
-``SqliteSaver`` per node, at most 0.7x ``AsyncPostgresSaver``.
+committed WAL write per step. stageline runs at SQLite's ``synchronous=full`` (its default)
+and at ``normal`` (``sqlite_synchronous``), set beside ``SqliteSaver`` at its default
+(``FULL``) and at ``NORMAL``, for a like-for-like ratio. With ``--postgres`` (an empty
+database), stageline on Postgres is set beside raw LangGraph with ``AsyncPostgresSaver``. Aims
+(issue 15): at most 0.5x the sync ``SqliteSaver`` per node, at most 0.7x
+``AsyncPostgresSaver``.
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ def stageline_template() -> Template:
     return template
 
 
+FULL = "stageline (SQLite, synchronous=full)"
+NORMAL = "stageline (SQLite, synchronous=normal)"
+SQLITE_SAVER = "LangGraph SqliteSaver (sync)"
+SQLITE_SAVER_NORMAL = "LangGraph SqliteSaver (sync), NORMAL"
+
 Engine = Callable[[str], Awaitable[None]]
 """One run of the 10-node graph, under the given thread id."""
 
@@ -81,6 +89,11 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
     sync_conn = sqlite3.connect(str(folder / "sync.db"), check_same_thread=False)
     closers.append(sync_conn.close)
     sync_graph = raw_graph(sync=True).compile(checkpointer=SqliteSaver(sync_conn, serde=serde))
+    normal_conn = sqlite3.connect(str(folder / "sync_normal.db"), check_same_thread=False)
+    normal_conn.execute("PRAGMA journal_mode=WAL")
+    normal_conn.execute("PRAGMA synchronous=NORMAL")
+    closers.append(normal_conn.close)
+    normal_graph = raw_graph(sync=True).compile(checkpointer=SqliteSaver(normal_conn, serde=serde))
 
     aconn = await aiosqlite.connect(str(folder / "async.db"))
     closers.append(aconn.close)
@@ -94,6 +107,9 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
 
     async def raw_sync(thread: str) -> None:
         sync_graph.invoke({"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync")
+
+    async def raw_sync_normal(thread: str) -> None:
+        normal_graph.invoke({"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync")
 
     async def raw_async(thread: str) -> None:
         await async_graph.ainvoke(
@@ -123,8 +139,10 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
         return run
 
     engines: dict[str, Engine] = {
-        "stageline (SQLite)": await on(f"sqlite:///{folder / 'stageline.db'}", folder / "h1"),
-        "LangGraph SqliteSaver (sync)": raw_sync,
+        FULL: await on(f"sqlite:///{folder / 'stageline.db'}", folder / "h1"),
+        NORMAL: await on(f"sqlite:///{folder / 'normal.db'}?synchronous=normal", folder / "h3"),
+        SQLITE_SAVER: raw_sync,
+        SQLITE_SAVER_NORMAL: raw_sync_normal,
         "LangGraph AsyncSqliteSaver": raw_async,
         "one WAL commit per step": commit_floor,
     }
@@ -187,10 +205,10 @@ async def main(runs: int, rounds: int, postgres: str | None = None) -> dict[str,
         return statistics.median(o / t for o, t in pairs)
 
     ratios = {
-        "vs SqliteSaver (sync), aim <= 0.5x": ratio(
-            "stageline (SQLite)", "LangGraph SqliteSaver (sync)"
-        ),
-        "vs AsyncSqliteSaver": ratio("stageline (SQLite)", "LangGraph AsyncSqliteSaver"),
+        "full vs SqliteSaver (sync), aim <= 0.5x": ratio(FULL, SQLITE_SAVER),
+        "normal vs SqliteSaver (sync), aim <= 0.5x": ratio(NORMAL, SQLITE_SAVER),
+        "normal vs SqliteSaver (sync) at NORMAL": ratio(NORMAL, SQLITE_SAVER_NORMAL),
+        "full vs AsyncSqliteSaver": ratio(FULL, "LangGraph AsyncSqliteSaver"),
     }
     if postgres:
         ratios["vs AsyncPostgresSaver, aim <= 0.7x"] = ratio(
@@ -211,6 +229,6 @@ if __name__ == "__main__":
     result = asyncio.run(main(args.runs, args.rounds, args.postgres))
     print(f"10-node no-op graph, durability=sync, {args.rounds} rounds x {args.runs} runs")
     for name, ms in result["ms_per_node"].items():
-        print(f"  {name:<30}: {ms:.3f} ms/node")
+        print(f"  {name:<40}: {ms:.3f} ms/node")
     for name, value in result["ratios"].items():
-        print(f"  stageline {name:<36}: {value:.2f}x")
+        print(f"  stageline {name:<44}: {value:.2f}x")

@@ -15,7 +15,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -71,6 +71,9 @@ class ConfigFile(BaseModel):
     model: str | None = None
     template_dirs: list[str] = Field(default_factory=lambda: ["templates"])
     lease_ttl: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    sqlite_synchronous: Literal["full", "normal"] = "full"
+    """SQLite's ``synchronous`` level: ``full`` syncs every commit to disk; ``normal`` (WAL)
+    survives a killed process but may lose the last commits to a power loss or OS crash."""
     sinks: list[dict[str, Any]] = Field(default_factory=list)
     """``[[sinks]]`` tables; their own keys are checked when the sinks are built."""
     sink_exit_timeout: float = Field(default=1.5, ge=0, allow_inf_nan=False)
@@ -92,6 +95,7 @@ _ENV_KEYS = (
     "database_url",
     "model",
     "lease_ttl",
+    "sqlite_synchronous",
     "services",
     "public_url",
     "sink_exit_timeout",
@@ -114,6 +118,8 @@ class Settings:
     template_dirs: tuple[Path, ...] = ()
     lease_ttl: float = 30.0
     """Seconds a run's lease lives without renewal; it is renewed every third of that."""
+    sqlite_synchronous: str = "full"
+    """SQLite's ``synchronous`` level (``database_url`` carries it as ``?synchronous=``)."""
     sinks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     sink_exit_timeout: float = 1.5
     """Seconds a process that exits waits for its sinks; what is left waits in the ledger."""
@@ -242,7 +248,9 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
     home = Path(conf.home)
     if not home.is_absolute():
         home = root / home
-    url = conf.database_url or f"sqlite:///{home / 'stageline.db'}"
+    url = with_sqlite_synchronous(
+        conf.database_url or f"sqlite:///{home / 'stageline.db'}", conf.sqlite_synchronous
+    )
     return Settings(
         root=root,
         home=home,
@@ -250,6 +258,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         model=conf.model if conf.model and conf.model != "offline" else None,
         template_dirs=tuple(root / d for d in conf.template_dirs),
         lease_ttl=conf.lease_ttl,
+        sqlite_synchronous=conf.sqlite_synchronous,
         sinks=tuple(conf.sinks),
         sink_exit_timeout=conf.sink_exit_timeout,
         stage_modules=tuple(conf.stage_modules),
@@ -258,6 +267,14 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         server=conf.server,
         slack=conf.slack,
     )
+
+
+def with_sqlite_synchronous(url: str, level: str) -> str:
+    """A SQLite URL with ``?synchronous=`` set to ``level`` unless it sets it already (the URL
+    wins); ``full``, the default, leaves it as it is. Other URLs are returned unchanged."""
+    if level == "full" or not url.startswith("sqlite") or "synchronous=" in url.partition("?")[2]:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}synchronous={level}"
 
 
 def with_overrides(settings: Settings, **changes: Any) -> Settings:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from stageline.checkpoints import checkpoint_serde
-from stageline.errors import LeaseHeld, RunNotFound
+from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger import Backend, Event, LedgerStore, Run, RunStatus, open_backend
 
 DEAD_HOLDER = f"{socket.gethostname()}:999999:abc"
@@ -217,3 +217,34 @@ async def test_every_write_to_a_missing_run_names_it(ledger: LedgerStore) -> Non
         await ledger.acquire_lease(missing, "host:1:me", 60)
     with pytest.raises(RunNotFound, match=missing):
         await ledger.append_events(missing, [_ev(missing, "x")])
+
+
+async def test_a_claim_takes_the_lease_and_the_status_together_or_neither(
+    ledger: LedgerStore,
+) -> None:
+    run = _run()
+    await ledger.create_run(run)
+    await ledger.acquire_lease(run.run_id, "host:2:you", 60)
+    resumed = _ev(run.run_id, "run.resumed")
+    with pytest.raises(LeaseHeld):
+        await ledger.transition(
+            run.run_id, RunStatus.RUNNING, lease=("host:1:me", 60), events=[resumed]
+        )
+    left = await ledger.get_run(run.run_id)
+    assert (left.status, left.lease_holder) == (RunStatus.QUEUED, "host:2:you")
+    assert await _seqs(ledger, run.run_id) == []
+
+    await ledger.release_lease(run.run_id, "host:2:you")
+    claimed = await ledger.transition(
+        run.run_id,
+        RunStatus.RUNNING,
+        expect=[RunStatus.QUEUED],
+        lease=("host:1:me", 60),
+        events=[_ev(run.run_id, "run.resumed")],
+    )
+    assert (claimed.status, claimed.lease_holder) == (RunStatus.RUNNING, "host:1:me")
+    assert await _seqs(ledger, run.run_id) == [(1, "run.resumed")]
+    with pytest.raises(InvalidTransition):  # the status moved on: refused, nothing changed
+        await ledger.transition(
+            run.run_id, RunStatus.RUNNING, expect=[RunStatus.QUEUED], lease=("host:1:me", 60)
+        )

@@ -206,18 +206,18 @@ async def test_a_retry_is_the_next_attempt_and_shows_no_stale_error_while_it_run
     ]
 
 
-async def test_a_resume_that_finds_the_run_moved_on_lets_go_of_the_lease(
+async def test_a_resume_that_finds_the_run_moved_on_takes_no_lease(
     runner: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = await runner.create(PLAIN, {})
-    acquire = runner.ledger.acquire_lease
+    transition = runner.ledger.transition
 
-    async def cancelled_meanwhile(run_id: str, holder: str, ttl: float) -> Any:
-        taken = await acquire(run_id, holder, ttl)
-        await runner.ledger.transition(run_id, RunStatus.CANCELLED, expect=[RunStatus.QUEUED])
-        return taken
+    async def cancelled_meanwhile(run_id: str, status: RunStatus, **kwargs: Any) -> Any:
+        if kwargs.get("lease"):  # the claim: lease and status in one transaction
+            await transition(run_id, RunStatus.CANCELLED, expect=[RunStatus.QUEUED])
+        return await transition(run_id, status, **kwargs)
 
-    monkeypatch.setattr(runner.ledger, "acquire_lease", cancelled_meanwhile)
+    monkeypatch.setattr(runner.ledger, "transition", cancelled_meanwhile)
     with pytest.raises(InvalidTransition):
         await runner.resume(run.run_id)
     after = await runner.ledger.get_run(run.run_id)

@@ -141,3 +141,23 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
 def test_an_empty_variable_counts_as_unset(tmp_path: Path) -> None:
     write(tmp_path, "lease_ttl = 9\n")
     assert load_settings(cwd=tmp_path, env={"STAGELINE_LEASE_TTL": ""}).lease_ttl == 9
+
+
+def test_sqlite_synchronous_is_full_unless_set_and_rides_in_the_url(tmp_path: Path) -> None:
+    assert load_settings(cwd=tmp_path, env={}).database_url.endswith("stageline.db")
+    write(tmp_path, 'sqlite_synchronous = "normal"\n')
+    settings = load_settings(cwd=tmp_path, env={})
+    assert settings.sqlite_synchronous == "normal"
+    assert settings.database_url.endswith("stageline.db?synchronous=normal")
+    env = {"STAGELINE_SQLITE_SYNCHRONOUS": "full"}
+    assert load_settings(cwd=tmp_path, env=env).database_url.endswith("stageline.db")
+    given = {"STAGELINE_DATABASE_URL": "sqlite:///x.db?busy_timeout=2&synchronous=full"}
+    assert load_settings(cwd=tmp_path, env=given).database_url == given["STAGELINE_DATABASE_URL"]
+    pg = {"STAGELINE_DATABASE_URL": "postgresql://u@h/db"}
+    assert load_settings(cwd=tmp_path, env=pg).database_url == "postgresql://u@h/db"
+
+
+def test_a_sqlite_synchronous_level_sqlite_lacks_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, 'sqlite_synchronous = "off"\n')
+    with pytest.raises(ConfigError, match="sqlite_synchronous: input should be 'full' or 'normal'"):
+        load_settings(cwd=tmp_path, env={})

@@ -77,6 +77,7 @@ class LedgerStore(Protocol):
         expect: Iterable[RunStatus] | None = None,
         release: bool = False,
         cancel_wins: Iterable[Event] | None = None,
+        lease: tuple[str, float] | None = None,
         **fields: Any,
     ) -> Run: ...
     async def request_cancel(self, run_id: str) -> Run: ...

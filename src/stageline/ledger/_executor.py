@@ -42,7 +42,7 @@ class Executor(Protocol):
     async def write_and_commit(
         self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
     ) -> list[str]:
-        """``ops`` in one transaction, its commit, then ``check`` (a cancel-flag query, run once
-        per run id): all in one round trip (one hop to SQLite's thread). Returns the run ids
+        """``ops`` and ``check`` (a cancel-flag query, run once per run id) in one transaction,
+        and its commit: all in one round trip (one hop to SQLite's thread). Returns the run ids
         whose flag is set."""
         ...

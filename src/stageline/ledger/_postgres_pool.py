@@ -62,7 +62,7 @@ class PgExecutor:
         """Transactions begin by taking the setup lock (while the ledger migrates)."""
 
     async def begin(self) -> None:
-        await self._call(lambda conn: conn.execute("BEGIN", prepare=False))
+        """Start a transaction: its BEGIN goes with its first statement, in one round trip."""
         self._in_tx = True
         if self.setup_lock:
             await self.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": SETUP_LOCK})
@@ -97,16 +97,32 @@ class PgExecutor:
             return result
         raise AssertionError("unreachable")
 
+    @property
+    def _begins(self) -> bool:
+        """Whether the next statement is its transaction's first (it carries the BEGIN)."""
+        return self._in_tx and self._conn is None
+
+    async def _run(
+        self, conn: psycopg.AsyncConnection[Any], sql: str, params: Mapping[str, Any]
+    ) -> psycopg.AsyncCursor[Any]:
+        if not self._begins:
+            return await conn.execute(sql, dict(params) or None)
+        cur = conn.cursor()
+        async with conn.pipeline():  # BEGIN and the statement, one round trip
+            await conn.execute("BEGIN", prepare=False)
+            await cur.execute(sql, dict(params) or None)
+        return cur
+
     async def fetch(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         async def op(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
-            cur = await conn.execute(sql, dict(params) or None)
+            cur = await self._run(conn, sql, params)
             return list(await cur.fetchall()) if cur.description else []
 
         return await self._call(op)
 
     async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
         async def op(conn: psycopg.AsyncConnection[Any]) -> int:
-            return (await conn.execute(sql, dict(params) or None)).rowcount
+            return (await self._run(conn, sql, params)).rowcount
 
         return await self._call(op)
 
@@ -117,8 +133,12 @@ class PgExecutor:
         if not any(rows for _, rows in ops):
             return
 
+        begins = self._begins
+
         async def op(conn: psycopg.AsyncConnection[Any]) -> None:
             async with conn.pipeline(), conn.cursor() as cur:  # one round trip for all
+                if begins:
+                    await cur.execute("BEGIN", prepare=False)
                 for sql, rows in ops:
                     if rows:
                         await cur.executemany(sql, [dict(r) for r in rows])
@@ -129,20 +149,27 @@ class PgExecutor:
         self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
     ) -> list[str]:
         async def op(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-            flagged: list[str] = []
-            async with conn.pipeline(), conn.cursor() as cur:  # one round trip for all
+            checks: list[tuple[str, psycopg.AsyncCursor[Any]]] = []
+            # One round trip for all: the pipeline's one Sync at its end. Results are read
+            # after it (a fetch inside it would wait for them: a round trip more).
+            async with conn.pipeline(), conn.cursor() as cur:
                 await cur.execute("BEGIN", prepare=False)
                 for sql, rows in ops:
                     if rows:
                         await cur.executemany(sql, [dict(r) for r in rows])
-                await cur.execute("COMMIT", prepare=False)
-                if check is not None:  # the watched runs' cancel flags
-                    sql, run_ids = check
+                if check is not None:  # the watched runs' cancel flags, a cursor each: read
+                    sql, run_ids = check  # in the transaction, not one of their own
                     for run_id in run_ids:
-                        await cur.execute(sql, {"run_id": run_id})
-                        row = await cur.fetchone()
-                        if row and row["cancel_requested"]:
-                            flagged.append(run_id)
+                        flag = conn.cursor()
+                        await flag.execute(sql, {"run_id": run_id})
+                        checks.append((run_id, flag))
+                await cur.execute("COMMIT", prepare=False)
+            flagged: list[str] = []
+            for run_id, flag in checks:
+                row = await flag.fetchone()
+                await flag.close()
+                if row and row["cancel_requested"]:
+                    flagged.append(run_id)
             return flagged
 
         # A block of its own: a connection found dead before the commit is replaced and the

@@ -1,10 +1,12 @@
 """stageline's own checkpoint saver: LangGraph's ``BaseCheckpointSaver`` on the ledger's schema.
 
-One implementation for SQLite and Postgres, over the ledger's executor: a checkpoint (or a
-task's pending writes) is written in the same transaction as the ledger rows staged for the
-step (node records, events, outcomes), with one commit and one round trip
-(``SqlLedger.commit_with_staged``). A value that does not decode raises ``CheckpointCorrupt``
-naming the run, the checkpoint and what was wrong; it never reads back as ``None``.
+One implementation for SQLite and Postgres, over the ledger's executor: a checkpoint is written
+in the same transaction as the ledger rows staged for the step (node records, events,
+outcomes) and the step's pending writes, with one commit and one round trip
+(``SqlLedger.commit_with_staged``). A task's pending writes wait for that commit unless a
+sibling still runs (``SqlLedger.commit_writes``); a read flushes any that wait. A value that
+does not decode raises ``CheckpointCorrupt`` naming the run, the checkpoint and what was wrong;
+it never reads back as ``None``.
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         return stmt
 
     async def _fetch(self, stmt: ClauseElement, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        if self._ledger.has_staged_writes:  # what this process was told is saved reads back
+            await self._ledger.flush()
         async with self._ledger._read() as x:
             return await x.fetch(self._ledger._sql(stmt), params)
 
@@ -223,6 +227,8 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         if limit is not None and not filter:
             stmt = stmt.limit(max(limit, 0))
         compiled = stmt.compile(dialect=self._ledger._x.dialect)
+        if self._ledger.has_staged_writes:
+            await self._ledger.flush()
         async with self._ledger._read() as x:
             rows = await x.fetch(str(compiled), compiled.params)
         left = limit
@@ -295,7 +301,8 @@ class StagelineSaver(BaseCheckpointSaver[str]):
             )
         if rows:
             stmt = self._upsert("write_replace" if special else "write_keep")
-            await self._ledger.commit_with_staged([(self._ledger._sql(stmt), rows)])
+            # Staged for the step's checkpoint commit, or committed now while a sibling runs.
+            await self._ledger.commit_writes([(self._ledger._sql(stmt), rows)], conf["thread_id"])
 
     async def adelete_thread(self, thread_id: str) -> None:
         params = [{"thread_id": str(thread_id)}]

@@ -5,6 +5,14 @@ checkpoint saver's own transaction, so a step costs no extra commit: a node's re
 durable no later than the checkpoint that makes the node count as done. Staged writes that
 wait longer than ``FLUSH_DELAY`` (a slow node's ``started`` event) are committed on their own,
 so people watching see progress promptly.
+
+A task's pending checkpoint writes are staged the same way when its run is advanced here and
+no other node of the run is running (``commit_writes``): LangGraph saves the step's checkpoint
+right after the last task of a step finishes, so they ride in that commit, and a step costs
+one commit, not two. While a sibling still runs they are committed at once, so a node that
+finished is not re-run after a crash because a slow sibling held its writes back; and when the
+graph stops short of a checkpoint (an error, an interrupt) the runner flushes them before it
+does anything else, as LangGraph's own savers have them saved by then.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql
 from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens_sql import TokensSql
-from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+from stageline.ledger.records import Event, NodeRecord, NodeStatus, Run, RunStatus
 from stageline.names import check_run_id
 
 __all__ = ["Check", "Executor", "Op", "SqlLedger"]  # the executor's types, for the backends
@@ -93,6 +101,10 @@ class SqlLedger(
         self._staged_nodes: dict[tuple[str, str, int, int], NodeRecord] = {}
         self._staged_events: list[Event] = []
         self._staged_outcomes: dict[tuple[str, str, int, int], Outcome] = {}
+        self._staged_writes: list[Op] = []
+        """Checkpoint writes waiting for the step's checkpoint (see ``commit_writes``)."""
+        self._running: dict[str, set[tuple[str, int, int]]] = {}
+        """Run -> its nodes whose latest staged record says running (task, attempt, try)."""
         self._seq: dict[str, int] = {}
         """Last event seq of each run whose lease this process holds (see _write_events)."""
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -237,6 +249,7 @@ class SqlLedger(
         expect: Iterable[RunStatus] | None = None,
         release: bool = False,
         cancel_wins: Iterable[Event] | None = None,
+        lease: tuple[str, float] | None = None,
         **fields: Any,
     ) -> Run:
         """Set a run's status (and fields) and append events, in one transaction.
@@ -246,6 +259,8 @@ class SqlLedger(
         gives up this process's lease in the same transaction. With ``cancel_wins``, a cancel
         requested before this commit wins: the run ends ``cancelled`` with those events instead
         (the flag and this change are one compare-and-set, so no cancel is ever dropped).
+        ``lease=(holder, ttl)`` takes the run's lease first, in the same transaction, as
+        ``acquire_lease`` does (``LeaseHeld``, and nothing changed, if a live holder has it).
         """
         values = {**fields, "status": str(status), "updated_at": time.time()}
         if release:
@@ -253,6 +268,8 @@ class SqlLedger(
         allowed = [str(s) for s in expect] if expect is not None else None
         evs = list(events)
         async with self._tx() as x:
+            if lease is not None:
+                await self._take_lease(x, run_id, *lease)
             staged = await self._write_staged(x)
             rows = await self._update_run(
                 x, run_id, values, allowed, evs, release, unless_cancelled=cancel_wins is not None
@@ -277,6 +294,7 @@ class SqlLedger(
             written = await self._write_events(x, run_id, evs)
         if release:
             self._seq.pop(run_id, None)
+            self._running.pop(run_id, None)
         self._publish(staged + written)
         return Run.from_row(rows[0])
 
@@ -380,32 +398,36 @@ class SqlLedger(
 
     async def acquire_lease(self, run_id: str, holder: str, ttl: float) -> Run:
         """Take the run's lease atomically, or raise ``LeaseHeld`` naming the live holder."""
-        now = time.time()
         async with self._tx() as x:
+            return await self._take_lease(x, run_id, holder, ttl)
+
+    async def _take_lease(self, x: Executor, run_id: str, holder: str, ttl: float) -> Run:
+        """The lease, taken in the caller's transaction (``LeaseHeld`` if a live holder has it)."""
+        now = time.time()
+        count = await x.execute(
+            self._sql(_TAKE_LEASE),
+            {"run_id": run_id, "holder": holder, "expires": now + ttl, "now": now},
+        )
+        rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+        if not rows:
+            raise RunNotFound(run_id)
+        current = Run.from_row(rows[0])
+        if count == 0 and current.lease_holder and holder_is_dead(current.lease_holder):
+            # Same host, process gone: its lease cannot be renewed, so take it now.
             count = await x.execute(
-                self._sql(_TAKE_LEASE),
-                {"run_id": run_id, "holder": holder, "expires": now + ttl, "now": now},
+                self._sql(_STEAL_LEASE),
+                {
+                    "run_id": run_id,
+                    "holder": holder,
+                    "expires": now + ttl,
+                    "old": current.lease_holder,
+                },
             )
             rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
-            if not rows:
-                raise RunNotFound(run_id)
             current = Run.from_row(rows[0])
-            if count == 0 and current.lease_holder and holder_is_dead(current.lease_holder):
-                # Same host, process gone: its lease cannot be renewed, so take it now.
-                count = await x.execute(
-                    self._sql(_STEAL_LEASE),
-                    {
-                        "run_id": run_id,
-                        "holder": holder,
-                        "expires": now + ttl,
-                        "old": current.lease_holder,
-                    },
-                )
-                rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
-                current = Run.from_row(rows[0])
-            if count:
-                found = await x.fetch(self._sql(_MAX_SEQ), {"run_id": run_id})
-                self._seq[run_id] = int(found[0]["s"] or 0)
+        if count:
+            found = await x.fetch(self._sql(_MAX_SEQ), {"run_id": run_id})
+            self._seq[run_id] = int(found[0]["s"] or 0)
         if count == 0:
             raise LeaseHeld(
                 run_id,
@@ -432,6 +454,7 @@ class SqlLedger(
                 {"run_id": run_id, "holder": holder, "none_holder": None, "none_expires": None},
             )
         self._seq.pop(run_id, None)
+        self._running.pop(run_id, None)
 
     # -- node records and events ------------------------------------------------------------
 
@@ -439,6 +462,13 @@ class SqlLedger(
         """Queue a node record; it is written with the next checkpoint (or flush)."""
         key = (record.run_id, record.task_id, record.attempt, record.try_no)
         self._staged_nodes[key] = record
+        running = self._running.setdefault(record.run_id, set())
+        if record.status is NodeStatus.RUNNING:
+            running.add(key[1:])
+        else:
+            running.discard(key[1:])
+            if not running:
+                del self._running[record.run_id]
         self._schedule_flush()
 
     def stage_event(self, event: Event) -> None:
@@ -465,11 +495,40 @@ class SqlLedger(
 
     async def flush(self) -> None:
         """Commit staged writes now."""
-        if not (self._staged_nodes or self._staged_events or self._staged_outcomes):
+        if not self.has_staged:
             return
         async with self._tx() as x:
             written = await self._write_staged(x)
         self._publish(written)
+
+    @property
+    def has_staged(self) -> bool:
+        """Whether anything waits to be committed (``flush`` commits it)."""
+        return bool(
+            self._staged_nodes
+            or self._staged_events
+            or self._staged_outcomes
+            or self._staged_writes
+        )
+
+    @property
+    def has_staged_writes(self) -> bool:
+        """Whether checkpoint writes wait for a commit (a read of checkpoints flushes first)."""
+        return bool(self._staged_writes)
+
+    async def commit_writes(self, ops: Sequence[Op], run_id: str) -> None:
+        """A task's pending checkpoint writes: staged for the step's checkpoint commit when the
+        run is advanced here (``watch_cancel``: the runner flushes when its graph stops) and no
+        other node of it is running, else committed now (with what is staged).
+
+        Staged writes are committed by the next commit of any kind (the checkpoint LangGraph
+        saves next, a transition, ``flush``), at the latest ``FLUSH_DELAY`` later.
+        """
+        if run_id not in self._cancel_watch or self._running.get(run_id):
+            await self.commit_with_staged(ops)
+            return
+        self._staged_writes.extend((sql, list(rows)) for sql, rows in ops)
+        self._schedule_flush()
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -487,17 +546,19 @@ class SqlLedger(
         nodes = list(self._staged_nodes.values())
         mine = [ev for ev in self._staged_events if ev.run_id in self._seq]
         outs = list(self._staged_outcomes.values())
-        if not nodes and not mine and not outs:
+        writes = self._staged_writes
+        if not nodes and not mine and not outs and not writes:
             return [], [], _noop
         others = [ev for ev in self._staged_events if ev.run_id not in self._seq]
         saved_nodes, saved_events = self._staged_nodes, self._staged_events
         saved_seq = dict(self._seq)
         saved_outs = self._staged_outcomes
         self._staged_nodes, self._staged_events, self._staged_outcomes = {}, others, {}
+        self._staged_writes = []
         if self._flush_handle is not None and not others:
             self._flush_handle.cancel()
             self._flush_handle = None
-        ops: list[Op] = []
+        ops: list[Op] = list(writes)
         if nodes:
             ops.append((self._sql(self._node_upsert), [n.to_row() for n in nodes]))
         ops += self._outcome_ops(outs)
@@ -511,6 +572,7 @@ class SqlLedger(
             ops.append((self._sql(_INSERT_EVENTS), [ev.to_row() for ev in written]))
 
         def undo() -> None:
+            self._staged_writes = writes + self._staged_writes
             self._staged_nodes = {**saved_nodes, **self._staged_nodes}
             self._staged_outcomes = {**saved_outs, **self._staged_outcomes}
             self._staged_events = saved_events + [

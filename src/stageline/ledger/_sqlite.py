@@ -2,7 +2,10 @@
 
 ``sqlite:///PATH?busy_timeout=SECONDS`` sets how long a statement waits for another process's
 write lock (default 10) before it fails with a ``StorageError`` saying the database is busy.
-``memory://`` is the same ledger on a database in memory (``MemoryLedger``).
+``?synchronous=normal`` (``sqlite_synchronous`` in stageline.toml) lets a commit return before
+the WAL reaches the disk: commits survive a killed process, not a power loss or OS crash; the
+default, ``full``, syncs every commit. ``memory://`` is the same ledger on a database in memory
+(``MemoryLedger``).
 """
 
 from __future__ import annotations
@@ -156,18 +159,21 @@ def _run_batch(raw: sqlite3.Connection, ops: Ops) -> None:
 
 
 def _run_batch_and_commit(raw: sqlite3.Connection, ops: Ops, check: Check | None) -> list[str]:
-    """Rows, the commit (a rollback if a statement failed), then the watched runs' cancel
-    flags: the runs flagged."""
+    """Rows, the watched runs' cancel flags (read in the same transaction), the commit (a
+    rollback if a statement failed): the runs flagged."""
     try:
         _run_batch(raw, ops)
+        flagged = []
+        if check is not None:
+            sql, run_ids = check
+            flagged = [
+                r for r in run_ids if (raw.execute(sql, {"run_id": r}).fetchone() or (0,))[0]
+            ]
         raw.commit()
     except BaseException:
         raw.rollback()
         raise
-    if check is None:
-        return []
-    sql, run_ids = check
-    return [r for r in run_ids if (raw.execute(sql, {"run_id": r}).fetchone() or (0,))[0]]
+    return flagged
 
 
 _HAS_VERSION_TABLE = (
@@ -179,6 +185,14 @@ def sqlite_path(url: str) -> Path:
     """The file of a ``sqlite:///PATH`` URL (four slashes for an absolute path)."""
     rest = url.split("://", 1)[1].partition("?")[0]
     return Path(rest[1:])
+
+
+def synchronous_level(url: str) -> str:
+    """The URL's ``synchronous`` level (``FULL`` unless it says ``normal``)."""
+    raw = dict(parse_qsl(url.partition("?")[2])).get("synchronous", "full")
+    if raw.lower() not in ("full", "normal"):
+        raise ConfigError(f"synchronous={raw!r} in the database URL; use full or normal")
+    return raw.upper()
 
 
 def busy_timeout_ms(url: str) -> int:
@@ -201,6 +215,7 @@ async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, _SqliteExecutor]:
     included); the executor's ``close`` closes it."""
     path = sqlite_path(url)
     timeout_ms = busy_timeout_ms(url)
+    synchronous = synchronous_level(url)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), timeout=timeout_ms / 1000, check_same_thread=False)
@@ -210,6 +225,7 @@ async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, _SqliteExecutor]:
     try:
         await executor.execute(f"PRAGMA busy_timeout={timeout_ms}", {})
         await executor.fetch("PRAGMA journal_mode=WAL", {})
+        await executor.execute(f"PRAGMA synchronous={synchronous}", {})
         ledger = SqliteLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
         await ledger.setup()
     except (sqlite3.Error, StorageError) as exc:

@@ -445,9 +445,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
     async def _claim(
         self, run: Run, template: Template, kind: str, *, attempt: int | None = None
     ) -> str:
-        """Take the run's lease and mark it running; returns the lease holder's name."""
+        """Take the run's lease and mark it running (one transaction); returns the lease
+        holder's name."""
         holder = this_holder()  # one per advance: a second advance in this process is refused too
-        await self.ledger.acquire_lease(run.run_id, holder, self.settings.lease_ttl)
         attempt = attempt or run.attempt
         # A cancel flag stays: one accepted while a process that died advanced the run wins.
         fields: dict[str, Any] = {
@@ -458,29 +458,26 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         }
         if template.full_version != run.template_version:
             fields["template_version"] = template.full_version
-        try:
-            # `expect`: the run may have moved on between reading it and taking the lease.
-            await self.ledger.transition(
-                run.run_id,
-                RunStatus.RUNNING,
-                expect=[run.status],
-                **fields,
-                events=[
-                    Event(
-                        run_id=run.run_id,
-                        kind=kind,
-                        data={
-                            "attempt": attempt,
-                            "template": template.name,
-                            "version": template.full_version,
-                        },
-                    )
-                ],
-            )
-        except BaseException:
-            with contextlib.suppress(StagelineError):
-                await self.ledger.release_lease(run.run_id, holder)
-            raise
+        # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
+        # status moved), nothing is taken or changed.
+        await self.ledger.transition(
+            run.run_id,
+            RunStatus.RUNNING,
+            expect=[run.status],
+            lease=(holder, self.settings.lease_ttl),
+            **fields,
+            events=[
+                Event(
+                    run_id=run.run_id,
+                    kind=kind,
+                    data={
+                        "attempt": attempt,
+                        "template": template.name,
+                        "version": template.full_version,
+                    },
+                )
+            ],
+        )
         return holder
 
     async def _advance(
@@ -528,6 +525,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 outcome, state = await self._drive(
                     template, run_id, payload, context, control, interrupts
                 )
+                if outcome is not None:
+                    # Stopped short of the end (an error, a wait, a drain): no checkpoint follows
+                    # to carry the tasks' staged writes, and LangGraph counts them saved once the
+                    # graph returns, so they are committed before anything else happens.
+                    await self.ledger.flush()
             finally:
                 self.ledger.watch_cancel(run_id, None)
                 self._controls.discard(control)
