@@ -1,0 +1,177 @@
+"""More of the runner's lifecycle on a real SQLite file: a retry from the inputs when no
+checkpoint was saved, a retry that keeps its lease, a cancel that finds the run ended
+meanwhile, a drain's default reason, and where a damaged checkpoint's message says the run
+stands."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+
+from stageline.config import Settings, with_overrides
+from stageline.errors import CheckpointCorrupt, InvalidTransition
+from stageline.ledger import Run, RunStatus
+from stageline.runner import Runner
+from stageline.stages import StageContext
+from stageline.templates import Template
+
+TTL = 0.3
+"""A short lease: renewed every 0.1 s while a step runs."""
+
+
+class S(TypedDict, total=False):
+    n: int
+    text: str
+
+
+async def write(state: S, ctx: StageContext) -> dict[str, Any]:
+    return {"text": f"n={state.get('n', 0)}"}
+
+
+async def add(state: S, ctx: StageContext) -> dict[str, Any]:
+    return {"n": state.get("n", 0) + 1}
+
+
+PLAIN = Template("lifecycle_more", state=S)
+PLAIN.add_stage("write", write).add_stage("add", add)
+PLAIN.add_sequence("write", "add")
+
+GATED = Template("lifecycle_more_gate", state=S)
+GATED.add_stage("write", write).add_gate("approval").add_stage("add", add)
+GATED.add_sequence("write", "approval", "add")
+
+
+@pytest.fixture
+async def runner(sqlite_settings: Settings) -> AsyncIterator[Runner]:
+    async with Runner.open(with_overrides(sqlite_settings, lease_ttl=TTL), deliver=False) as r:
+        yield r
+
+
+def damage_latest_checkpoint(database: Path, run_id: str) -> None:
+    """Cut the run's latest checkpoint in half, as a damaged disk or a hand edit would."""
+    with sqlite3.connect(database) as db:
+        changed = db.execute(
+            "UPDATE stageline_checkpoints SET checkpoint = substr(checkpoint, 1, "
+            "length(checkpoint) / 2) WHERE thread_id = ? AND checkpoint_id = "
+            "(SELECT max(checkpoint_id) FROM stageline_checkpoints WHERE thread_id = ?)",
+            (run_id, run_id),
+        ).rowcount
+    assert changed == 1
+
+
+# -- retry ------------------------------------------------------------------------------------
+
+
+async def test_a_failed_run_without_a_checkpoint_is_retried_from_its_inputs(
+    runner: Runner,
+) -> None:
+    """A run can fail before its first checkpoint (a worker that could not start it): the
+    retry starts it from the inputs it was created with."""
+    run = await runner.create(PLAIN, {"n": 4}, run_id="no-checkpoint-1")
+    await runner.ledger.transition(
+        run.run_id, RunStatus.FAILED, expect=[RunStatus.QUEUED], error="could not start"
+    )
+    done = await runner.retry(run.run_id)
+    assert (done.status, done.run.attempt) == (RunStatus.SUCCEEDED, 2)
+    assert done.state == {"n": 5, "text": "n=4"}
+    assert [(r.node, r.attempt) for r in done.records] == [("write", 2), ("add", 2)]
+
+
+class Renewals:
+    """The lease renewals the runner makes while a step waits for a few of them."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.holders: list[str] = []
+        self.results: list[Run | None] = []
+        self.enough = asyncio.Event()
+        self._renew = runner.ledger.renew_lease
+
+    async def __call__(self, run_id: str, holder: str, ttl: float) -> Run | None:
+        self.holders.append(holder)
+        found = await self._renew(run_id, holder, ttl)
+        self.results.append(found)
+        if found is None or len(self.results) >= 2:
+            self.enough.set()  # enough seen (or lost: the step need not wait any longer)
+        return found
+
+
+async def slow_once_failed(state: S, ctx: StageContext) -> dict[str, Any]:
+    """Fails on the first attempt; on the retry runs until the lease was renewed twice."""
+    if ctx.attempt == 1:
+        raise ValueError("first attempt fails")
+    await asyncio.wait_for(ctx.services["renewals"].enough.wait(), 30)
+    return {"n": 1}
+
+
+RETRIED = Template("lifecycle_more_retried", state=S).add_stage("slow", slow_once_failed)
+
+
+async def test_a_retried_run_renews_the_lease_it_took(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = await runner.start(RETRIED, {}, run_id="renewed-1")
+    assert failed.status is RunStatus.FAILED and failed.run.failed_node == "slow"
+    renewals = Renewals(runner)
+    monkeypatch.setattr(runner.ledger, "renew_lease", renewals)
+    done = await runner.retry("renewed-1", services={"renewals": renewals})
+    assert done.status is RunStatus.SUCCEEDED and done.run.attempt == 2
+    assert all(found is not None for found in renewals.results)
+    [holder] = set(renewals.holders)
+    assert holder and all(found and found.lease_holder == holder for found in renewals.results)
+    assert done.run.lease_holder is None
+
+
+# -- cancel and drain -------------------------------------------------------------------------
+
+
+async def test_a_cancel_does_not_overwrite_a_run_that_ended_meanwhile(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process finishes the run between the cancel's read and its write: the cancel
+    is refused and the run keeps its ending."""
+    run = await runner.create(PLAIN, {}, run_id="ended-meanwhile-1")
+    read = runner.ledger.get_run
+
+    async def finished_meanwhile(run_id: str) -> Run:
+        seen = await read(run_id)
+        await runner.ledger.transition(run_id, RunStatus.SUCCEEDED, expect=[RunStatus.QUEUED])
+        return seen
+
+    monkeypatch.setattr(runner.ledger, "get_run", finished_meanwhile)
+    with pytest.raises(InvalidTransition, match="ended-meanwhile-1 is succeeded"):
+        await runner.cancel(run.run_id)
+    monkeypatch.undo()
+    after = await runner.ledger.get_run(run.run_id)
+    assert after.status is RunStatus.SUCCEEDED
+    assert "run.cancelled" not in [e.kind for e in await runner.ledger.events(run.run_id)]
+
+
+async def test_a_drain_without_a_reason_says_shutdown(runner: Runner) -> None:
+    assert runner.drain() == 0
+    stopped = await runner.start(PLAIN, {}, run_id="drained-default-1")
+    assert stopped.status is RunStatus.QUEUED
+    drained = [e for e in await runner.ledger.events(stopped.run.run_id) if e.kind == "run.drained"]
+    assert [e.message for e in drained] == ["shutdown"]
+
+
+# -- damaged checkpoints ----------------------------------------------------------------------
+
+
+async def test_a_damaged_checkpoint_is_reported_at_the_step_the_run_waits_at(
+    runner: Runner, tmp_path: Path
+) -> None:
+    run_id = (await runner.start(GATED, {"n": 1}, run_id="damaged-wait-1")).run.run_id
+    damage_latest_checkpoint(tmp_path / "stageline.db", run_id)
+    shown = await runner.status(run_id)
+    assert shown.status is RunStatus.WAITING and shown.state == {}
+    assert shown.checkpoint_error is not None
+    assert "run damaged-wait-1 at step 'approval'" in shown.checkpoint_error
+    with pytest.raises(CheckpointCorrupt) as raised:
+        await runner.resume(run_id)
+    assert (raised.value.run_id, raised.value.step) == (run_id, "approval")
+    assert (await runner.ledger.get_run(run_id)).status is RunStatus.WAITING
