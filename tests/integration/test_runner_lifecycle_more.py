@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 import pytest
 
 from stageline.config import Settings, with_overrides
-from stageline.errors import CheckpointCorrupt, InvalidTransition
+from stageline.errors import CheckpointCorrupt, InvalidTransition, TemplateChanged
 from stageline.ledger import Run, RunStatus
 from stageline.runner import Runner
 from stageline.stages import StageContext
@@ -124,6 +124,35 @@ async def test_a_retried_run_renews_the_lease_it_took(
     [holder] = set(renewals.holders)
     assert holder and all(found and found.lease_holder == holder for found in renewals.results)
     assert done.run.lease_holder is None
+
+
+async def test_a_run_goes_on_with_a_changed_template_only_when_forced(runner: Runner) -> None:
+    """A queued run and a failed one, recorded on one version of the template, meet another
+    version of the same name: refused unless forced; forced, they go on with the new one."""
+    first = Template("lifecycle_more_changed", state=S).add_stage("write", write)
+    queued = await runner.create(first, {"n": 1}, run_id="changed-queued-1")
+    failed = await runner.create(first, {"n": 2}, run_id="changed-failed-1")
+    await runner.ledger.transition(failed.run_id, RunStatus.FAILED, error="could not start")
+    second = Template("lifecycle_more_changed", state=S).add_stage("write", write)
+    second.add_stage("add", add).add_edge("write", "add")
+    runner.load(second)  # the newest object of that name is the one the runner knows
+    assert second.full_version != first.full_version
+    with pytest.raises(TemplateChanged) as raised:
+        await runner.resume(queued.run_id)
+    assert (raised.value.recorded, raised.value.current) == (
+        first.full_version,
+        second.full_version,
+    )
+    with pytest.raises(TemplateChanged):
+        await runner.retry(failed.run_id)
+    for run_id in (queued.run_id, failed.run_id):
+        assert "run.resumed" not in [e.kind for e in await runner.ledger.events(run_id)]
+    resumed = await runner.resume(queued.run_id, force=True)
+    retried = await runner.retry(failed.run_id, force=True)
+    assert (resumed.status, resumed.state) == (RunStatus.SUCCEEDED, {"n": 2, "text": "n=1"})
+    assert (retried.status, retried.state) == (RunStatus.SUCCEEDED, {"n": 3, "text": "n=2"})
+    for done in (resumed, retried):
+        assert done.run.template_version == second.full_version
 
 
 # -- cancel and drain -------------------------------------------------------------------------
