@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypedDict
@@ -155,6 +156,56 @@ async def test_a_run_goes_on_with_a_changed_template_only_when_forced(runner: Ru
         assert done.run.template_version == second.full_version
 
 
+async def from_services(state: S, ctx: StageContext) -> dict[str, Any]:
+    return {"text": ctx.services["greeting"]}
+
+
+async def test_a_resumed_run_gets_the_services_it_is_given(runner: Runner) -> None:
+    template = Template("lifecycle_more_services", state=S).add_stage("greet", from_services)
+    queued = await runner.create(template, {}, run_id="services-1")
+    done = await runner.resume(queued.run_id, services={"greeting": "hello"})
+    assert (done.status, done.state) == (RunStatus.SUCCEEDED, {"text": "hello"})
+
+
+CLASH_CALLS: Counter[str] = Counter()
+
+
+async def first(state: S, ctx: StageContext) -> dict[str, Any]:
+    CLASH_CALLS["first"] += 1
+    return {"n": 1}
+
+
+async def left(state: S, ctx: StageContext) -> dict[str, Any]:
+    CLASH_CALLS["left"] += 1
+    return {"text": "left"}
+
+
+async def right(state: S, ctx: StageContext) -> dict[str, Any]:
+    CLASH_CALLS["right"] += 1
+    return {"text": "right"}
+
+
+async def test_a_run_whose_parallel_stages_clashed_is_retried_from_its_checkpoint(
+    runner: Runner,
+) -> None:
+    """Two parallel stages wrote one key without a reducer: the run fails with its state as
+    before the clash, and a retry goes on from the checkpoint (the clash again), never
+    from the inputs: the stage before the fan-out does not run again."""
+    CLASH_CALLS.clear()
+    clash = Template("lifecycle_more_clash", state=S)
+    clash.add_stage("first", first).add_stage("left", left).add_stage("right", right)
+    clash.add_fanout("first", ["left", "right"])
+    failed = await runner.start(clash, {}, run_id="clash-1")
+    assert failed.status is RunStatus.FAILED
+    assert failed.run.error and "one state key that has no reducer" in failed.run.error
+    assert (await runner.status("clash-1")).state == {"n": 1}
+    again = await runner.retry("clash-1")
+    assert (again.status, again.run.attempt) == (RunStatus.FAILED, 2)
+    assert again.state == {"n": 1}
+    assert CLASH_CALLS["first"] == 1
+    assert [r.node for r in again.records if r.attempt == 2] == []
+
+
 # -- cancel and drain -------------------------------------------------------------------------
 
 
@@ -204,3 +255,16 @@ async def test_a_damaged_checkpoint_is_reported_at_the_step_the_run_waits_at(
         await runner.resume(run_id)
     assert (raised.value.run_id, raised.value.step) == (run_id, "approval")
     assert (await runner.ledger.get_run(run_id)).status is RunStatus.WAITING
+
+
+async def test_a_damaged_checkpoint_of_a_failed_run_is_reported_at_its_failed_node(
+    runner: Runner, tmp_path: Path
+) -> None:
+    run = (await runner.start(RETRIED, {}, run_id="damaged-failed-1")).run
+    assert run.status is RunStatus.FAILED
+    damage_latest_checkpoint(tmp_path / "stageline.db", run.run_id)
+    with pytest.raises(CheckpointCorrupt) as raised:
+        await runner.retry(run.run_id)
+    assert (raised.value.run_id, raised.value.step) == (run.run_id, "slow")
+    after = await runner.ledger.get_run(run.run_id)
+    assert (after.status, after.attempt) == (RunStatus.FAILED, 1)
