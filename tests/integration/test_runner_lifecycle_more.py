@@ -43,8 +43,8 @@ PLAIN.add_stage("write", write).add_stage("add", add)
 PLAIN.add_sequence("write", "add")
 
 GATED = Template("lifecycle_more_gate", state=S)
-GATED.add_stage("write", write).add_gate("approval").add_stage("add", add)
-GATED.add_sequence("write", "approval", "add")
+GATED.add_stage("write", write).add_stage("add", add).add_gate("approval")
+GATED.add_sequence("write", "add", "approval")
 
 
 @pytest.fixture
@@ -206,6 +206,58 @@ async def test_a_run_whose_parallel_stages_clashed_is_retried_from_its_checkpoin
     assert [r.node for r in again.records if r.attempt == 2] == []
 
 
+async def test_a_waiting_run_resumed_waits_again_at_the_same_gate(runner: Runner) -> None:
+    """A resume of a waiting run (its checkpoint checked against the ledger's waits) asks
+    nothing new: the run still waits on the one pending decision."""
+    waiting = await runner.start(GATED, {"n": 1}, run_id="resumed-waiting-1")
+    [wait] = waiting.waits
+    again = await runner.resume("resumed-waiting-1")
+    assert again.status is RunStatus.WAITING
+    assert [(w.name, w.wait_id) for w in await runner.pending("resumed-waiting-1")] == [
+        (wait.name, wait.wait_id)
+    ]
+    assert again.state == {"n": 2, "text": "n=1"}
+
+
+TEMPLATE_FILE = """\
+name: lifecycle_more_file
+state:
+  n: int
+  text: str
+stages:
+  write: lifecycle_more_file_stages:write
+start: write
+"""
+
+
+@pytest.mark.parametrize("how", ["create", "start"])
+async def test_a_run_of_a_template_file_is_recorded_by_its_path(
+    runner: Runner,
+    sqlite_settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    """A template given as a file is recorded by its absolute path, so another process (a
+    worker, the next CLI command) finds it again."""
+    (tmp_path / "lifecycle_more_file_stages.py").write_text(
+        "async def write(state, ctx):\n    return {'text': f\"n={state.get('n', 0)}\"}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "t.yaml").write_text(TEMPLATE_FILE)
+    monkeypatch.chdir(tmp_path)
+    if how == "create":
+        run = await runner.create("flows/t.yaml", {"n": 3}, run_id="from-file-1")
+    else:
+        runner.drain()  # recorded, then left queued for another process
+        run = (await runner.start("flows/t.yaml", {"n": 3}, run_id="from-file-1")).run
+    assert run.template == str(tmp_path / "flows" / "t.yaml")
+    async with Runner.open(sqlite_settings, deliver=False) as other:
+        done = await other.resume("from-file-1")
+    assert (done.status, done.state) == (RunStatus.SUCCEEDED, {"n": 3, "text": "n=3"})
+
+
 # -- cancel and drain -------------------------------------------------------------------------
 
 
@@ -246,6 +298,11 @@ async def test_a_damaged_checkpoint_is_reported_at_the_step_the_run_waits_at(
     runner: Runner, tmp_path: Path
 ) -> None:
     run_id = (await runner.start(GATED, {"n": 1}, run_id="damaged-wait-1")).run.run_id
+    assert [r.node for r in await runner.ledger.node_records(run_id)] == [
+        "write",
+        "add",
+        "approval",
+    ]
     damage_latest_checkpoint(tmp_path / "stageline.db", run_id)
     shown = await runner.status(run_id)
     assert shown.status is RunStatus.WAITING and shown.state == {}
