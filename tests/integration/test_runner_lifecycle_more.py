@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import pytest
 
 from stageline.config import Settings, with_overrides
-from stageline.errors import CheckpointCorrupt, InvalidTransition, TemplateChanged
+from stageline.errors import CheckpointCorrupt, InvalidTransition, StorageError, TemplateChanged
 from stageline.ledger import Run, RunStatus
 from stageline.runner import Runner
 from stageline.stages import StageContext
@@ -325,3 +325,59 @@ async def test_a_damaged_checkpoint_of_a_failed_run_is_reported_at_its_failed_no
     assert (raised.value.run_id, raised.value.step) == (run.run_id, "slow")
     after = await runner.ledger.get_run(run.run_id)
     assert (after.status, after.attempt) == (RunStatus.FAILED, 1)
+
+
+async def test_a_damaged_checkpoint_of_a_stopped_run_is_reported_at_its_latest_node(
+    runner: Runner, tmp_path: Path
+) -> None:
+    """A run stopped midway (its process gone) and resumed: the message names the latest node
+    the ledger recorded for it (the stuck one, or the one before if its record never landed)."""
+    entered, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck(state: S, ctx: StageContext) -> dict[str, Any]:
+        entered.set()
+        await never.wait()
+        return {}
+
+    template = Template("lifecycle_more_stuck", state=S)
+    template.add_stage("write", write).add_stage("stuck", stuck).add_edge("write", "stuck")
+    advance = asyncio.create_task(runner.start(template, {}, run_id="damaged-stopped-1"))
+    await entered.wait()
+    advance.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await advance
+    damage_latest_checkpoint(tmp_path / "stageline.db", "damaged-stopped-1")
+    with pytest.raises(CheckpointCorrupt) as raised:
+        await runner.resume("damaged-stopped-1")
+    assert raised.value.run_id == "damaged-stopped-1"
+    recorded = [r.node for r in await runner.ledger.node_records("damaged-stopped-1")]
+    assert raised.value.step == recorded[-1] and raised.value.step in ("write", "stuck")
+
+
+async def test_a_run_whose_end_was_not_recorded_ends_on_resume_without_running_again(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database failed as the run's end was being recorded (after its last checkpoint):
+    a resume records the end from the checkpoint and runs no stage again."""
+    calls: list[str] = []
+
+    async def counted(state: S, ctx: StageContext) -> dict[str, Any]:
+        calls.append(ctx.run_id)
+        return {"n": state.get("n", 0) + 1}
+
+    template = Template("lifecycle_more_unrecorded", state=S).add_stage("count", counted)
+    transition = runner.ledger.transition
+
+    async def failing_at_the_end(run_id: str, status: RunStatus, **kwargs: Any) -> Run:
+        if status is RunStatus.SUCCEEDED:
+            raise StorageError("database is gone")
+        return await transition(run_id, status, **kwargs)
+
+    monkeypatch.setattr(runner.ledger, "transition", failing_at_the_end)
+    with pytest.raises(StorageError):
+        await runner.start(template, {"n": 1}, run_id="unrecorded-1")
+    monkeypatch.undo()
+    assert (await runner.ledger.get_run("unrecorded-1")).status is RunStatus.RUNNING
+    done = await runner.resume("unrecorded-1")
+    assert (done.status, done.state) == (RunStatus.SUCCEEDED, {"n": 2})
+    assert calls == ["unrecorded-1"]
