@@ -17,6 +17,7 @@ import pytest
 from stageline.config import Settings, with_overrides
 from stageline.errors import CheckpointCorrupt, InvalidTransition, StorageError, TemplateChanged
 from stageline.ledger import Run, RunStatus
+from stageline.llm import OfflineModel
 from stageline.runner import Runner
 from stageline.stages import StageContext
 from stageline.templates import Template
@@ -154,6 +155,23 @@ async def test_a_run_goes_on_with_a_changed_template_only_when_forced(runner: Ru
     assert (retried.status, retried.state) == (RunStatus.SUCCEEDED, {"n": 3, "text": "n=2"})
     for done in (resumed, retried):
         assert done.run.template_version == second.full_version
+
+
+async def test_a_built_in_template_goes_on_after_an_upgrade_that_kept_its_version(
+    sqlite_settings: Settings,
+) -> None:
+    """A run of a built-in template recorded by an older stageline (same declared version,
+    another digest) is resumed without --force, and goes on recorded on this one."""
+    async with Runner.open(sqlite_settings, deliver=False, model=OfflineModel()) as runner:
+        made = runner.load("blog_post")
+        run = await runner.create("blog_post", {"topic": "upgrades"}, run_id="upgraded-1")
+        older = f"{made.version}+000000000000"
+        await runner.ledger.transition(
+            run.run_id, RunStatus.QUEUED, expect=[RunStatus.QUEUED], template_version=older
+        )
+        resumed = await runner.resume(run.run_id)
+        assert resumed.status is RunStatus.WAITING
+        assert resumed.run.template_version == made.full_version != older
 
 
 async def from_services(state: S, ctx: StageContext) -> dict[str, Any]:
