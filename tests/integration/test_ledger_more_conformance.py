@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from stageline.errors import LeaseHeld
 from stageline.ledger import Backend, Event, LedgerStore, Run, RunStatus
 
 
@@ -36,3 +37,14 @@ async def test_appended_events_reach_the_publisher_numbered(ledger: LedgerStore)
         (2, "note.one"),
         (3, "note.two"),
     ]
+
+
+async def test_a_held_lease_is_refused_naming_the_run_and_its_holder(ledger: LedgerStore) -> None:
+    """What `stageline resume ID` prints when another process advances the run."""
+    run = _run()
+    await ledger.create_run(run)
+    await ledger.acquire_lease(run.run_id, "host:1:me", 3600)
+    with pytest.raises(LeaseHeld) as info:
+        await ledger.acquire_lease(run.run_id, "host:2:you", 60)
+    assert (info.value.run_id, info.value.holder) == (run.run_id, "host:1:me")
+    assert str(info.value).startswith(f"run {run.run_id} is being advanced by host:1:me ")
