@@ -66,6 +66,13 @@ def damage_latest_checkpoint(database: Path, run_id: str) -> None:
     assert changed == 1
 
 
+async def test_a_started_run_waits_with_the_deadlines_it_was_given(runner: Runner) -> None:
+    summary = await runner.start(GATED, {"n": 1}, deadlines={"approval": "45s"})
+    assert summary.run.inputs["stageline_deadlines"] == {"approval": 45.0}
+    [wait] = summary.waits
+    assert wait.deadline_at == pytest.approx(wait.requested_at + 45)
+
+
 # -- retry ------------------------------------------------------------------------------------
 
 
@@ -144,6 +151,9 @@ async def test_a_run_goes_on_with_a_changed_template_only_when_forced(runner: Ru
     assert (raised.value.recorded, raised.value.current) == (
         first.full_version,
         second.full_version,
+    )
+    assert str(raised.value).startswith(
+        f"run changed-queued-1 started on template version {first.full_version}, "
     )
     with pytest.raises(TemplateChanged):
         await runner.retry(failed.run_id)
