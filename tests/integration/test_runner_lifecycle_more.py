@@ -311,6 +311,35 @@ async def test_a_cancel_does_not_overwrite_a_run_that_ended_meanwhile(
     assert "run.cancelled" not in [e.kind for e in await runner.ledger.events(run.run_id)]
 
 
+async def test_a_cancel_asked_while_a_step_runs_stops_the_run_after_that_step(
+    runner: Runner,
+) -> None:
+    """`stageline cancel` from elsewhere while this process advances the run: the step in
+    flight finishes, its checkpoint commit sees the flag, and no further step runs."""
+    ran: list[str] = []
+
+    async def asks_to_cancel(state: S, ctx: StageContext) -> dict[str, Any]:
+        ran.append("first")
+        asked = await ctx.services["runner"].cancel(ctx.run_id)
+        assert asked.cancel_requested and asked.status is RunStatus.RUNNING
+        return {"n": 1}
+
+    async def never(state: S, ctx: StageContext) -> dict[str, Any]:
+        ran.append("second")
+        return {"n": 2}
+
+    template = Template("lifecycle_more_cancelled", state=S)
+    template.add_stage("first", asks_to_cancel).add_stage("second", never)
+    template.add_edge("first", "second")
+    done = await runner.start(template, {}, run_id="cancelled-1", services={"runner": runner})
+    assert done.status is RunStatus.CANCELLED and ran == ["first"]
+    assert done.state == {"n": 1}
+    [said] = [e for e in await runner.ledger.events("cancelled-1") if e.kind == "run.cancelled"]
+    # Stopped by the cancel between its steps, not ended some other way (an error) that the
+    # cancel then won over.
+    assert "before the run could end otherwise" not in said.message
+
+
 async def test_a_drain_without_a_reason_says_shutdown(runner: Runner) -> None:
     assert runner.drain() == 0
     stopped = await runner.start(PLAIN, {}, run_id="drained-default-1")
