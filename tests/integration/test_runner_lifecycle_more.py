@@ -184,6 +184,32 @@ async def test_a_built_in_template_goes_on_after_an_upgrade_that_kept_its_versio
         assert resumed.run.template_version == made.full_version != older
 
 
+async def where_am_i(state: S, ctx: StageContext) -> dict[str, Any]:
+    return {"text": f"{ctx.run.template} {ctx.run_dir}"}
+
+
+async def test_a_stage_knows_its_template_and_its_run_folder(
+    runner: Runner, sqlite_settings: Settings
+) -> None:
+    template = Template("lifecycle_more_where", state=S).add_stage("where", where_am_i)
+    done = await runner.start(template, {}, run_id="where-1")
+    folder = sqlite_settings.home / "runs" / "where-1"
+    assert done.state == {"text": f"lifecycle_more_where {folder}"}
+
+
+async def test_every_event_of_a_run_is_published_once_in_order(runner: Runner) -> None:
+    """What a live view (`stageline logs -f`, SSE) sees: the events as committed, each once,
+    numbered without gaps, node events included (written with the step's checkpoint)."""
+    published: list[Any] = []
+    runner.ledger.publisher = published.extend
+    done = await runner.start(PLAIN, {}, run_id="published-1")
+    assert done.status is RunStatus.SUCCEEDED
+    stored = await runner.ledger.events("published-1")
+    assert [(e.seq, e.kind) for e in published] == [(e.seq, e.kind) for e in stored]
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+    assert {"node.started", "node.succeeded", "run.succeeded"} <= {e.kind for e in stored}
+
+
 async def from_services(state: S, ctx: StageContext) -> dict[str, Any]:
     return {"text": ctx.services["greeting"]}
 
