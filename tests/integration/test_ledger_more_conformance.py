@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from stageline.errors import LeaseHeld
+from stageline.errors import InvalidTransition, LeaseHeld
 from stageline.ledger import Backend, Event, LedgerStore, Run, RunStatus
 
 
@@ -48,3 +48,45 @@ async def test_a_held_lease_is_refused_naming_the_run_and_its_holder(ledger: Led
         await ledger.acquire_lease(run.run_id, "host:2:you", 60)
     assert (info.value.run_id, info.value.holder) == (run.run_id, "host:1:me")
     assert str(info.value).startswith(f"run {run.run_id} is being advanced by host:1:me ")
+
+
+async def test_a_cancel_wins_only_over_an_ending_the_run_could_take(ledger: LedgerStore) -> None:
+    """``expect`` holds for the cancel that wins too: a run not in an expected status is
+    refused, whether or not a cancel was asked."""
+    run = _run(RunStatus.QUEUED)
+    await ledger.create_run(run)
+    await ledger.request_cancel(run.run_id)
+    with pytest.raises(InvalidTransition, match=f"run {run.run_id} is queued"):
+        await ledger.transition(
+            run.run_id,
+            RunStatus.SUCCEEDED,
+            expect=[RunStatus.RUNNING],
+            events=[Event(run_id=run.run_id, kind="run.succeeded")],
+            cancel_wins=[Event(run_id=run.run_id, kind="run.cancelled")],
+        )
+    after = await ledger.get_run(run.run_id)
+    assert (after.status, after.cancel_requested) == (RunStatus.QUEUED, True)
+    assert await ledger.events(run.run_id) == []
+
+
+async def test_a_cancel_that_wins_records_where_the_events_end(ledger: LedgerStore) -> None:
+    """The run's ``last_seq`` (where the UI starts reading) is its last event's, also when a
+    cancel won over the ending and the lease was given up with it."""
+    run = _run(RunStatus.RUNNING)
+    await ledger.create_run(run)
+    await ledger.acquire_lease(run.run_id, "host:1:me", 60)
+    await ledger.append_events(
+        run.run_id, [Event(run_id=run.run_id, kind="a"), Event(run_id=run.run_id, kind="b")]
+    )
+    await ledger.request_cancel(run.run_id)
+    ended = await ledger.transition(
+        run.run_id,
+        RunStatus.SUCCEEDED,
+        release=True,
+        events=[Event(run_id=run.run_id, kind="run.succeeded")],
+        cancel_wins=[Event(run_id=run.run_id, kind="run.cancelled")],
+    )
+    written = await ledger.events(run.run_id)
+    assert [(e.seq, e.kind) for e in written] == [(1, "a"), (2, "b"), (3, "run.cancelled")]
+    assert ended.status is RunStatus.CANCELLED and ended.last_seq == 3
+    assert (await ledger.get_run(run.run_id)).last_seq == 3
