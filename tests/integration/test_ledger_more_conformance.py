@@ -90,3 +90,12 @@ async def test_a_cancel_that_wins_records_where_the_events_end(ledger: LedgerSto
     assert [(e.seq, e.kind) for e in written] == [(1, "a"), (2, "b"), (3, "run.cancelled")]
     assert ended.status is RunStatus.CANCELLED and ended.last_seq == 3
     assert (await ledger.get_run(run.run_id)).last_seq == 3
+
+
+async def test_a_transition_expecting_no_status_is_refused(ledger: LedgerStore) -> None:
+    """``expect=[]`` (a caller whose list of allowed statuses came out empty) allows none."""
+    run = _run(RunStatus.QUEUED)
+    await ledger.create_run(run)
+    with pytest.raises(InvalidTransition, match=f"run {run.run_id} is queued"):
+        await ledger.transition(run.run_id, RunStatus.RUNNING, expect=[])
+    assert (await ledger.get_run(run.run_id)).status is RunStatus.QUEUED
