@@ -50,6 +50,14 @@ GATED.add_sequence("write", "add", "approval")
 
 @pytest.fixture
 async def runner(sqlite_settings: Settings) -> AsyncIterator[Runner]:
+    async with Runner.open(sqlite_settings, deliver=False) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def short_lease_runner(sqlite_settings: Settings) -> AsyncIterator[Runner]:
+    """Renews its leases every 0.1 s while a step runs (only where renewals are the point:
+    under load a 0.3 s lease may lapse between two renewals)."""
     async with Runner.open(with_overrides(sqlite_settings, lease_ttl=TTL), deliver=False) as r:
         yield r
 
@@ -121,8 +129,9 @@ RETRIED = Template("lifecycle_more_retried", state=S).add_stage("slow", slow_onc
 
 
 async def test_a_retried_run_renews_the_lease_it_took(
-    runner: Runner, monkeypatch: pytest.MonkeyPatch
+    short_lease_runner: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    runner = short_lease_runner
     failed = await runner.start(RETRIED, {}, run_id="renewed-1")
     assert failed.status is RunStatus.FAILED and failed.run.failed_node == "slow"
     renewals = Renewals(runner)
