@@ -21,6 +21,7 @@ from stageline.llm import OfflineModel
 from stageline.runner import Runner
 from stageline.stages import StageContext
 from stageline.templates import Template
+from stageline.templates._park import add_park
 
 TTL = 0.3
 """A short lease: renewed every 0.1 s while a step runs."""
@@ -495,3 +496,34 @@ async def test_a_claim_refused_reports_why_even_when_the_lease_cannot_be_given_b
     monkeypatch.setattr(runner.ledger, "release_lease", release_fails)
     with pytest.raises(InvalidTransition, match="moved-on-1 is cancelled"):
         await runner.resume(run.run_id)
+
+
+async def rework(state: S, ctx: StageContext) -> dict[str, Any]:
+    return {"n": state.get("n", 0) + 1}
+
+
+async def test_a_run_taken_over_says_where_its_work_is(
+    runner: Runner, sqlite_settings: Settings
+) -> None:
+    """A parked run whose operation left a worktree: taken over, it ends saying which branch
+    and worktree hold the work (the person goes on there)."""
+    template = Template("lifecycle_more_parked", state=S).add_stage("work", rework)
+    template.add_route("work", lambda s: "again", {"again": "work"})
+    template.add_loop("rounds", head="work", max_iterations=2, on_exhausted="more")
+    add_park(template, "more", loop="rounds", head="work", rounds=1)
+    parked = await runner.start(template, {}, run_id="parked-1")
+    assert parked.status is RunStatus.PARKED
+    run_dir = sqlite_settings.run_dir("parked-1")
+    (run_dir / "worktree").mkdir(parents=True)
+    (run_dir / "worktree.json").write_text(
+        '{"checkout": "/src/app", "branch": "stageline/parked-1", "made_branch": true}'
+    )
+    taken = await runner.take_over("parked-1", gate="more", actor="ann")
+    assert taken.status is RunStatus.TAKEN_OVER
+    [said] = [e for e in await runner.ledger.events("parked-1") if e.kind == "run.taken_over"]
+    where = (
+        f"on branch stageline/parked-1 in worktree {(run_dir / 'worktree').resolve()} "
+        "(of checkout /src/app)"
+    )
+    assert said.data == {"where": where}
+    assert said.message == f"taken over at gate 'more' by ann; the work is {where}"
