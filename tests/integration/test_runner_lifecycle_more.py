@@ -527,3 +527,24 @@ async def test_a_run_taken_over_says_where_its_work_is(
     )
     assert said.data == {"where": where}
     assert said.message == f"taken over at gate 'more' by ann; the work is {where}"
+
+
+async def test_a_storage_error_at_the_end_is_what_the_caller_hears(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database fails as the run's end is recorded, and again as the lease is given back:
+    the caller hears the first failure, not the second."""
+    transition = runner.ledger.transition
+
+    async def failing_at_the_end(run_id: str, status: RunStatus, **kwargs: Any) -> Run:
+        if status is RunStatus.SUCCEEDED:
+            raise StorageError("database is gone")
+        return await transition(run_id, status, **kwargs)
+
+    async def release_fails(run_id: str, holder: str) -> None:
+        raise StorageError("database is still gone")
+
+    monkeypatch.setattr(runner.ledger, "transition", failing_at_the_end)
+    monkeypatch.setattr(runner.ledger, "release_lease", release_fails)
+    with pytest.raises(StorageError, match="database is gone"):
+        await runner.start(PLAIN, {}, run_id="gone-1")
