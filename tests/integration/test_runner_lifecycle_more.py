@@ -82,6 +82,13 @@ async def test_a_started_run_waits_with_the_deadlines_it_was_given(runner: Runne
     assert wait.deadline_at == pytest.approx(wait.requested_at + 45)
 
 
+async def test_a_run_that_waits_lists_only_its_own_waits(runner: Runner) -> None:
+    first = await runner.start(GATED, {}, run_id="waits-own-1")
+    second = await runner.start(GATED, {}, run_id="waits-own-2")
+    assert [w.run_id for w in first.waits] == ["waits-own-1"]
+    assert [w.run_id for w in second.waits] == ["waits-own-2"]
+
+
 # -- retry ------------------------------------------------------------------------------------
 
 
