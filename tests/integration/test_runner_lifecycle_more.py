@@ -89,6 +89,23 @@ async def test_a_run_that_waits_lists_only_its_own_waits(runner: Runner) -> None
     assert [w.run_id for w in second.waits] == ["waits-own-2"]
 
 
+async def spend(state: S, ctx: StageContext) -> dict[str, Any]:
+    ctx.metric("output_tokens", 100)
+    return {"n": state.get("n", 0) + 1}
+
+
+async def test_a_template_budget_holds_for_a_run_that_sets_none(runner: Runner) -> None:
+    """The template's own token limit pauses the run at a budget gate before the node that
+    would start past it (the run passed no budget of its own)."""
+    template = Template("lifecycle_more_budget", state=S, budget={"tokens": 150})
+    template.add_stage("a", spend).add_stage("b", spend).add_stage("c", spend)
+    template.add_sequence("a", "b", "c")
+    paused = await runner.start(template, {}, run_id="budgeted-1")
+    assert paused.status is RunStatus.WAITING and paused.state["n"] == 2
+    [wait] = paused.waits
+    assert (wait.name, wait.node, wait.payload["budget"]["limit"]) == ("budget", "c", 150.0)
+
+
 # -- retry ------------------------------------------------------------------------------------
 
 
