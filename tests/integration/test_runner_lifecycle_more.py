@@ -106,6 +106,17 @@ async def test_a_template_budget_holds_for_a_run_that_sets_none(runner: Runner) 
     assert (wait.name, wait.node, wait.payload["budget"]["limit"]) == ("budget", "c", 150.0)
 
 
+async def test_a_template_is_compiled_once_while_the_runner_keeps_it(runner: Runner) -> None:
+    """``Runner.graph`` hands out the graph the runs use: one compiled graph per template
+    object, reused (not rebuilt) for every run and every call."""
+    graph = runner.graph(PLAIN)
+    await runner.start(PLAIN, {}, run_id="compiled-once-1")
+    assert runner.graph(PLAIN) is graph
+    assert runner.graph("lifecycle_more") is graph  # by name: the object the runner was given
+    other = Template("lifecycle_more", state=S).add_stage("write", write)
+    assert runner.graph(other) is not graph
+
+
 # -- retry ------------------------------------------------------------------------------------
 
 
