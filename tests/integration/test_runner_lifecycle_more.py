@@ -15,7 +15,12 @@ from typing import Any, TypedDict
 import pytest
 
 from stageline.config import Settings, with_overrides
-from stageline.errors import CheckpointCorrupt, InvalidTransition, StorageError, TemplateChanged
+from stageline.errors import (
+    CheckpointCorrupt,
+    InvalidTransition,
+    StorageError,
+    TemplateChanged,
+)
 from stageline.ledger import Run, RunStatus
 from stageline.llm import OfflineModel
 from stageline.runner import Runner
@@ -115,6 +120,12 @@ async def test_a_template_is_compiled_once_while_the_runner_keeps_it(runner: Run
     assert runner.graph("lifecycle_more") is graph  # by name: the object the runner was given
     other = Template("lifecycle_more", state=S).add_stage("write", write)
     assert runner.graph(other) is not graph
+
+
+async def test_a_runner_uses_the_model_it_was_given(sqlite_settings: Settings) -> None:
+    model = OfflineModel()
+    async with Runner.open(sqlite_settings, deliver=False, model=model) as runner:
+        assert runner.model is model
 
 
 # -- retry ------------------------------------------------------------------------------------
