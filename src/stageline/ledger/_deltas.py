@@ -34,14 +34,16 @@ import operator
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ormsgpack
-from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import and_, bindparam, delete, select
 from sqlalchemy.sql import ClauseElement
 
 from stageline.ledger._schema import checkpoint_blobs
+
+if TYPE_CHECKING:  # show reads checkpoints without importing LangGraph
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 __all__ = [
     "DELETE_THREAD",
