@@ -522,28 +522,6 @@ async def test_a_run_whose_end_was_not_recorded_ends_on_resume_without_running_a
     assert calls == ["unrecorded-1"]
 
 
-async def test_a_claim_refused_reports_why_even_when_the_lease_cannot_be_given_back(
-    runner: Runner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The run moved on between the resume's read and its claim, and giving the lease back
-    fails too (the database hiccups): the caller hears why the claim was refused."""
-    run = await runner.create(PLAIN, {}, run_id="moved-on-1")
-    acquire = runner.ledger.acquire_lease
-
-    async def cancelled_meanwhile(run_id: str, holder: str, ttl: float) -> Run:
-        taken = await acquire(run_id, holder, ttl)
-        await runner.ledger.transition(run_id, RunStatus.CANCELLED, expect=[RunStatus.QUEUED])
-        return taken
-
-    async def release_fails(run_id: str, holder: str) -> None:
-        raise StorageError("database is locked")
-
-    monkeypatch.setattr(runner.ledger, "acquire_lease", cancelled_meanwhile)
-    monkeypatch.setattr(runner.ledger, "release_lease", release_fails)
-    with pytest.raises(InvalidTransition, match="moved-on-1 is cancelled"):
-        await runner.resume(run.run_id)
-
-
 async def rework(state: S, ctx: StageContext) -> dict[str, Any]:
     return {"n": state.get("n", 0) + 1}
 
