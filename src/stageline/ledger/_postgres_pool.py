@@ -74,7 +74,12 @@ class PgExecutor:
             except psycopg.OperationalError as exc:
                 raise_if_lost(exc, self._where)
                 raise
-        for attempt in (1, 2):  # the block's first statement: safe to retry on a new connection
+        # The block's first statement: safe to retry on another connection. Each lost one is
+        # discarded, and all of the pool's may have died at once (a server restart, or a
+        # termination whose backends had not yet gone when the pool last checked them): one
+        # try more than the pool holds reaches a new connection.
+        tries = self._pool.max_size + 1
+        for attempt in range(1, tries + 1):
             try:
                 conn = await self._pool.getconn()
             except PoolTimeout as exc:
@@ -84,7 +89,7 @@ class PgExecutor:
                 result = await op(conn)
             except psycopg.OperationalError as exc:
                 await self._pool.putconn(conn)
-                if attempt == 2 or not connection_lost(exc):
+                if attempt == tries or not connection_lost(exc):
                     raise_if_lost(exc, self._where)
                     raise
                 await self._pool.check()
