@@ -179,3 +179,13 @@ async def backend(backend_url: str) -> AsyncIterator[Backend]:
         yield opened
     finally:
         await opened.aclose()
+
+
+@pytest.fixture
+async def shared_backend(shared_backend_url: str) -> AsyncIterator[Backend]:
+    """``backend`` on a database other connections can open too (SQLite file, Postgres)."""
+    opened = await open_backend(shared_backend_url, checkpoint_serde())
+    try:
+        yield opened
+    finally:
+        await opened.aclose()

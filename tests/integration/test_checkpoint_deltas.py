@@ -4,7 +4,6 @@ each step appended, and reads back whole and exact at every step, on SQLite and 
 from __future__ import annotations
 
 import operator
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -22,20 +21,9 @@ from stageline.ledger._schema import checkpoint_blobs, checkpoint_writes, checkp
 ITEM = 256
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'd.db'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
 @pytest.fixture
-async def backend(db_url: str) -> AsyncIterator[Backend]:
-    opened = await open_backend(db_url, checkpoint_serde())
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
+def backend(shared_backend: Backend) -> Backend:
+    return shared_backend
 
 
 async def _fetch(backend: Backend, stmt: Any) -> list[dict[str, Any]]:
@@ -166,7 +154,7 @@ async def test_a_list_that_shrinks_or_is_replaced_is_stored_whole(backend: Backe
 
 
 async def test_a_fork_and_a_new_saver_store_whole_and_read_exact(
-    backend: Backend, db_url: str
+    backend: Backend, shared_backend_url: str
 ) -> None:
     writer = Writer(backend)
     for step in range(1, 6):
@@ -176,7 +164,7 @@ async def test_a_fork_and_a_new_saver_store_whole_and_read_exact(
     forked = await fork.put(items=[item(1), item(2), item(99)])
     assert await read_items(backend, forked) == [item(1), item(2), item(99)]
     assert await read_items(backend, writer.configs[-1]) == [item(i) for i in range(1, 6)]
-    other = await open_backend(db_url, checkpoint_serde())  # another process
+    other = await open_backend(shared_backend_url, checkpoint_serde())  # another process
     try:
         later = Writer(other)
         later.number, later.parent = 20, writer.parent
@@ -187,13 +175,15 @@ async def test_a_fork_and_a_new_saver_store_whole_and_read_exact(
 
 
 async def test_a_deleted_thread_leaves_other_threads_and_starts_afresh(
-    backend: Backend, db_url: str
+    backend: Backend, shared_backend_url: str
 ) -> None:
     kept, dropped = Writer(backend, "kept"), Writer(backend, "dropped")
     for step in range(1, 40):
         await kept.put(items=[item(i) for i in range(step)])
         await dropped.put(items=[item(i) for i in range(step)])
-    other = await open_backend(db_url, checkpoint_serde())  # deleted from another process
+    other = await open_backend(
+        shared_backend_url, checkpoint_serde()
+    )  # deleted from another process
     try:
         await other.saver.adelete_thread("dropped")
     finally:
@@ -233,15 +223,17 @@ def _loop(until: int) -> StateGraph[Any, Any, Any, Any]:
     return graph
 
 
-async def test_a_graph_run_resumed_by_a_new_process_reads_back_exact(db_url: str) -> None:
+async def test_a_graph_run_resumed_by_a_new_process_reads_back_exact(
+    shared_backend_url: str,
+) -> None:
     config: Any = {"configurable": {"thread_id": "g1"}, "recursion_limit": 200}
-    first = await open_backend(db_url, checkpoint_serde())
+    first = await open_backend(shared_backend_url, checkpoint_serde())
     try:
         graph = _loop(60).compile(checkpointer=first.saver)
         await graph.ainvoke({"items": [], "n": 0}, config, durability="sync")
     finally:
         await first.aclose()
-    second = await open_backend(db_url, checkpoint_serde())
+    second = await open_backend(shared_backend_url, checkpoint_serde())
     try:
         graph = _loop(120).compile(checkpointer=second.saver)
         await graph.aupdate_state(config, {"n": 60})

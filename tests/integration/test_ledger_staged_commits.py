@@ -25,27 +25,26 @@ async def ledger(shared_backend_url: str) -> AsyncIterator[SqlLedger]:
         await opened.aclose()
 
 
-async def _leased_run(ledger: SqlLedger) -> str:
+async def _new_run(ledger: SqlLedger, status: RunStatus) -> str:
+    """A run in ``status``; a running one leased by this process, as the runner leaves it."""
     run = Run(
         run_id=f"s-{uuid.uuid4().hex[:10]}",
         template="tpl",
         template_version="1",
-        status=RunStatus.RUNNING,
+        status=status,
     )
     await ledger.create_run(run)
-    await ledger.acquire_lease(run.run_id, "host:1:me", 3600)
+    if status is RunStatus.RUNNING:
+        await ledger.acquire_lease(run.run_id, "host:1:me", 3600)
     return run.run_id
+
+
+async def _leased_run(ledger: SqlLedger) -> str:
+    return await _new_run(ledger, RunStatus.RUNNING)
 
 
 async def _queued_run(ledger: SqlLedger) -> str:
-    run = Run(
-        run_id=f"s-{uuid.uuid4().hex[:10]}",
-        template="tpl",
-        template_version="1",
-        status=RunStatus.QUEUED,
-    )
-    await ledger.create_run(run)
-    return run.run_id
+    return await _new_run(ledger, RunStatus.QUEUED)
 
 
 async def _kinds_once_written(ledger: SqlLedger, run_id: str) -> list[str]:

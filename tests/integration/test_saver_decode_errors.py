@@ -3,52 +3,30 @@ step and the type, on both backends; it never reads back as None, and nothing in
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import ormsgpack
-import psycopg
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_POS_ARGS
 
-from stageline.checkpoints import checkpoint_serde
+from raw_sql import raw_sql
 from stageline.errors import CheckpointCorrupt
-from stageline.ledger import Backend, open_backend
+from stageline.ledger import Backend
 
 _OPT = ormsgpack.OPT_NON_STR_KEYS
 CONF: Any = {"configurable": {"thread_id": "r1", "checkpoint_ns": ""}}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'd.db'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
 @pytest.fixture
-async def backend(db_url: str) -> AsyncIterator[Backend]:
-    opened = await open_backend(db_url, checkpoint_serde())
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
+def backend(shared_backend: Backend) -> Backend:
+    return shared_backend
 
 
 def _sql(backend: Backend, sql: str, *params: Any) -> Any:
     """Run one statement on the backend's database, behind the saver's back."""
-    url = backend.ledger.url
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.split(":///", 1)[1]) as db:
-            found = db.execute(sql, params).fetchall()
-        db.close()
-        return found
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(sql.replace("?", "%s"), params)
-        return cur.fetchall() if cur.description else []
+    return raw_sql(backend.ledger.url, sql, *params)
 
 
 async def _saved(backend: Backend) -> Any:

@@ -9,12 +9,12 @@ import asyncio
 import operator
 import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypedDict
 
-import psycopg
 import pytest
 
+from raw_sql import raw_sql
 from stageline.checkpoints import checkpoint_serde
 from stageline.config import Settings
 from stageline.ledger import Backend, NodeRecord, NodeStatus, RunStatus, open_backend
@@ -37,29 +37,13 @@ def _reset() -> None:
     SEEN.clear()
 
 
-def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
-    """Rows as another process sees them: committed ones only."""
-    if url.startswith("sqlite"):
-        db = sqlite3.connect(url.split(":///", 1)[1])
-        try:
-            return db.execute(sql).fetchall()
-        finally:
-            db.close()
-    with psycopg.connect(url, autocommit=True) as conn:
-        return list(conn.execute(sql).fetchall())
-
-
 def _writes(url: str) -> int:
-    return int(_rows(url, "SELECT count(*) FROM stageline_checkpoint_writes")[0][0])
+    return int(raw_sql(url, "SELECT count(*) FROM stageline_checkpoint_writes")[0][0])
 
 
 @pytest.fixture
-async def backend(shared_backend_url: str) -> AsyncIterator[Backend]:
-    opened = await open_backend(shared_backend_url, checkpoint_serde())
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
+def backend(shared_backend: Backend) -> Backend:
+    return shared_backend
 
 
 CONF: Any = {"configurable": {"thread_id": "r1", "checkpoint_ns": "", "checkpoint_id": "c1"}}
@@ -211,7 +195,7 @@ async def test_a_sibling_that_succeeded_beside_one_that_failed_is_not_run_again(
         assert SEEN["writes_while_slow_ran"] >= 1
         # Before anything else looks: the finished sibling's writes are in the database.
         run_id = failed.run.run_id
-        found = _rows(
+        found = raw_sql(
             project.database_url,
             "SELECT count(*) FROM stageline_checkpoint_writes WHERE channel = 'trail'",
         )
