@@ -178,20 +178,30 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
     return engines, closers
 
 
+async def interleaved(
+    sides: dict[str, Engine], rounds: int, runs: int, *, warm: int
+) -> dict[str, list[float]]:
+    """ms per call of each side, per round: ``warm`` calls of each first, then the sides
+    interleaved round by round (so a change in the machine's load falls on all of them)."""
+    per: dict[str, list[float]] = {name: [] for name in sides}
+    for w in range(warm):
+        for name, once in sides.items():
+            await once(f"w{w}-{len(name)}")
+    for r in range(rounds):
+        for name, once in sides.items():
+            started = time.perf_counter()
+            for i in range(runs):
+                await once(f"r{r}-{i}-{len(name)}")
+            per[name].append((time.perf_counter() - started) * 1000 / runs)
+    return per
+
+
 async def main(runs: int, rounds: int, postgres: str | None = None) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="stageline-bench-"))
     engines, closers = await _engines(folder, postgres)
-    per_node: dict[str, list[float]] = {name: [] for name in engines}
     try:
-        for warm in range(3):
-            for name, engine in engines.items():
-                await engine(f"w{warm}-{len(name)}")
-        for r in range(rounds):
-            for name, engine in engines.items():
-                started = time.perf_counter()
-                for i in range(runs):
-                    await engine(f"r{r}-{i}-{len(name)}")
-                per_node[name].append((time.perf_counter() - started) * 1000 / runs / NODES)
+        per_run = await interleaved(engines, rounds, runs, warm=3)
+        per_node = {name: [ms / NODES for ms in per] for name, per in per_run.items()}
     finally:
         for close in reversed(closers):
             done = close()

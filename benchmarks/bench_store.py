@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-from bench_runner import NODES, STEPS, State, raw_graph, stageline_template
+from bench_runner import NODES, STEPS, State, interleaved, raw_graph, stageline_template
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -169,17 +169,7 @@ async def time_round_trips(
     sides: dict[str, RoundTrip], rounds: int, runs: int
 ) -> dict[str, list[float]]:
     """ms per round trip of each side, per round (sides interleaved round by round)."""
-    per: dict[str, list[float]] = {name: [] for name in sides}
-    for warm in range(2):
-        for name, once in sides.items():
-            await once(f"w{warm}-{len(name)}")
-    for r in range(rounds):
-        for name, once in sides.items():
-            started = time.perf_counter()
-            for i in range(runs):
-                await once(f"r{r}-{i}-{len(name)}")
-            per[name].append((time.perf_counter() - started) * 1000 / runs)
-    return per
+    return await interleaved(sides, rounds, runs, warm=2)
 
 
 def ratio(per: dict[str, list[float]], ours: str, theirs: str) -> float:
