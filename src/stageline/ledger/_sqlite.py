@@ -1,4 +1,4 @@
-"""The SQLite backend: ledger and checkpoints on one connection to one file, on a thread of its own.
+"""The SQLite backend: ledger and checkpoints on one connection to one file, on the loop.
 
 ``sqlite:///PATH?busy_timeout=SECONDS`` sets how long a statement waits for another process's
 write lock (default 10) before it fails with a ``StorageError`` saying the database is busy.
@@ -62,27 +62,65 @@ def storage_error(path: Path, exc: sqlite3.Error) -> StorageError:
 
 
 class _SqliteExecutor:
-    """One ``sqlite3`` connection, used on one thread of its own: each call (a statement, or a
-    batch with its commit) is one hop to that thread."""
+    """One ``sqlite3`` connection. A call runs on the event loop's own thread when it cannot
+    wait for anything: the connection's busy timeout is 0 there, so a statement that would wait
+    for another process's write lock fails at once, and then runs again on a thread of its own
+    with the URL's ``busy_timeout``. Statements that take long by nature (``VACUUM``, a WAL
+    checkpoint, which waits for readers) always run on that thread, and so does every call made
+    while one is there (in order, behind it).
+
+    A hop to a thread costs about 0.1 ms here, more than a small statement: a step's commit on
+    the loop's thread is what brings a node's cost near LangGraph's own loop (issue 15). While
+    the disk syncs a ``synchronous=full`` commit the loop waits, as a sync saver's caller does.
+    """
 
     dialect: Dialect = sqlite.dialect(paramstyle="named")
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_ms: int = 0) -> None:
         self._conn = conn
         self.path = path
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="stageline-sqlite")
+        self._busy_ms = busy_timeout_ms
+        self._set_ms: int | None = None
+        """The busy timeout last set on the connection (``None``: not set by this executor)."""
+        self._on_thread = 0
+        """Calls sent to the thread and not yet done: later calls queue behind them."""
 
-    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+    def _busy_timeout(self, ms: int) -> None:
+        if self._set_ms != ms:
+            self._conn.execute(f"PRAGMA busy_timeout={ms}")
+            self._set_ms = ms
+
+    async def _call(self, fn: Callable[..., _T], *args: Any, threaded: bool = False) -> _T:
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+            if not threaded and not self._on_thread:
+                self._busy_timeout(0)
+                try:
+                    return fn(*args)
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc):
+                        raise
+                    # Another process holds the write lock: wait for it, off the loop.
+            return await self._threaded(fn, *args)
         except sqlite3.OperationalError as exc:
             raise storage_error(self.path, exc) from exc
 
+    async def _threaded(self, fn: Callable[..., _T], *args: Any) -> _T:
+        def waiting() -> _T:
+            self._busy_timeout(self._busy_ms)
+            return fn(*args)
+
+        self._on_thread += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, waiting)
+        finally:
+            self._on_thread -= 1
+
     async def fetch(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return await self._call(_fetch, self._conn, sql, dict(params))
+        return await self._call(_fetch, self._conn, sql, dict(params), threaded=_slow(sql))
 
     async def execute(self, sql: str, params: Mapping[str, Any]) -> int:
-        return await self._call(_execute, self._conn, sql, dict(params))
+        return await self._call(_execute, self._conn, sql, dict(params), threaded=_slow(sql))
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
         await self._call(self._conn.executemany, sql, [dict(p) for p in params])
@@ -105,6 +143,19 @@ class _SqliteExecutor:
             await self._call(self._conn.close)
         finally:
             self._thread.shutdown(wait=False)
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether a statement failed for want of a lock another connection holds (worth waiting)."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_BUSY
+
+
+_SLOW = ("VACUUM", "PRAGMA WAL_CHECKPOINT")
+"""Statements that take long by nature, or wait for readers: always on the thread."""
+
+
+def _slow(sql: str) -> bool:
+    return sql.lstrip()[:22].upper().startswith(_SLOW)
 
 
 class SqliteLedger(SqlLedger):
@@ -221,9 +272,8 @@ async def open_sqlite_ledger(url: str) -> tuple[SqlLedger, _SqliteExecutor]:
         conn = sqlite3.connect(str(path), timeout=timeout_ms / 1000, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise StorageError(f"cannot open the SQLite database {path}: {exc}") from exc
-    executor = _SqliteExecutor(conn, path)
+    executor = _SqliteExecutor(conn, path, timeout_ms)
     try:
-        await executor.execute(f"PRAGMA busy_timeout={timeout_ms}", {})
         await executor.fetch("PRAGMA journal_mode=WAL", {})
         await executor.execute(f"PRAGMA synchronous={synchronous}", {})
         ledger = SqliteLedger(executor, lock=asyncio.Lock(), upsert=sqlite.insert, url=url)
