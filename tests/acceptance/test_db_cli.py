@@ -67,6 +67,11 @@ def test_ephemeral_runs_in_memory_on_purpose_and_says_so(cli: Cli, tmp_path: Pat
     assert "warning: --ephemeral" in done.stderr
     assert not (tmp_path / "home" / "stageline.db").exists()
     assert "mem1" not in _runs(cli)
+    # It waits at its gate, but nothing could decide it: no command is offered that cannot work.
+    assert "waiting at gate editor_approval" in done.stdout
+    for command in ("stageline approve", "stageline reject", "stageline show", "stageline changes"):
+        assert command not in done.stdout
+    assert "kept in memory only" in done.stdout and "without --ephemeral" in done.stdout
     by_env = _code(cli("run", "blog_post", "-i", "topic=x", STAGELINE_EPHEMERAL="1"), 3)
     assert "warning: --ephemeral" in by_env.stderr
     refused = _code(cli("run", "blog_post", "-i", "topic=x", "--ephemeral", "--detach"), 2)

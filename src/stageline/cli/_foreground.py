@@ -16,6 +16,8 @@ from stageline.cli._render_waits import waiting_lines
 from stageline.ledger import RunStatus
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from stageline.runner import Runner, RunSummary
 
 __all__ = ["advance_in_foreground"]
@@ -35,6 +37,7 @@ def advance_in_foreground(
 
     out = console()
     began = time.monotonic()
+    in_memory: list[bool] = []
 
     async def advance() -> RunSummary:
         # SIGTERM stops the run as Ctrl-C does: the task is cancelled, the runner closes (the
@@ -49,6 +52,7 @@ def advance_in_foreground(
         loop.add_signal_handler(signal.SIGTERM, on_sigterm)
         try:
             async with Runner.open(sinks=(ProgressSink(out),)) as runner:
+                in_memory.append(runner.settings.database_url.startswith("memory://"))
                 return await action(runner)
         except asyncio.CancelledError:
             if terminated:
@@ -60,10 +64,44 @@ def advance_in_foreground(
     try:
         summary = asyncio.run(advance())
     except KeyboardInterrupt:
-        typer.echo(f"interrupted; continue run {run_id} with `stageline resume {run_id}`", err=True)
+        if any(in_memory):
+            typer.echo(f"interrupted; run {run_id} was kept in memory only, and is gone", err=True)
+        else:
+            typer.echo(
+                f"interrupted; continue run {run_id} with `stageline resume {run_id}`", err=True
+            )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     lines = result_lines(summary.run, summary.state, time.monotonic() - began)
-    for line in [*lines[:-1], *waiting_lines(summary.run.run_id, summary.waiting), lines[-1]]:
+    shown = [*lines[:-1], *waiting_lines(summary.run.run_id, summary.waiting), lines[-1]]
+    if any(in_memory):
+        shown = [line for line in shown if not line.plain.startswith(_COMMANDS)] + [
+            _gone(summary.status)
+        ]
+    for line in shown:
         out.print(line)
     code = EXIT_OK if summary.status in set(ok) else exit_code_for(summary.status)
     raise typer.Exit(code)
+
+
+_COMMANDS = tuple(
+    f"  {verb}"
+    for verb in (
+        "approve:",
+        "changes:",
+        "reject:",
+        "answer:",
+        "details:",
+        "retry with:",
+        "continue with:",
+    )
+)
+"""The lines that name a command to run next on the run: none works on a run kept in memory."""
+
+
+def _gone(status: RunStatus) -> Text:
+    from rich.text import Text
+
+    text = "  kept in memory only: this run is gone now that the command ends"
+    if not status.terminal:  # waiting, failed, parked: a person would act on it next
+        text += "; to decide, answer, resume or retry a run, run it without --ephemeral"
+    return Text(text, style="dim")
