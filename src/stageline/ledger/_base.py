@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stageline.ledger._human import Effect, Wait, WaitStatus
+from stageline.ledger._human import Effect, Wait, WaitChanges, WaitStatus
 from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
 
 if TYPE_CHECKING:
@@ -80,6 +80,18 @@ class LedgerStore(Protocol):
         lease: tuple[str, float] | None = None,
         **fields: Any,
     ) -> Run: ...
+    async def end_advance(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        waits: WaitChanges,
+        events: Iterable[Event] = (),
+        expect: Iterable[RunStatus] | None = None,
+        release: bool = False,
+        cancel_wins: Iterable[Event] | None = None,
+        **fields: Any,
+    ) -> Run | None: ...
     async def request_cancel(self, run_id: str) -> Run: ...
     async def cancel_requested(self, run_id: str) -> bool: ...
     def watch_cancel(self, run_id: str, on_cancel: Callable[[], None] | None) -> None: ...

@@ -42,6 +42,7 @@ from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._chat import ChatSql
 from stageline.ledger._executor import Check, Executor, Op
+from stageline.ledger._human import WaitChanges
 from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outbox import OutboxSql
 from stageline.ledger._outcome_stats import OutcomeStatsSql
@@ -60,7 +61,7 @@ from stageline.ledger._schema import (
     waits,
 )
 from stageline.ledger._search import RunSearchSql
-from stageline.ledger._sql_human import HumanSql
+from stageline.ledger._sql_human import HumanSql, RoundMoved
 from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens_sql import TokensSql
 from stageline.ledger.records import Event, NodeRecord, NodeStatus, Run, RunStatus
@@ -262,36 +263,105 @@ class SqlLedger(
         ``lease=(holder, ttl)`` takes the run's lease first, in the same transaction, as
         ``acquire_lease`` does (``LeaseHeld``, and nothing changed, if a live holder has it).
         """
+        return await self._transition(
+            run_id,
+            status,
+            events=events,
+            expect=expect,
+            release=release,
+            cancel_wins=cancel_wins,
+            lease=lease,
+            fields=fields,
+        )
+
+    async def end_advance(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        waits: WaitChanges,
+        events: Iterable[Event] = (),
+        expect: Iterable[RunStatus] | None = None,
+        release: bool = False,
+        cancel_wins: Iterable[Event] | None = None,
+        **fields: Any,
+    ) -> Run | None:
+        """``transition``, with what the advance did to the run's waits in the same transaction
+        (the rounds' events go after the staged ones, before ``events``). None, and nothing
+        changed, when a round to settle was no longer ``decided``: someone moved it meanwhile,
+        so the caller settles round by round (``settle_wait``) and looks again."""
+        try:
+            return await self._transition(
+                run_id,
+                status,
+                events=events,
+                expect=expect,
+                release=release,
+                cancel_wins=cancel_wins,
+                lease=None,
+                fields=fields,
+                waits=waits,
+            )
+        except RoundMoved:
+            return None
+
+    async def _transition(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        events: Iterable[Event],
+        expect: Iterable[RunStatus] | None,
+        release: bool,
+        cancel_wins: Iterable[Event] | None,
+        lease: tuple[str, float] | None,
+        fields: dict[str, Any],
+        waits: WaitChanges | None = None,
+    ) -> Run:
         values = {**fields, "status": str(status), "updated_at": time.time()}
         if release:
             values.update(lease_holder=None, lease_expires_at=None)
         allowed = [str(s) for s in expect] if expect is not None else None
-        evs = list(events)
-        async with self._tx() as x:
-            if lease is not None:
-                await self._take_lease(x, run_id, *lease)
-            staged = await self._write_staged(x)
-            rows = await self._update_run(
-                x, run_id, values, allowed, evs, release, unless_cancelled=cancel_wins is not None
-            )
-            if not rows and cancel_wins is not None:
-                evs = list(cancel_wins)
-                values = {
-                    "status": str(RunStatus.CANCELLED),
-                    "updated_at": values["updated_at"],
-                    "finished_at": values["updated_at"],
-                }
-                if release:
-                    values.update(lease_holder=None, lease_expires_at=None)
-                rows = await self._update_run(x, run_id, values, allowed, evs, release)
-            if not rows:
-                found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
-                if not found:
-                    raise RunNotFound(run_id)
-                raise InvalidTransition(
-                    f"run {run_id} is {found[0]['status']}; cannot make it {status}"
+        undo, seqs = _noop, dict(self._seq)
+        try:
+            async with self._tx() as x:
+                if lease is not None:
+                    await self._take_lease(x, run_id, *lease)
+                # Before the staged rows are taken: a round found moved rolls back, nothing lost.
+                said = await self._change_waits(x, run_id, waits) if waits else []
+                evs = said + list(events)
+                staged, undo = await self._write_staged(x)
+                rows = await self._update_run(
+                    x,
+                    run_id,
+                    values,
+                    allowed,
+                    evs,
+                    release,
+                    unless_cancelled=cancel_wins is not None,
                 )
-            written = await self._write_events(x, run_id, evs)
+                if not rows and cancel_wins is not None:
+                    evs = said + list(cancel_wins)
+                    values = {
+                        "status": str(RunStatus.CANCELLED),
+                        "updated_at": values["updated_at"],
+                        "finished_at": values["updated_at"],
+                    }
+                    if release:
+                        values.update(lease_holder=None, lease_expires_at=None)
+                    rows = await self._update_run(x, run_id, values, allowed, evs, release)
+                if not rows:
+                    found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+                    if not found:
+                        raise RunNotFound(run_id)
+                    raise InvalidTransition(
+                        f"run {run_id} is {found[0]['status']}; cannot make it {status}"
+                    )
+                written = await self._write_events(x, run_id, evs)
+        except BaseException:
+            undo()  # not committed: the staged rows wait for the next commit, as if never taken
+            self._seq = seqs
+            raise
         if release:
             self._seq.pop(run_id, None)
             self._running.pop(run_id, None)
@@ -497,8 +567,14 @@ class SqlLedger(
         """Commit staged writes now."""
         if not self.has_staged:
             return
-        async with self._tx() as x:
-            written = await self._write_staged(x)
+        undo, seqs = _noop, dict(self._seq)
+        try:
+            async with self._tx() as x:
+                written, undo = await self._write_staged(x)
+        except BaseException:
+            undo()  # not committed: the rows wait for the next commit
+            self._seq = seqs
+            raise
         self._publish(written)
 
     @property
@@ -597,7 +673,9 @@ class SqlLedger(
         self._publish(written)
         self.cancels_seen(flagged)
 
-    async def _write_staged(self, x: Executor) -> list[Event]:
+    async def _write_staged(self, x: Executor) -> tuple[list[Event], Callable[[], None]]:
+        """Write the staged rows in ``x``'s transaction; returns the events written and what
+        puts the rows back in the stage should that transaction not commit."""
         ops, written, undo = self.take_staged()
         try:
             await x.execute_batch(ops)
@@ -611,7 +689,7 @@ class SqlLedger(
         except BaseException:
             undo()
             raise
-        return written
+        return written, undo
 
     async def _write_events(self, x: Executor, run_id: str, evs: list[Event]) -> list[Event]:
         """Number and insert events. The lease holder numbers its runs' events from a counter

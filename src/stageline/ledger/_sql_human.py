@@ -20,6 +20,7 @@ from stageline.ledger._human import (
     Effect,
     EffectStatus,
     Wait,
+    WaitChanges,
     WaitStatus,
     _json,
     already_decided,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from stageline.ledger._executor import Executor
 
-__all__ = ["HumanSql"]
+__all__ = ["HumanSql", "RoundMoved"]
 
 
 class HumanSql:
@@ -69,43 +70,65 @@ class HumanSql:
     ) -> list[Wait]:
         """Record what the run waits on. Asking again in the same attempt changes nothing; a
         new attempt, or a round being decided that never reached the node, opens a new round."""
-        opened: list[Wait] = []
-        insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
         async with self._tx() as x:
-            for wait in asked:
-                key = {"run_id": run_id, "wait_id": wait.wait_id}
-                latest = next(iter(await self._rows(x, _ROUNDS, key)), None)
-                if (
-                    latest is not None
-                    and latest.status is WaitStatus.PENDING
-                    and (latest.attempt, latest.interrupt_id) == (wait.attempt, wait.interrupt_id)
-                ):
-                    opened.append(latest)
-                    continue
-                if latest is not None and latest.status.open:
-                    status, why = (
-                        (WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
-                        if latest.status is WaitStatus.PENDING
-                        else (
-                            WaitStatus.ROLLED_BACK,
-                            "the run asked again: the resume carrying it never reached "
-                            "the node (its process stopped)",
-                        )
-                    )
-                    await x.execute(
-                        self._sql(_SETTLE), _settle_params(latest, status, why, [latest.status])
-                    )
-                fresh = replace(
-                    wait,
-                    run_id=run_id,
-                    round=latest.round + 1 if latest else 1,
-                    status=WaitStatus.PENDING,
-                )
-                await x.execute(self._sql(insert), fresh.to_row())
-                opened.append(Wait.from_row(fresh.to_row()))
+            opened = await self._open_in(x, run_id, asked)
             written = await self._write_events(x, run_id, list(events))
         self._publish(written)
         return opened
+
+    async def _open_in(self, x: Executor, run_id: str, asked: Sequence[Wait]) -> list[Wait]:
+        """``open_waits``'s rows, in the caller's transaction."""
+        opened: list[Wait] = []
+        insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
+        for wait in asked:
+            key = {"run_id": run_id, "wait_id": wait.wait_id}
+            latest = next(iter(await self._rows(x, _ROUNDS, key)), None)
+            if (
+                latest is not None
+                and latest.status is WaitStatus.PENDING
+                and (latest.attempt, latest.interrupt_id) == (wait.attempt, wait.interrupt_id)
+            ):
+                opened.append(latest)
+                continue
+            if latest is not None and latest.status.open:
+                status, why = (
+                    (WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
+                    if latest.status is WaitStatus.PENDING
+                    else (
+                        WaitStatus.ROLLED_BACK,
+                        "the run asked again: the resume carrying it never reached "
+                        "the node (its process stopped)",
+                    )
+                )
+                await x.execute(
+                    self._sql(_SETTLE), _settle_params(latest, status, why, [latest.status])
+                )
+            fresh = replace(
+                wait,
+                run_id=run_id,
+                round=latest.round + 1 if latest else 1,
+                status=WaitStatus.PENDING,
+            )
+            await x.execute(self._sql(insert), fresh.to_row())
+            opened.append(Wait.from_row(fresh.to_row()))
+        return opened
+
+    async def _change_waits(self, x: Executor, run_id: str, changes: WaitChanges) -> list[Event]:
+        """Settle and ask as ``changes`` says, in the caller's transaction; returns the events
+        to write. ``RoundMoved`` (roll the transaction back) when a round to settle is no longer
+        ``decided``: the caller settles them one by one, reading what became of each."""
+        said: list[Event] = []
+        for change in changes.settle:
+            wait = change.wait
+            params = _settle_params(wait, change.status, change.reason, [WaitStatus.DECIDED])
+            if not await x.execute(self._sql(_SETTLE), params):
+                raise RoundMoved(wait.run_id, wait.wait_id, wait.round)
+            if change.reopen:
+                insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
+                await x.execute(self._sql(insert), _reopened(wait).to_row())
+            said += change.events
+        await self._open_in(x, run_id, changes.asked)
+        return said + list(changes.asked_events)
 
     async def decide_wait(
         self,
@@ -163,19 +186,8 @@ class HumanSql:
                 return None
             settled = (await self._rows(x, _ONE_WAIT, key))[0]
             if reopen:
-                again = replace(
-                    settled,
-                    round=round + 1,
-                    status=WaitStatus.PENDING,
-                    response=None,
-                    actor=None,
-                    note=None,
-                    decided_at=None,
-                    settled_at=None,
-                    reason=None,
-                )
                 insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
-                await x.execute(self._sql(insert), again.to_row())
+                await x.execute(self._sql(insert), _reopened(settled).to_row())
             written = await self._write_events(x, run_id, list(events))
         self._publish(written)
         return settled
@@ -276,6 +288,25 @@ class HumanSql:
         async with self._read() as x:
             rows = await x.fetch(self._sql(_RUN_EFFECTS), {"run_id": run_id})
         return [Effect.from_row(r) for r in rows]
+
+
+class RoundMoved(Exception):  # rolls a transaction back; never leaves the ledger
+    """A round ``WaitChanges`` settles was moved on by someone else first."""
+
+
+def _reopened(wait: Wait) -> Wait:
+    """The next round of ``wait``, pending again."""
+    return replace(
+        wait,
+        round=wait.round + 1,
+        status=WaitStatus.PENDING,
+        response=None,
+        actor=None,
+        note=None,
+        decided_at=None,
+        settled_at=None,
+        reason=None,
+    )
 
 
 def _settle_params(

@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import time
 import typing
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -34,6 +34,7 @@ from stageline.ledger import (
     NodeRecord,
     Run,
     RunStatus,
+    Wait,
     open_backend,
     this_holder,
 )
@@ -62,7 +63,9 @@ from stageline.runner._support import (
 from stageline.runner._trust import check_checkpoint
 from stageline.runner._waits import (
     DEADLINES_INPUT,
+    Settled,
     graph_inputs,
+    settle_one_by_one,
     settle_waits,
     with_deadlines,
 )
@@ -522,14 +525,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
             interrupts: list[Any] = []
             try:
+                # Stopped short of the end (an error, a wait, a drain), no checkpoint follows to
+                # carry the tasks' staged writes: the ending's transaction commits them.
                 outcome, state = await self._drive(
                     template, run_id, payload, context, control, interrupts
                 )
-                if outcome is not None:
-                    # Stopped short of the end (an error, a wait, a drain): no checkpoint follows
-                    # to carry the tasks' staged writes, and LangGraph counts them saved once the
-                    # graph returns, so they are committed before anything else happens.
-                    await self.ledger.flush()
             finally:
                 self.ledger.watch_cancel(run_id, None)
                 self._controls.discard(control)
@@ -537,28 +537,46 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 with contextlib.suppress(asyncio.CancelledError):
                     await keeper
             settled = await settle_waits(
-                self.ledger, self._saver(template), template, run, outcome, interrupts
+                self.ledger,
+                self._saver(template),
+                template,
+                run,
+                outcome,
+                interrupts,
+                fresh=fresh,
             )
-            if settled.taken_over is not None:
-                where = describe_worktree(self.settings.run_dir(run_id))
-                settled = dataclasses.replace(settled, where=where)
-            finished = await finish_run(self.ledger, run_id, outcome, journal, settled)
+            finished = await finish_run(self.ledger, run_id, outcome, journal, self._where(settled))
+            if finished is None:  # a round moved on meanwhile: settle each, then look again
+                await self.ledger.flush()
+                settled = await settle_one_by_one(self.ledger, template, run_id, outcome, settled)
+                finished = await finish_run(
+                    self.ledger, run_id, outcome, journal, self._where(settled)
+                )
         finally:
             if finished is None:
                 with contextlib.suppress(StagelineError):
+                    await self.ledger.flush()  # what LangGraph counts saved, before anything
                     await self.ledger.release_lease(run_id, holder)
+        assert finished is not None  # the second try has no changes that can be refused
         if state is None:
             state = await self._state(template, run_id)
-        if fresh:  # every record of a fresh run is this attempt's, already written
-            records = sorted(journal.records.values(), key=lambda r: (r.started_at, r.node))
-        else:
-            records = await self.ledger.node_records(run_id)
-        waits = (
-            await self.ledger.pending_waits(run_id=run_id)
-            if finished.status.waits_for_person
-            else []
+        waits: list[Wait] = []
+        if finished.status.waits_for_person:
+            waits = (  # a fresh run waited on nothing before: what it asked is what waits
+                sorted(settled.changes.asked, key=lambda w: (w.requested_at, w.wait_id))
+                if fresh
+                else await self.ledger.pending_waits(run_id=run_id)
+            )
+        return RunSummary(
+            run=finished, records=_records(earlier, journal), state=state, waits=waits
         )
-        return RunSummary(run=finished, records=records, state=state, waits=waits)
+
+    def _where(self, settled: Settled) -> Settled:
+        """``settled``, saying where the taken-over work is (when a takeover ends the run)."""
+        if settled.taken_over is None:
+            return settled
+        run_dir = self.settings.run_dir(settled.taken_over.run_id)
+        return dataclasses.replace(settled, where=describe_worktree(run_dir))
 
     async def _drive(
         self,
@@ -618,6 +636,29 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             if run.cancel_requested:
                 control.request_drain("cancel")
                 return
+
+
+def _records(earlier: Sequence[NodeRecord], journal: LedgerJournal) -> list[NodeRecord]:
+    """The run's node records once the advance has ended, without reading them back: those of
+    earlier advances, updated by what this one recorded as its upsert did (a record keeps its
+    start; its outcome is the latest)."""
+    found = {(r.task_id, r.attempt, r.try_no): r for r in earlier}
+    for record in journal.records.values():
+        key = (record.task_id, record.attempt, record.try_no)
+        old = found.get(key)
+        found[key] = (
+            record
+            if old is None
+            else dataclasses.replace(
+                old,
+                status=record.status,
+                finished_at=record.finished_at,
+                metrics=record.metrics,
+                error=record.error,
+                failure_phase=record.failure_phase,
+            )
+        )
+    return sorted(found.values(), key=lambda r: (r.started_at, r.node))
 
 
 def _step(run: Run, records: list[NodeRecord]) -> str | None:
