@@ -201,6 +201,8 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         params = {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns", "")}
         if checkpoint_id := get_checkpoint_id(config):
             rows = await self._fetch(_SELECT_ONE, {**params, "checkpoint_id": checkpoint_id})
+        elif not params["checkpoint_ns"] and self._ledger.known_unsaved(params["thread_id"]):
+            return None  # a run this process just made, or found without one, under its lease
         else:
             rows = await self._fetch(_SELECT_LATEST, params)
         return await self._tuple(rows[0]) if rows else None
@@ -255,6 +257,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         run_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         parent = conf.get("checkpoint_id")
+        self._ledger.expect_no_checkpoint(run_id, False)
         stored, values, remember = self._values.encode(run_id, ns, parent, checkpoint, new_versions)
         kind, blob = self.serde.dumps_typed(stored)
         _, meta = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))

@@ -118,6 +118,8 @@ class SqlLedger(
         self.publisher: Publisher | None = None
         self.url = url
         self._cancel_watch: dict[str, Callable[[], None]] = {}
+        self._unsaved: set[str] = set()
+        """Runs advanced here that have no checkpoint yet (see ``expect_no_checkpoint``)."""
         """Runs advanced here whose cancel flag each checkpoint commit reads (see cancel_check)."""
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -443,6 +445,23 @@ class SqlLedger(
             self._cancel_watch.pop(run_id, None)
         else:
             self._cancel_watch[run_id] = on_cancel
+
+    def expect_no_checkpoint(self, run_id: str, unsaved: bool = True) -> None:
+        """Say that a run this process holds the lease of has no checkpoint yet (it was made
+        under the lease, or found without one since): the saver answers the next read of its
+        latest checkpoint without a query. False forgets it (the advance is over)."""
+        if unsaved:
+            self._unsaved.add(run_id)
+        else:
+            self._unsaved.discard(run_id)
+
+    def known_unsaved(self, run_id: str) -> bool:
+        """Whether ``run_id`` has no checkpoint, as ``expect_no_checkpoint`` said; said once
+        (the read that asks is the advance's first, and a checkpoint follows it)."""
+        if run_id in self._unsaved:
+            self._unsaved.discard(run_id)
+            return True
+        return False
 
     def cancel_check(self) -> Check | None:
         """The statement a backend runs after a checkpoint commit, once per watched run id (in

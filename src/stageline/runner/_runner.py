@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import time
 import typing
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -317,13 +317,25 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 )
             ],
         )
-        return await self._advance(run, made, dict(inputs), services, holder=holder, fresh=True)
+        return await self._advance(
+            run, made, dict(inputs), services, holder=holder, fresh=True, unsaved=True
+        )
 
     async def resume(
-        self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
+        self,
+        run_id: str,
+        *,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
+        expect: Collection[RunStatus] | None = None,
     ) -> RunSummary:
-        """Continue a run from its last checkpoint (after a crash, or a queued run)."""
+        """Continue a run from its last checkpoint (after a crash, or a queued run). With
+        ``expect``, only a run in one of those statuses (``InvalidTransition`` otherwise)."""
         run = await self.ledger.get_run(run_id)
+        if expect is not None and run.status not in expect:
+            raise InvalidTransition(
+                f"run {run_id} is {run.status}, not {' or '.join(map(str, expect))}"
+            )
         if run.status is RunStatus.FAILED:
             raise InvalidTransition(f"run {run_id} failed; use `stageline retry {run_id}`")
         if run.status.terminal:
@@ -337,12 +349,17 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 _step(run, await self.ledger.node_records(run_id)),
             )
         services = await self._services(services)
-        # No checkpoint yet: queued, or its process died before the first step was saved.
-        unstarted = not await self._has_checkpoint(made, run_id)
+        holder = await self._claim(run, made, "run.resumed")
+        try:
+            # Looked for under the lease, so nothing but this advance can write one now. None
+            # yet: queued, or its process died before the first step was saved.
+            unstarted = not await self._has_checkpoint(made, run_id)
+        except BaseException:
+            with contextlib.suppress(StagelineError):
+                await self.ledger.release_lease(run_id, holder)
+            raise
         payload = graph_inputs(run.inputs) if unstarted else None
-        return await self._advance(
-            run, made, payload, services, holder=await self._claim(run, made, "run.resumed")
-        )
+        return await self._advance(run, made, payload, services, holder=holder, unsaved=unstarted)
 
     async def retry(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -492,8 +509,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         *,
         holder: str,
         fresh: bool = False,
+        unsaved: bool = False,
     ) -> RunSummary:
-        """Drive a run whose lease ``holder`` holds until it ends, waits or stops."""
+        """Drive a run whose lease ``holder`` holds until it ends, waits or stops. A ``fresh``
+        run was made for this advance (no waits, no records yet); an ``unsaved`` one has no
+        checkpoint (nor, then, node records: the first checkpoint precedes every node)."""
         run_id = run.run_id
         ttl = self.settings.lease_ttl
         finished: Run | None = None
@@ -502,7 +522,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             self._controls.add(control)
             if self._drain_reason is not None:
                 control.request_drain(self._drain_reason)
-            earlier = () if fresh else await self.ledger.node_records(run_id)
+            earlier = () if fresh or unsaved else await self.ledger.node_records(run_id)
             journal = LedgerJournal(
                 self.ledger,
                 run_id,
@@ -523,6 +543,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             # Each step's checkpoint commit also reads the cancel flag: a cancel stops the run
             # before its next step (LangGraph checks the drain between steps).
             self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
+            self.ledger.expect_no_checkpoint(run_id, unsaved)
             interrupts: list[Any] = []
             try:
                 # Stopped short of the end (an error, a wait, a drain), no checkpoint follows to
@@ -532,6 +553,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 )
             finally:
                 self.ledger.watch_cancel(run_id, None)
+                self.ledger.expect_no_checkpoint(run_id, False)
                 self._controls.discard(control)
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
