@@ -18,7 +18,15 @@ from stageline.ledger._human import (
     already_decided,
 )
 from stageline.ledger._reader import open_ledger
-from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
+from stageline.ledger.records import (
+    Event,
+    EventCategory,
+    NodeRecord,
+    NodeStatus,
+    Run,
+    RunClaim,
+    RunStatus,
+)
 
 if TYPE_CHECKING:
     from stageline.ledger._admin import (
@@ -95,6 +103,7 @@ __all__ = [
     "Publisher",
     "Reclaimed",
     "Run",
+    "RunClaim",
     "RunPage",
     "RunQuery",
     "RunStatus",

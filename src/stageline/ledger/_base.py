@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stageline.ledger._human import Effect, Wait, WaitChanges, WaitStatus
-from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+from stageline.ledger.records import Event, NodeRecord, Run, RunClaim, RunStatus
 
 if TYPE_CHECKING:
     from stageline.ledger._chat import ChatMessage
@@ -124,6 +124,18 @@ class LedgerStore(Protocol):
         note: str | None = None,
         events: Iterable[Event] = (),
     ) -> Wait: ...
+    async def decide_and_claim(
+        self,
+        run_id: str,
+        wait_id: str,
+        round: int,
+        *,
+        response: Mapping[str, Any],
+        actor: str | None,
+        claim: RunClaim,
+        note: str | None = None,
+        events: Iterable[Event] = (),
+    ) -> Wait | None: ...
     async def settle_wait(
         self,
         run_id: str,

@@ -64,7 +64,7 @@ from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql, RoundMoved
 from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens_sql import TokensSql
-from stageline.ledger.records import Event, NodeRecord, NodeStatus, Run, RunStatus
+from stageline.ledger.records import Event, NodeRecord, NodeStatus, Run, RunClaim, RunStatus
 from stageline.names import check_run_id
 
 __all__ = ["Check", "Executor", "Op", "SqlLedger"]  # the executor's types, for the backends
@@ -417,6 +417,21 @@ class SqlLedger(
             sql = str(stmt.compile(dialect=self._x.dialect))
             self._compiled_text[key] = sql
         return sql
+
+    async def _claim_in(self, x: Executor, run_id: str, claim: RunClaim) -> Run:
+        """``claim``'s lease and status change, in the caller's transaction (its events are the
+        caller's to write); ``LeaseHeld`` or ``InvalidTransition`` if refused."""
+        await self._take_lease(x, run_id, claim.holder, claim.ttl)
+        values = {**claim.fields, "status": str(claim.status), "updated_at": time.time()}
+        allowed = [str(s) for s in claim.expect]
+        rows = await self._update_run(x, run_id, values, allowed, [], False)
+        if not rows:
+            found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+            raise InvalidTransition(
+                f"run {run_id} is {found[0]['status'] if found else 'gone'}; "
+                f"cannot make it {claim.status}"
+            )
+        return Run.from_row(rows[0])
 
     async def request_cancel(self, run_id: str) -> Run:
         """Flag a run that has not ended for cancelling; ``InvalidTransition`` if it has."""

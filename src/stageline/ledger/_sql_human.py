@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, bindparam, delete, literal_column, select, update
 from sqlalchemy.sql import ClauseElement
 
-from stageline.errors import InvalidTransition
+from stageline.errors import InvalidTransition, LeaseHeld
 from stageline.ledger._human import (
     Effect,
     EffectStatus,
@@ -26,7 +26,7 @@ from stageline.ledger._human import (
     already_decided,
 )
 from stageline.ledger._schema import effects, runs, waits
-from stageline.ledger.records import Event
+from stageline.ledger.records import Event, Run, RunClaim
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -49,6 +49,7 @@ class HumanSql:
             self, x: Executor, run_id: str, evs: list[Event]
         ) -> list[Event]: ...
         def _publish(self, written: list[Event]) -> None: ...
+        async def _claim_in(self, x: Executor, run_id: str, claim: RunClaim) -> Run: ...
 
     def _insert_ignoring(self, table: Any, keys: list[str]) -> Any:
         name = f"_insert_{table.name}_stmt"
@@ -143,15 +144,7 @@ class HumanSql:
     ) -> Wait:
         """Record the decision or answer for a pending round; the first one wins, any later one
         raises ``AlreadyDecided``."""
-        params = {
-            "run_id": run_id,
-            "wait_id": wait_id,
-            "round": round,
-            "response": _json(dict(response)),
-            "actor": actor,
-            "note": note,
-            "now": time.time(),
-        }
+        params = _decide_params(run_id, wait_id, round, response, actor, note)
         async with self._tx() as x:
             won = await x.execute(self._sql(_DECIDE), params)
             found = await self._rows(x, _ONE_WAIT, params)
@@ -160,6 +153,41 @@ class HumanSql:
             if not won:
                 raise already_decided(found[0])
             written = await self._write_events(x, run_id, list(events))
+        self._publish(written)
+        return found[0]
+
+    async def decide_and_claim(
+        self,
+        run_id: str,
+        wait_id: str,
+        round: int,
+        *,
+        response: Mapping[str, Any],
+        actor: str | None,
+        claim: RunClaim,
+        note: str | None = None,
+        events: Iterable[Event] = (),
+    ) -> Wait | None:
+        """``decide_wait`` and the claim of the run that applies the decision, in one
+        transaction. None, and nothing recorded, when the claim is refused (the lease held, or
+        the run moved on): the caller records the decision on its own and rolls it back, so
+        the refused attempt stays on record."""
+        params = _decide_params(run_id, wait_id, round, response, actor, note)
+        try:
+            async with self._tx() as x:
+                won = await x.execute(self._sql(_DECIDE), params)
+                found = await self._rows(x, _ONE_WAIT, params)
+                if not found:
+                    raise InvalidTransition(f"run {run_id} has no wait {wait_id!r} round {round}")
+                if not won:
+                    raise already_decided(found[0])
+                try:
+                    await self._claim_in(x, run_id, claim)
+                except (LeaseHeld, InvalidTransition) as exc:
+                    raise _Refused from exc
+                written = await self._write_events(x, run_id, [*events, *claim.events])
+        except _Refused:
+            return None
         self._publish(written)
         return found[0]
 
@@ -288,6 +316,29 @@ class HumanSql:
         async with self._read() as x:
             rows = await x.fetch(self._sql(_RUN_EFFECTS), {"run_id": run_id})
         return [Effect.from_row(r) for r in rows]
+
+
+class _Refused(Exception):
+    """The claim that goes with a decision was refused: roll the decision back with it."""
+
+
+def _decide_params(
+    run_id: str,
+    wait_id: str,
+    round: int,
+    response: Mapping[str, Any],
+    actor: str | None,
+    note: str | None,
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "wait_id": wait_id,
+        "round": round,
+        "response": _json(dict(response)),
+        "actor": actor,
+        "note": note,
+        "now": time.time(),
+    }
 
 
 class RoundMoved(Exception):  # rolls a transaction back; never leaves the ledger

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Event", "EventCategory", "NodeRecord", "NodeStatus", "Run", "RunStatus"]
+__all__ = ["Event", "EventCategory", "NodeRecord", "NodeStatus", "Run", "RunClaim", "RunStatus"]
 
 
 class RunStatus(StrEnum):
@@ -174,3 +174,16 @@ class Event:
         row = self.to_row()
         row["data"] = dict(self.data)
         return row
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunClaim:
+    """Taking a run's lease to advance it: the lease, the status it moves from and to, the
+    fields set, the events written (``transition(lease=...)`` spelled as a value)."""
+
+    holder: str
+    ttl: float
+    expect: tuple[RunStatus, ...]
+    status: RunStatus = RunStatus.RUNNING
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[Event, ...] = ()

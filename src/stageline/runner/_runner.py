@@ -33,6 +33,7 @@ from stageline.ledger import (
     Event,
     NodeRecord,
     Run,
+    RunClaim,
     RunStatus,
     Wait,
     open_backend,
@@ -467,7 +468,23 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
     ) -> str:
         """Take the run's lease and mark it running (one transaction); returns the lease
         holder's name."""
-        holder = this_holder()  # one per advance: a second advance in this process is refused too
+        claim = self._claim_of(run, template, kind, attempt=attempt)
+        # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
+        # status moved), nothing is taken or changed.
+        await self.ledger.transition(
+            run.run_id,
+            claim.status,
+            expect=claim.expect,
+            lease=(claim.holder, claim.ttl),
+            events=claim.events,
+            **claim.fields,
+        )
+        return claim.holder
+
+    def _claim_of(
+        self, run: Run, template: Template, kind: str, *, attempt: int | None = None
+    ) -> RunClaim:
+        """What taking the run's lease to advance it does (see ``_claim``)."""
         attempt = attempt or run.attempt
         # A cancel flag stays: one accepted while a process that died advanced the run wins.
         fields: dict[str, Any] = {
@@ -478,15 +495,13 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         }
         if template.full_version != run.template_version:
             fields["template_version"] = template.full_version
-        # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
-        # status moved), nothing is taken or changed.
-        await self.ledger.transition(
-            run.run_id,
-            RunStatus.RUNNING,
-            expect=[run.status],
-            lease=(holder, self.settings.lease_ttl),
-            **fields,
-            events=[
+        return RunClaim(
+            # One holder per advance: a second advance in this process is refused too.
+            holder=this_holder(),
+            ttl=self.settings.lease_ttl,
+            expect=(run.status,),
+            fields=fields,
+            events=(
                 Event(
                     run_id=run.run_id,
                     kind=kind,
@@ -495,10 +510,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                         "template": template.name,
                         "version": template.full_version,
                     },
-                )
-            ],
+                ),
+            ),
         )
-        return holder
 
     async def _advance(
         self,
