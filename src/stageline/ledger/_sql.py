@@ -27,6 +27,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    exists,
     false,
     func,
     insert,
@@ -50,6 +51,7 @@ from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
     api_runs,
+    checkpoints,
     effects,
     events,
     lineage,
@@ -417,6 +419,18 @@ class SqlLedger(
             sql = str(stmt.compile(dialect=self._x.dialect))
             self._compiled_text[key] = sql
         return sql
+
+    async def claim(self, run_id: str, claim: RunClaim) -> tuple[Run, bool]:
+        """Take the run's lease to advance it, as ``claim`` says (``LeaseHeld`` or
+        ``InvalidTransition``, and nothing changed, if refused): the run, and whether it has a
+        checkpoint (looked for under the lease, so only this advance can write one now)."""
+        async with self._tx() as x:
+            run = await self._claim_in(x, run_id, claim)
+            found = await x.fetch(self._sql(_HAS_CHECKPOINT), {"run_id": run_id})
+            saved = bool(found and found[0]["found"])
+            written = await self._write_events(x, run_id, list(claim.events))
+        self._publish(written)
+        return run, saved
 
     async def _claim_in(self, x: Executor, run_id: str, claim: RunClaim) -> Run:
         """``claim``'s lease and status change, in the caller's transaction (its events are the
@@ -907,5 +921,15 @@ _REQUEST_CANCEL = (
         )
     )
     .values(cancel_requested=bindparam("flag"), updated_at=bindparam("now"))
+)
+_HAS_CHECKPOINT = select(
+    exists()
+    .where(
+        and_(
+            checkpoints.c.thread_id == bindparam("run_id"),
+            checkpoints.c.checkpoint_ns == literal_column("''"),
+        )
+    )
+    .label("found")
 )
 _CANCEL_FLAG = select(runs.c.cancel_requested).where(runs.c.run_id == bindparam("run_id"))

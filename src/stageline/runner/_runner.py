@@ -350,17 +350,10 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 _step(run, await self.ledger.node_records(run_id)),
             )
         services = await self._services(services)
-        holder = await self._claim(run, made, "run.resumed")
-        try:
-            # Looked for under the lease, so nothing but this advance can write one now. None
-            # yet: queued, or its process died before the first step was saved.
-            unstarted = not await self._has_checkpoint(made, run_id)
-        except BaseException:
-            with contextlib.suppress(StagelineError):
-                await self.ledger.release_lease(run_id, holder)
-            raise
-        payload = graph_inputs(run.inputs) if unstarted else None
-        return await self._advance(run, made, payload, services, holder=holder, unsaved=unstarted)
+        # No checkpoint yet: queued, or its process died before the first step was saved.
+        holder, saved = await self._claim_looking(run, made, "run.resumed")
+        payload = None if saved else graph_inputs(run.inputs)
+        return await self._advance(run, made, payload, services, holder=holder, unsaved=not saved)
 
     async def retry(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -468,18 +461,18 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
     ) -> str:
         """Take the run's lease and mark it running (one transaction); returns the lease
         holder's name."""
+        return (await self._claim_looking(run, template, kind, attempt=attempt))[0]
+
+    async def _claim_looking(
+        self, run: Run, template: Template, kind: str, *, attempt: int | None = None
+    ) -> tuple[str, bool]:
+        """``_claim``, and whether the run has a checkpoint (looked for in the same
+        transaction, under the lease: nothing but this advance can write one now)."""
         claim = self._claim_of(run, template, kind, attempt=attempt)
         # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
         # status moved), nothing is taken or changed.
-        await self.ledger.transition(
-            run.run_id,
-            claim.status,
-            expect=claim.expect,
-            lease=(claim.holder, claim.ttl),
-            events=claim.events,
-            **claim.fields,
-        )
-        return claim.holder
+        _, saved = await self.ledger.claim(run.run_id, claim)
+        return claim.holder, saved
 
     def _claim_of(
         self, run: Run, template: Template, kind: str, *, attempt: int | None = None
@@ -531,6 +524,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         run_id = run.run_id
         ttl = self.settings.lease_ttl
         finished: Run | None = None
+        unreadable = False
         try:
             control = RunControl()
             self._controls.add(control)
@@ -565,6 +559,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 outcome, state = await self._drive(
                     template, run_id, payload, context, control, interrupts
                 )
+            except CheckpointCorrupt as exc:  # named at the step the ledger has the run at
+                unreadable = True
+                raise exc.of(run_id, _step(run, _records(earlier, journal))) from exc
             finally:
                 self.ledger.watch_cancel(run_id, None)
                 self.ledger.expect_no_checkpoint(run_id, False)
@@ -592,7 +589,12 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             if finished is None:
                 with contextlib.suppress(StagelineError):
                     await self.ledger.flush()  # what LangGraph counts saved, before anything
-                    await self.ledger.release_lease(run_id, holder)
+                    if unreadable:  # a storage fault, not the run's: it stays as it was found
+                        await self.ledger.transition(
+                            run_id, run.status, expect=[RunStatus.RUNNING], release=True
+                        )
+                    else:
+                        await self.ledger.release_lease(run_id, holder)
         assert finished is not None  # the second try has no changes that can be refused
         if state is None:
             state = await self._state(template, run_id)
