@@ -86,7 +86,8 @@ async def decided_and_claimed(ledger: LedgerStore) -> tuple[str, Wait]:
         events=[ev(run_id, "gate.decided")],
     )
     assert got is not None
-    return run_id, got
+    [decided] = await ledger.waits(run_id)
+    return run_id, decided
 
 
 async def test_a_decision_and_its_claim_commit_together(ledger: LedgerStore) -> None:
@@ -95,6 +96,14 @@ async def test_a_decision_and_its_claim_commit_together(ledger: LedgerStore) -> 
     run = await ledger.get_run(run_id)
     assert run.status is RunStatus.RUNNING and run.lease_holder == HOLDER
     assert await kinds(ledger, run_id) == ["gate.decided", "run.resumed"]
+
+
+async def test_a_claim_reads_what_the_advance_needs_of_its_run(ledger: LedgerStore) -> None:
+    run_id, _ = await waiting_run(ledger)
+    claimed = await ledger.claim(run_id, claim(run_id))
+    assert claimed.run.status is RunStatus.RUNNING and claimed.run.lease_holder == HOLDER
+    assert (claimed.saved, claimed.records) == (False, ())  # no checkpoint, so no records
+    assert await kinds(ledger, run_id) == ["run.resumed"]
 
 
 async def test_a_refused_claim_records_nothing_of_the_decision(ledger: LedgerStore) -> None:

@@ -19,6 +19,7 @@ from stageline.ledger._human import (
 )
 from stageline.ledger._reader import open_ledger
 from stageline.ledger.records import (
+    Claimed,
     Event,
     EventCategory,
     NodeRecord,
@@ -88,6 +89,7 @@ __all__ = [
     "ApiRunStatus",
     "Backend",
     "Claim",
+    "Claimed",
     "CopyReport",
     "Effect",
     "EffectStatus",

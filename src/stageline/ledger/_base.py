@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stageline.ledger._human import Effect, Wait, WaitChanges, WaitStatus
-from stageline.ledger.records import Event, NodeRecord, Run, RunClaim, RunStatus
+from stageline.ledger.records import Claimed, Event, NodeRecord, Run, RunClaim, RunStatus
 
 if TYPE_CHECKING:
     from stageline.ledger._chat import ChatMessage
@@ -92,7 +92,7 @@ class LedgerStore(Protocol):
         cancel_wins: Iterable[Event] | None = None,
         **fields: Any,
     ) -> Run | None: ...
-    async def claim(self, run_id: str, claim: RunClaim) -> tuple[Run, bool]: ...
+    async def claim(self, run_id: str, claim: RunClaim) -> Claimed: ...
     async def request_cancel(self, run_id: str) -> Run: ...
     async def cancel_requested(self, run_id: str) -> bool: ...
     def watch_cancel(self, run_id: str, on_cancel: Callable[[], None] | None) -> None: ...
@@ -136,7 +136,7 @@ class LedgerStore(Protocol):
         claim: RunClaim,
         note: str | None = None,
         events: Iterable[Event] = (),
-    ) -> Wait | None: ...
+    ) -> Claimed | None: ...
     async def settle_wait(
         self,
         run_id: str,

@@ -66,7 +66,15 @@ from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sql_human import HumanSql, RoundMoved
 from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens_sql import TokensSql
-from stageline.ledger.records import Event, NodeRecord, NodeStatus, Run, RunClaim, RunStatus
+from stageline.ledger.records import (
+    Claimed,
+    Event,
+    NodeRecord,
+    NodeStatus,
+    Run,
+    RunClaim,
+    RunStatus,
+)
 from stageline.names import check_run_id
 
 __all__ = ["Check", "Executor", "Op", "SqlLedger"]  # the executor's types, for the backends
@@ -420,17 +428,24 @@ class SqlLedger(
             self._compiled_text[key] = sql
         return sql
 
-    async def claim(self, run_id: str, claim: RunClaim) -> tuple[Run, bool]:
+    async def claim(self, run_id: str, claim: RunClaim) -> Claimed:
         """Take the run's lease to advance it, as ``claim`` says (``LeaseHeld`` or
-        ``InvalidTransition``, and nothing changed, if refused): the run, and whether it has a
-        checkpoint (looked for under the lease, so only this advance can write one now)."""
+        ``InvalidTransition``, and nothing changed, if refused), and read what the advance
+        needs of the run in the same transaction."""
         async with self._tx() as x:
-            run = await self._claim_in(x, run_id, claim)
-            found = await x.fetch(self._sql(_HAS_CHECKPOINT), {"run_id": run_id})
-            saved = bool(found and found[0]["found"])
+            claimed = await self._claimed_in(x, run_id, claim)
             written = await self._write_events(x, run_id, list(claim.events))
         self._publish(written)
-        return run, saved
+        return claimed
+
+    async def _claimed_in(self, x: Executor, run_id: str, claim: RunClaim) -> Claimed:
+        """``_claim_in``, then whether the run has a checkpoint and (if so) its records."""
+        run = await self._claim_in(x, run_id, claim)
+        found = await x.fetch(self._sql(_HAS_CHECKPOINT), {"run_id": run_id})
+        if not (found and found[0]["found"]):
+            return Claimed(run=run, saved=False)
+        rows = await x.fetch(self._sql(_SELECT_NODES), {"run_id": run_id})
+        return Claimed(run=run, saved=True, records=tuple(NodeRecord.from_row(r) for r in rows))
 
     async def _claim_in(self, x: Executor, run_id: str, claim: RunClaim) -> Run:
         """``claim``'s lease and status change, in the caller's transaction (its events are the

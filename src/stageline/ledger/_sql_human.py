@@ -26,7 +26,7 @@ from stageline.ledger._human import (
     already_decided,
 )
 from stageline.ledger._schema import effects, runs, waits
-from stageline.ledger.records import Event, Run, RunClaim
+from stageline.ledger.records import Claimed, Event, RunClaim
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -49,7 +49,7 @@ class HumanSql:
             self, x: Executor, run_id: str, evs: list[Event]
         ) -> list[Event]: ...
         def _publish(self, written: list[Event]) -> None: ...
-        async def _claim_in(self, x: Executor, run_id: str, claim: RunClaim) -> Run: ...
+        async def _claimed_in(self, x: Executor, run_id: str, claim: RunClaim) -> Claimed: ...
 
     def _insert_ignoring(self, table: Any, keys: list[str]) -> Any:
         name = f"_insert_{table.name}_stmt"
@@ -167,10 +167,10 @@ class HumanSql:
         claim: RunClaim,
         note: str | None = None,
         events: Iterable[Event] = (),
-    ) -> Wait | None:
-        """``decide_wait`` and the claim of the run that applies the decision, in one
-        transaction. None, and nothing recorded, when the claim is refused (the lease held, or
-        the run moved on): the caller records the decision on its own and rolls it back, so
+    ) -> Claimed | None:
+        """``decide_wait`` and the claim of the run that applies the decision (``claim``), in
+        one transaction. None, and nothing recorded, when the claim is refused (the lease held,
+        or the run moved on): the caller records the decision on its own and rolls it back, so
         the refused attempt stays on record."""
         params = _decide_params(run_id, wait_id, round, response, actor, note)
         try:
@@ -182,14 +182,14 @@ class HumanSql:
                 if not won:
                     raise already_decided(found[0])
                 try:
-                    await self._claim_in(x, run_id, claim)
+                    claimed = await self._claimed_in(x, run_id, claim)
                 except (LeaseHeld, InvalidTransition) as exc:
                     raise _Refused from exc
                 written = await self._write_events(x, run_id, [*events, *claim.events])
         except _Refused:
             return None
         self._publish(written)
-        return found[0]
+        return claimed
 
     async def settle_wait(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import getpass
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
@@ -24,6 +24,7 @@ from stageline.errors import (
 from stageline.ledger import (
     Event,
     EventCategory,
+    NodeRecord,
     Run,
     RunClaim,
     RunStatus,
@@ -95,6 +96,7 @@ class HumanMixin:
             *,
             holder: str,
             fresh: bool = False,
+            earlier: Sequence[NodeRecord] | None = None,
         ) -> RunSummary: ...
 
     # -- deciding ---------------------------------------------------------------------------
@@ -388,7 +390,8 @@ class HumanMixin:
         ]
         # The decision and the claim of the run that applies it: one transaction.
         claim = self._claim_of(run, made, "run.resumed")
-        if await self.ledger.decide_and_claim(
+        earlier: Sequence[NodeRecord] | None = None
+        if claimed := await self.ledger.decide_and_claim(
             run_id,
             found.wait_id,
             found.round,
@@ -398,7 +401,7 @@ class HumanMixin:
             note=note,
             events=decided,
         ):
-            holder = claim.holder
+            holder, earlier = claim.holder, claimed.records
         else:  # refused, nothing recorded: record the decision, and roll it back if still refused
             await self.ledger.decide_wait(
                 run_id,
@@ -434,7 +437,12 @@ class HumanMixin:
                 )
                 raise
         return await self._advance(
-            run, made, Command(resume={found.interrupt_id: response}), services, holder=holder
+            run,
+            made,
+            Command(resume={found.interrupt_id: response}),
+            services,
+            holder=holder,
+            earlier=earlier,
         )
 
     # -- reading ----------------------------------------------------------------------------

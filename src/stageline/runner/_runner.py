@@ -30,6 +30,7 @@ from stageline.events import Deliverer, EventBus, Sink
 from stageline.events._links import DecisionLinks
 from stageline.ledger import (
     Backend,
+    Claimed,
     Event,
     NodeRecord,
     Run,
@@ -351,9 +352,16 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             )
         services = await self._services(services)
         # No checkpoint yet: queued, or its process died before the first step was saved.
-        holder, saved = await self._claim_looking(run, made, "run.resumed")
-        payload = None if saved else graph_inputs(run.inputs)
-        return await self._advance(run, made, payload, services, holder=holder, unsaved=not saved)
+        holder, claimed = await self._claim_looking(run, made, "run.resumed")
+        return await self._advance(
+            run,
+            made,
+            None if claimed.saved else graph_inputs(run.inputs),
+            services,
+            holder=holder,
+            unsaved=not claimed.saved,
+            earlier=claimed.records,
+        )
 
     async def retry(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -465,14 +473,14 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
 
     async def _claim_looking(
         self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-    ) -> tuple[str, bool]:
-        """``_claim``, and whether the run has a checkpoint (looked for in the same
-        transaction, under the lease: nothing but this advance can write one now)."""
+    ) -> tuple[str, Claimed]:
+        """``_claim``, and what it found of the run: whether it has a checkpoint and its node
+        records (read in the same transaction, under the lease: nothing but this advance can
+        write either now)."""
         claim = self._claim_of(run, template, kind, attempt=attempt)
         # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
         # status moved), nothing is taken or changed.
-        _, saved = await self.ledger.claim(run.run_id, claim)
-        return claim.holder, saved
+        return claim.holder, await self.ledger.claim(run.run_id, claim)
 
     def _claim_of(
         self, run: Run, template: Template, kind: str, *, attempt: int | None = None
@@ -517,10 +525,12 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         holder: str,
         fresh: bool = False,
         unsaved: bool = False,
+        earlier: Sequence[NodeRecord] | None = None,
     ) -> RunSummary:
         """Drive a run whose lease ``holder`` holds until it ends, waits or stops. A ``fresh``
         run was made for this advance (no waits, no records yet); an ``unsaved`` one has no
-        checkpoint (nor, then, node records: the first checkpoint precedes every node)."""
+        checkpoint (nor, then, node records: the first checkpoint precedes every node);
+        ``earlier``: its node records, when the claim read them."""
         run_id = run.run_id
         ttl = self.settings.lease_ttl
         finished: Run | None = None
@@ -530,7 +540,10 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             self._controls.add(control)
             if self._drain_reason is not None:
                 control.request_drain(self._drain_reason)
-            earlier = () if fresh or unsaved else await self.ledger.node_records(run_id)
+            if fresh or unsaved:
+                earlier = ()
+            elif earlier is None:
+                earlier = await self.ledger.node_records(run_id)
             journal = LedgerJournal(
                 self.ledger,
                 run_id,
