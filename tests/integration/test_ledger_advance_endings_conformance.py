@@ -208,3 +208,25 @@ async def test_a_refused_transition_keeps_the_rows_staged_for_it(ledger: LedgerS
         )
     await ledger.flush()
     assert await kinds(ledger, run_id) == ["gate.decided", "run.resumed", "node.succeeded"]
+
+
+async def test_a_claim_may_be_made_of_the_run_it_reads(ledger: LedgerStore) -> None:
+    run_id, _ = await waiting_run(ledger)
+    seen: list[RunStatus] = []
+
+    def of(run: Run) -> RunClaim:
+        seen.append(run.status)
+        return claim(run_id)
+
+    claimed = await ledger.claim(run_id, of)
+    assert seen == [RunStatus.WAITING] and claimed.run.status is RunStatus.RUNNING
+
+    def refused(run: Run) -> RunClaim:
+        raise InvalidTransition(f"run {run.run_id} is {run.status}")
+
+    other, _ = await waiting_run(ledger)
+    with pytest.raises(InvalidTransition):
+        await ledger.claim(other, refused)
+    after = await ledger.get_run(other)
+    assert (after.status, after.lease_holder) == (RunStatus.WAITING, None)
+    assert await kinds(ledger, other) == []

@@ -428,11 +428,17 @@ class SqlLedger(
             self._compiled_text[key] = sql
         return sql
 
-    async def claim(self, run_id: str, claim: RunClaim) -> Claimed:
+    async def claim(self, run_id: str, claim: RunClaim | Callable[[Run], RunClaim]) -> Claimed:
         """Take the run's lease to advance it, as ``claim`` says (``LeaseHeld`` or
         ``InvalidTransition``, and nothing changed, if refused), and read what the advance
-        needs of the run in the same transaction."""
+        needs of the run in the same transaction. A callable is given the run as read in that
+        transaction and says how to claim it (what it raises refuses the claim)."""
         async with self._tx() as x:
+            if not isinstance(claim, RunClaim):
+                rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+                if not rows:
+                    raise RunNotFound(run_id)
+                claim = claim(Run.from_row(rows[0]))
             claimed = await self._claimed_in(x, run_id, claim)
             written = await self._write_events(x, run_id, list(claim.events))
         self._publish(written)

@@ -30,7 +30,6 @@ from stageline.events import Deliverer, EventBus, Sink
 from stageline.events._links import DecisionLinks
 from stageline.ledger import (
     Backend,
-    Claimed,
     Event,
     NodeRecord,
     Run,
@@ -333,35 +332,56 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
     ) -> RunSummary:
         """Continue a run from its last checkpoint (after a crash, or a queued run). With
         ``expect``, only a run in one of those statuses (``InvalidTransition`` otherwise)."""
-        run = await self.ledger.get_run(run_id)
-        if expect is not None and run.status not in expect:
-            raise InvalidTransition(
-                f"run {run_id} is {run.status}, not {' or '.join(map(str, expect))}"
-            )
-        if run.status is RunStatus.FAILED:
-            raise InvalidTransition(f"run {run_id} failed; use `stageline retry {run_id}`")
-        if run.status.terminal:
-            raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
-        made = self._checked_template(run, force)
-        if run.status is RunStatus.WAITING:  # its checkpoint must be the one people were asked on
-            await check_checkpoint(
-                self._saver(made),
-                run_id,
-                await self.ledger.waits(run_id),
-                _step(run, await self.ledger.node_records(run_id)),
-            )
-        services = await self._services(services)
+        if expect is not None and not any(s.waits_for_person for s in expect):
+            # Nothing to check against the waits first: read and claim in one transaction.
+            services = await self._services(services)
+            found: list[tuple[Run, Template, RunClaim]] = []
+
+            def claim_of(run: Run) -> RunClaim:
+                made = self._resumable(run, force, expect)
+                found.append((run, made, self._claim_of(run, made, "run.resumed")))
+                return found[-1][2]
+
+            claimed = await self.ledger.claim(run_id, claim_of)
+            run, made, claim = found[-1]
+        else:
+            run = await self.ledger.get_run(run_id)
+            made = self._resumable(run, force, expect)
+            if run.status is RunStatus.WAITING:  # its checkpoint: the one people were asked on
+                await check_checkpoint(
+                    self._saver(made),
+                    run_id,
+                    await self.ledger.waits(run_id),
+                    _step(run, await self.ledger.node_records(run_id)),
+                )
+            services = await self._services(services)
+            claim = self._claim_of(run, made, "run.resumed")
+            claimed = await self.ledger.claim(run_id, claim)
         # No checkpoint yet: queued, or its process died before the first step was saved.
-        holder, claimed = await self._claim_looking(run, made, "run.resumed")
         return await self._advance(
             run,
             made,
             None if claimed.saved else graph_inputs(run.inputs),
             services,
-            holder=holder,
+            holder=claim.holder,
             unsaved=not claimed.saved,
             earlier=claimed.records,
         )
+
+    def _resumable(
+        self, run: Run, force: bool, expect: Collection[RunStatus] | None = None
+    ) -> Template:
+        """The run's template, if ``resume`` may take the run (``InvalidTransition`` or
+        ``TemplateChanged`` if not)."""
+        if expect is not None and run.status not in expect:
+            raise InvalidTransition(
+                f"run {run.run_id} is {run.status}, not {' or '.join(map(str, expect))}"
+            )
+        if run.status is RunStatus.FAILED:
+            raise InvalidTransition(f"run {run.run_id} failed; use `stageline retry {run.run_id}`")
+        if run.status.terminal:
+            raise InvalidTransition(f"run {run.run_id} is {run.status}; there is nothing to resume")
+        return self._checked_template(run, force)
 
     async def retry(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -469,18 +489,11 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
     ) -> str:
         """Take the run's lease and mark it running (one transaction); returns the lease
         holder's name."""
-        return (await self._claim_looking(run, template, kind, attempt=attempt))[0]
-
-    async def _claim_looking(
-        self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-    ) -> tuple[str, Claimed]:
-        """``_claim``, and what it found of the run: whether it has a checkpoint and its node
-        records (read in the same transaction, under the lease: nothing but this advance can
-        write either now)."""
         claim = self._claim_of(run, template, kind, attempt=attempt)
         # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
         # status moved), nothing is taken or changed.
-        return claim.holder, await self.ledger.claim(run.run_id, claim)
+        await self.ledger.claim(run.run_id, claim)
+        return claim.holder
 
     def _claim_of(
         self, run: Run, template: Template, kind: str, *, attempt: int | None = None
