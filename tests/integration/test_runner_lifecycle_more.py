@@ -453,6 +453,24 @@ async def test_a_damaged_checkpoint_is_reported_at_the_step_the_run_waits_at(
     assert (await runner.ledger.get_run(run_id)).status is RunStatus.WAITING
 
 
+async def test_a_queued_run_whose_checkpoint_is_damaged_stays_queued(
+    runner: Runner, sqlite_settings: Settings, tmp_path: Path
+) -> None:
+    """The claim comes first (it looks for the checkpoint in its own transaction): the read
+    that finds the damage puts the run back as it was found, its lease given up."""
+    runner.drain()  # the run stops after its first checkpoint, queued for another process
+    stopped = await runner.start(PLAIN, {}, run_id="damaged-queued-1")
+    assert stopped.status is RunStatus.QUEUED
+    damage_latest_checkpoint(tmp_path / "stageline.db", "damaged-queued-1")
+    async with Runner.open(sqlite_settings, deliver=False) as other:
+        other.load(PLAIN)
+        with pytest.raises(CheckpointCorrupt) as raised:
+            await other.resume("damaged-queued-1")
+    assert raised.value.run_id == "damaged-queued-1"
+    after = await runner.ledger.get_run("damaged-queued-1")
+    assert (after.status, after.lease_holder) == (RunStatus.QUEUED, None)
+
+
 async def test_a_damaged_checkpoint_of_a_failed_run_is_reported_at_its_failed_node(
     runner: Runner, tmp_path: Path
 ) -> None:

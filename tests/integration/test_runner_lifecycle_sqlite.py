@@ -13,7 +13,7 @@ import pytest
 
 from stageline.config import Settings
 from stageline.errors import InputError, InvalidTransition, LeaseHeld
-from stageline.ledger import NodeStatus, RunStatus, WaitStatus
+from stageline.ledger import NodeStatus, RunClaim, RunStatus, WaitStatus
 from stageline.runner import Runner
 from stageline.stages import StageContext
 from stageline.templates import Template
@@ -210,14 +210,14 @@ async def test_a_resume_that_finds_the_run_moved_on_takes_no_lease(
     runner: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = await runner.create(PLAIN, {})
-    transition = runner.ledger.transition
+    claim = runner.ledger.claim
 
-    async def cancelled_meanwhile(run_id: str, status: RunStatus, **kwargs: Any) -> Any:
-        if kwargs.get("lease"):  # the claim: lease and status in one transaction
-            await transition(run_id, RunStatus.CANCELLED, expect=[RunStatus.QUEUED])
-        return await transition(run_id, status, **kwargs)
+    async def cancelled_meanwhile(run_id: str, wanted: RunClaim) -> Any:
+        # The claim (lease and status in one transaction) comes after the cancel.
+        await runner.ledger.transition(run_id, RunStatus.CANCELLED, expect=[RunStatus.QUEUED])
+        return await claim(run_id, wanted)
 
-    monkeypatch.setattr(runner.ledger, "transition", cancelled_meanwhile)
+    monkeypatch.setattr(runner.ledger, "claim", cancelled_meanwhile)
     with pytest.raises(InvalidTransition):
         await runner.resume(run.run_id)
     after = await runner.ledger.get_run(run.run_id)

@@ -10,13 +10,24 @@ from stageline.ledger._base import LedgerStore, Publisher, holder_is_dead, this_
 from stageline.ledger._human import (
     Effect,
     EffectStatus,
+    SettleRound,
     Wait,
+    WaitChanges,
     WaitKind,
     WaitStatus,
     already_decided,
 )
 from stageline.ledger._reader import open_ledger
-from stageline.ledger.records import Event, EventCategory, NodeRecord, NodeStatus, Run, RunStatus
+from stageline.ledger.records import (
+    Claimed,
+    Event,
+    EventCategory,
+    NodeRecord,
+    NodeStatus,
+    Run,
+    RunClaim,
+    RunStatus,
+)
 
 if TYPE_CHECKING:
     from stageline.ledger._admin import (
@@ -78,6 +89,7 @@ __all__ = [
     "ApiRunStatus",
     "Backend",
     "Claim",
+    "Claimed",
     "CopyReport",
     "Effect",
     "EffectStatus",
@@ -93,15 +105,18 @@ __all__ = [
     "Publisher",
     "Reclaimed",
     "Run",
+    "RunClaim",
     "RunPage",
     "RunQuery",
     "RunStatus",
     "Scope",
+    "SettleRound",
     "SinkStart",
     "ThreadMeta",
     "Token",
     "UpgradeReport",
     "Wait",
+    "WaitChanges",
     "WaitKind",
     "WaitStatus",
     "already_decided",

@@ -8,8 +8,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stageline.ledger._human import Effect, Wait, WaitStatus
-from stageline.ledger.records import Event, NodeRecord, Run, RunStatus
+from stageline.ledger._human import Effect, Wait, WaitChanges, WaitStatus
+from stageline.ledger.records import Claimed, Event, NodeRecord, Run, RunClaim, RunStatus
 
 if TYPE_CHECKING:
     from stageline.ledger._chat import ChatMessage
@@ -80,9 +80,23 @@ class LedgerStore(Protocol):
         lease: tuple[str, float] | None = None,
         **fields: Any,
     ) -> Run: ...
+    async def end_advance(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        waits: WaitChanges,
+        events: Iterable[Event] = (),
+        expect: Iterable[RunStatus] | None = None,
+        release: bool = False,
+        cancel_wins: Iterable[Event] | None = None,
+        **fields: Any,
+    ) -> Run | None: ...
+    async def claim(self, run_id: str, claim: RunClaim | Callable[[Run], RunClaim]) -> Claimed: ...
     async def request_cancel(self, run_id: str) -> Run: ...
     async def cancel_requested(self, run_id: str) -> bool: ...
     def watch_cancel(self, run_id: str, on_cancel: Callable[[], None] | None) -> None: ...
+    def expect_no_checkpoint(self, run_id: str, unsaved: bool = True) -> None: ...
     async def acquire_lease(self, run_id: str, holder: str, ttl: float) -> Run: ...
     async def renew_lease(self, run_id: str, holder: str, ttl: float) -> Run | None: ...
     async def release_lease(self, run_id: str, holder: str) -> None: ...
@@ -111,6 +125,18 @@ class LedgerStore(Protocol):
         note: str | None = None,
         events: Iterable[Event] = (),
     ) -> Wait: ...
+    async def decide_and_claim(
+        self,
+        run_id: str,
+        wait_id: str,
+        round: int,
+        *,
+        response: Mapping[str, Any],
+        actor: str | None,
+        claim: RunClaim,
+        note: str | None = None,
+        events: Iterable[Event] = (),
+    ) -> Claimed | None: ...
     async def settle_wait(
         self,
         run_id: str,

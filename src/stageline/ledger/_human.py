@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from stageline.errors import AlreadyDecided
+from stageline.ledger.records import Event
 
-__all__ = ["Effect", "EffectStatus", "Wait", "WaitKind", "WaitStatus", "already_decided"]
+__all__ = [
+    "Effect",
+    "EffectStatus",
+    "SettleRound",
+    "Wait",
+    "WaitChanges",
+    "WaitKind",
+    "WaitStatus",
+    "already_decided",
+]
 
 
 class WaitKind(StrEnum):
@@ -119,6 +129,32 @@ class Wait:
         else:
             row["answers"] = None if self.response is None else self.response.get("answers")
         return row
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettleRound:
+    """A decided round moved on by the advance that applied (or failed to apply) it."""
+
+    wait: Wait
+    """The round as read, ``decided``."""
+    status: WaitStatus
+    reason: str | None = None
+    reopen: bool = False
+    """Ask it again in a new pending round."""
+    events: Sequence[Event] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitChanges:
+    """What an advance's ending does to its run's waits, committed with the ending itself
+    (``SqlLedger.end_advance``): rounds settled, then new rounds asked."""
+
+    settle: Sequence[SettleRound] = ()
+    asked: Sequence[Wait] = ()
+    asked_events: Sequence[Event] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.settle or self.asked)
 
 
 class EffectStatus(StrEnum):

@@ -29,8 +29,21 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sqlalchemy import and_, bindparam, delete, func, select
-from sqlalchemy.sql import ClauseElement
+from sqlalchemy import (
+    Integer,
+    LargeBinary,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    func,
+    literal_column,
+    null,
+    select,
+    union_all,
+)
+from sqlalchemy.sql import ClauseElement, ColumnElement, CompoundSelect
 
 from stageline.errors import CheckpointCorrupt
 from stageline.ledger._deltas import (
@@ -54,24 +67,71 @@ _THIS_CHECKPOINT = and_(
     _cp.checkpoint_ns == bindparam("checkpoint_ns"),
     _cp.checkpoint_id == bindparam("checkpoint_id"),
 )
-_SELECT_ONE = select(checkpoints).where(_THIS_CHECKPOINT)
-_SELECT_LATEST = select(checkpoints).where(
-    _cp.thread_id == bindparam("thread_id"),
-    _cp.checkpoint_ns == bindparam("checkpoint_ns"),
-    _cp.checkpoint_id
-    == (
-        select(func.max(_cp.checkpoint_id))
-        .where(
-            _cp.thread_id == bindparam("thread_id"),
-            _cp.checkpoint_ns == bindparam("checkpoint_ns"),
-        )
-        .scalar_subquery()
-    ),
+_LATEST_ID = (
+    select(func.max(_cp.checkpoint_id))
+    .where(
+        _cp.thread_id == bindparam("thread_id"),
+        _cp.checkpoint_ns == bindparam("checkpoint_ns"),
+    )
+    .scalar_subquery()
 )
 _SELECT_WRITES = select(_w.task_id, _w.task_path, _w.idx, _w.channel, _w.type, _w.value).where(
     _w.thread_id == bindparam("thread_id"),
     _w.checkpoint_ns == bindparam("checkpoint_ns"),
     _w.checkpoint_id == bindparam("checkpoint_id"),
+)
+
+
+def _with_writes(
+    checkpoint: ColumnElement[bool], checkpoint_id: ColumnElement[Any]
+) -> CompoundSelect[Any]:
+    """The checkpoint ``checkpoint`` selects (``part`` 0) and the pending writes made on it
+    (``part`` 1, the value in ``checkpoint``): one query, one round trip, for a read that
+    needs both."""
+    text, blob = (cast(null(), Text), cast(null(), LargeBinary))
+    head = select(
+        literal_column("0").label("part"),
+        _cp.thread_id,
+        _cp.checkpoint_ns,
+        _cp.checkpoint_id,
+        _cp.parent_checkpoint_id,
+        _cp.type,
+        _cp.checkpoint,
+        _cp.metadata,
+        text.label("task_id"),
+        text.label("task_path"),
+        cast(null(), Integer).label("idx"),
+        text.label("channel"),
+    ).where(checkpoint)
+    writes = select(
+        literal_column("1"),
+        _w.thread_id,
+        _w.checkpoint_ns,
+        _w.checkpoint_id,
+        text,
+        _w.type,
+        _w.value,
+        blob,
+        _w.task_id,
+        _w.task_path,
+        _w.idx,
+        _w.channel,
+    ).where(
+        _w.thread_id == bindparam("thread_id"),
+        _w.checkpoint_ns == bindparam("checkpoint_ns"),
+        _w.checkpoint_id == checkpoint_id,
+    )
+    return union_all(head, writes)
+
+
+_ONE_WITH_WRITES = _with_writes(_THIS_CHECKPOINT, bindparam("checkpoint_id"))
+_LATEST_WITH_WRITES = _with_writes(
+    and_(
+        _cp.thread_id == bindparam("thread_id"),
+        _cp.checkpoint_ns == bindparam("checkpoint_ns"),
+        _cp.checkpoint_id == _LATEST_ID,
+    ),
+    _LATEST_ID,
 )
 _DELETE_CHECKPOINTS = delete(checkpoints).where(_cp.thread_id == bindparam("thread_id"))
 _DELETE_WRITES = delete(checkpoint_writes).where(_w.thread_id == bindparam("thread_id"))
@@ -145,7 +205,11 @@ class StagelineSaver(BaseCheckpointSaver[str]):
                 run_id=run_id,
             ) from exc
 
-    async def _tuple(self, row: Mapping[str, Any]) -> CheckpointTuple:
+    async def _tuple(
+        self, row: Mapping[str, Any], writes: list[dict[str, Any]] | None = None
+    ) -> CheckpointTuple:
+        """The checkpoint of ``row`` with its pending writes (read now unless given, as rows
+        with the value in ``checkpoint``)."""
         run_id, ns, cid = row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]
         metadata = self._load("msgpack", row["metadata"], run_id, f"checkpoint {cid} metadata")
         step = metadata.get("step") if isinstance(metadata, Mapping) else None
@@ -156,17 +220,22 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         ):
             raise CheckpointCorrupt(f"{at} is not a checkpoint", run_id=run_id)
         checkpoint["channel_values"] |= await self._channel_values(checkpoint, run_id, ns, at)
-        found = await self._fetch(
-            _SELECT_WRITES, {"thread_id": run_id, "checkpoint_ns": ns, "checkpoint_id": cid}
-        )
-        found.sort(key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"]))
-        writes = [
+        if writes is None:
+            writes = [
+                {**w, "checkpoint": w["value"]}
+                for w in await self._fetch(
+                    _SELECT_WRITES,
+                    {"thread_id": run_id, "checkpoint_ns": ns, "checkpoint_id": cid},
+                )
+            ]
+        writes.sort(key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"]))
+        pending = [
             (
                 w["task_id"],
                 w["channel"],
-                self._load(w["type"], w["value"], run_id, f"{at}, write to {w['channel']!r}"),
+                self._load(w["type"], w["checkpoint"], run_id, f"{at}, write to {w['channel']!r}"),
             )
-            for w in found
+            for w in writes
         ]
         parent = row["parent_checkpoint_id"]
         return CheckpointTuple(
@@ -174,7 +243,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
             checkpoint=checkpoint,  # type: ignore[arg-type]
             metadata=metadata,
             parent_config=_config(run_id, ns, parent) if parent else None,
-            pending_writes=writes,
+            pending_writes=pending,
         )
 
     async def _channel_values(
@@ -200,10 +269,15 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         params = {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns", "")}
         if checkpoint_id := get_checkpoint_id(config):
-            rows = await self._fetch(_SELECT_ONE, {**params, "checkpoint_id": checkpoint_id})
+            rows = await self._fetch(_ONE_WITH_WRITES, {**params, "checkpoint_id": checkpoint_id})
+        elif not params["checkpoint_ns"] and self._ledger.known_unsaved(params["thread_id"]):
+            return None  # a run this process just made, or found without one, under its lease
         else:
-            rows = await self._fetch(_SELECT_LATEST, params)
-        return await self._tuple(rows[0]) if rows else None
+            rows = await self._fetch(_LATEST_WITH_WRITES, params)
+        head = [r for r in rows if r["part"] == 0]
+        if not head:
+            return None
+        return await self._tuple(head[0], [r for r in rows if r["part"] == 1])
 
     async def alist(
         self,
@@ -255,6 +329,7 @@ class StagelineSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         run_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         parent = conf.get("checkpoint_id")
+        self._ledger.expect_no_checkpoint(run_id, False)
         stored, values, remember = self._values.encode(run_id, ns, parent, checkpoint, new_versions)
         kind, blob = self.serde.dumps_typed(stored)
         _, meta = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))

@@ -27,6 +27,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    exists,
     false,
     func,
     insert,
@@ -42,6 +43,7 @@ from stageline.errors import InvalidTransition, LeaseHeld, RunNotFound
 from stageline.ledger._base import Publisher, holder_is_dead
 from stageline.ledger._chat import ChatSql
 from stageline.ledger._executor import Check, Executor, Op
+from stageline.ledger._human import WaitChanges
 from stageline.ledger._lineage import Lineage, LineageSql
 from stageline.ledger._outbox import OutboxSql
 from stageline.ledger._outcome_stats import OutcomeStatsSql
@@ -49,6 +51,7 @@ from stageline.ledger._outcomes import Outcome, OutcomesSql
 from stageline.ledger._schema import (
     MIGRATIONS,
     api_runs,
+    checkpoints,
     effects,
     events,
     lineage,
@@ -60,10 +63,18 @@ from stageline.ledger._schema import (
     waits,
 )
 from stageline.ledger._search import RunSearchSql
-from stageline.ledger._sql_human import HumanSql
+from stageline.ledger._sql_human import HumanSql, RoundMoved
 from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens_sql import TokensSql
-from stageline.ledger.records import Event, NodeRecord, NodeStatus, Run, RunStatus
+from stageline.ledger.records import (
+    Claimed,
+    Event,
+    NodeRecord,
+    NodeStatus,
+    Run,
+    RunClaim,
+    RunStatus,
+)
 from stageline.names import check_run_id
 
 __all__ = ["Check", "Executor", "Op", "SqlLedger"]  # the executor's types, for the backends
@@ -117,6 +128,8 @@ class SqlLedger(
         self.publisher: Publisher | None = None
         self.url = url
         self._cancel_watch: dict[str, Callable[[], None]] = {}
+        self._unsaved: set[str] = set()
+        """Runs advanced here that have no checkpoint yet (see ``expect_no_checkpoint``)."""
         """Runs advanced here whose cancel flag each checkpoint commit reads (see cancel_check)."""
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -262,36 +275,105 @@ class SqlLedger(
         ``lease=(holder, ttl)`` takes the run's lease first, in the same transaction, as
         ``acquire_lease`` does (``LeaseHeld``, and nothing changed, if a live holder has it).
         """
+        return await self._transition(
+            run_id,
+            status,
+            events=events,
+            expect=expect,
+            release=release,
+            cancel_wins=cancel_wins,
+            lease=lease,
+            fields=fields,
+        )
+
+    async def end_advance(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        waits: WaitChanges,
+        events: Iterable[Event] = (),
+        expect: Iterable[RunStatus] | None = None,
+        release: bool = False,
+        cancel_wins: Iterable[Event] | None = None,
+        **fields: Any,
+    ) -> Run | None:
+        """``transition``, with what the advance did to the run's waits in the same transaction
+        (the rounds' events go after the staged ones, before ``events``). None, and nothing
+        changed, when a round to settle was no longer ``decided``: someone moved it meanwhile,
+        so the caller settles round by round (``settle_wait``) and looks again."""
+        try:
+            return await self._transition(
+                run_id,
+                status,
+                events=events,
+                expect=expect,
+                release=release,
+                cancel_wins=cancel_wins,
+                lease=None,
+                fields=fields,
+                waits=waits,
+            )
+        except RoundMoved:
+            return None
+
+    async def _transition(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        events: Iterable[Event],
+        expect: Iterable[RunStatus] | None,
+        release: bool,
+        cancel_wins: Iterable[Event] | None,
+        lease: tuple[str, float] | None,
+        fields: dict[str, Any],
+        waits: WaitChanges | None = None,
+    ) -> Run:
         values = {**fields, "status": str(status), "updated_at": time.time()}
         if release:
             values.update(lease_holder=None, lease_expires_at=None)
         allowed = [str(s) for s in expect] if expect is not None else None
-        evs = list(events)
-        async with self._tx() as x:
-            if lease is not None:
-                await self._take_lease(x, run_id, *lease)
-            staged = await self._write_staged(x)
-            rows = await self._update_run(
-                x, run_id, values, allowed, evs, release, unless_cancelled=cancel_wins is not None
-            )
-            if not rows and cancel_wins is not None:
-                evs = list(cancel_wins)
-                values = {
-                    "status": str(RunStatus.CANCELLED),
-                    "updated_at": values["updated_at"],
-                    "finished_at": values["updated_at"],
-                }
-                if release:
-                    values.update(lease_holder=None, lease_expires_at=None)
-                rows = await self._update_run(x, run_id, values, allowed, evs, release)
-            if not rows:
-                found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
-                if not found:
-                    raise RunNotFound(run_id)
-                raise InvalidTransition(
-                    f"run {run_id} is {found[0]['status']}; cannot make it {status}"
+        undo, seqs = _noop, dict(self._seq)
+        try:
+            async with self._tx() as x:
+                if lease is not None:
+                    await self._take_lease(x, run_id, *lease)
+                # Before the staged rows are taken: a round found moved rolls back, nothing lost.
+                said = await self._change_waits(x, run_id, waits) if waits else []
+                evs = said + list(events)
+                staged, undo = await self._write_staged(x)
+                rows = await self._update_run(
+                    x,
+                    run_id,
+                    values,
+                    allowed,
+                    evs,
+                    release,
+                    unless_cancelled=cancel_wins is not None,
                 )
-            written = await self._write_events(x, run_id, evs)
+                if not rows and cancel_wins is not None:
+                    evs = said + list(cancel_wins)
+                    values = {
+                        "status": str(RunStatus.CANCELLED),
+                        "updated_at": values["updated_at"],
+                        "finished_at": values["updated_at"],
+                    }
+                    if release:
+                        values.update(lease_holder=None, lease_expires_at=None)
+                    rows = await self._update_run(x, run_id, values, allowed, evs, release)
+                if not rows:
+                    found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+                    if not found:
+                        raise RunNotFound(run_id)
+                    raise InvalidTransition(
+                        f"run {run_id} is {found[0]['status']}; cannot make it {status}"
+                    )
+                written = await self._write_events(x, run_id, evs)
+        except BaseException:
+            undo()  # not committed: the staged rows wait for the next commit, as if never taken
+            self._seq = seqs
+            raise
         if release:
             self._seq.pop(run_id, None)
             self._running.pop(run_id, None)
@@ -346,6 +428,46 @@ class SqlLedger(
             self._compiled_text[key] = sql
         return sql
 
+    async def claim(self, run_id: str, claim: RunClaim | Callable[[Run], RunClaim]) -> Claimed:
+        """Take the run's lease to advance it, as ``claim`` says (``LeaseHeld`` or
+        ``InvalidTransition``, and nothing changed, if refused), and read what the advance
+        needs of the run in the same transaction. A callable is given the run as read in that
+        transaction and says how to claim it (what it raises refuses the claim)."""
+        async with self._tx() as x:
+            if not isinstance(claim, RunClaim):
+                rows = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+                if not rows:
+                    raise RunNotFound(run_id)
+                claim = claim(Run.from_row(rows[0]))
+            claimed = await self._claimed_in(x, run_id, claim)
+            written = await self._write_events(x, run_id, list(claim.events))
+        self._publish(written)
+        return claimed
+
+    async def _claimed_in(self, x: Executor, run_id: str, claim: RunClaim) -> Claimed:
+        """``_claim_in``, then whether the run has a checkpoint and (if so) its records."""
+        run = await self._claim_in(x, run_id, claim)
+        found = await x.fetch(self._sql(_HAS_CHECKPOINT), {"run_id": run_id})
+        if not (found and found[0]["found"]):
+            return Claimed(run=run, saved=False)
+        rows = await x.fetch(self._sql(_SELECT_NODES), {"run_id": run_id})
+        return Claimed(run=run, saved=True, records=tuple(NodeRecord.from_row(r) for r in rows))
+
+    async def _claim_in(self, x: Executor, run_id: str, claim: RunClaim) -> Run:
+        """``claim``'s lease and status change, in the caller's transaction (its events are the
+        caller's to write); ``LeaseHeld`` or ``InvalidTransition`` if refused."""
+        await self._take_lease(x, run_id, claim.holder, claim.ttl)
+        values = {**claim.fields, "status": str(claim.status), "updated_at": time.time()}
+        allowed = [str(s) for s in claim.expect]
+        rows = await self._update_run(x, run_id, values, allowed, [], False)
+        if not rows:
+            found = await x.fetch(self._sql(_SELECT_RUN), {"run_id": run_id})
+            raise InvalidTransition(
+                f"run {run_id} is {found[0]['status'] if found else 'gone'}; "
+                f"cannot make it {claim.status}"
+            )
+        return Run.from_row(rows[0])
+
     async def request_cancel(self, run_id: str) -> Run:
         """Flag a run that has not ended for cancelling; ``InvalidTransition`` if it has."""
         async with self._tx() as x:
@@ -373,6 +495,23 @@ class SqlLedger(
             self._cancel_watch.pop(run_id, None)
         else:
             self._cancel_watch[run_id] = on_cancel
+
+    def expect_no_checkpoint(self, run_id: str, unsaved: bool = True) -> None:
+        """Say that a run this process holds the lease of has no checkpoint yet (it was made
+        under the lease, or found without one since): the saver answers the next read of its
+        latest checkpoint without a query. False forgets it (the advance is over)."""
+        if unsaved:
+            self._unsaved.add(run_id)
+        else:
+            self._unsaved.discard(run_id)
+
+    def known_unsaved(self, run_id: str) -> bool:
+        """Whether ``run_id`` has no checkpoint, as ``expect_no_checkpoint`` said; said once
+        (the read that asks is the advance's first, and a checkpoint follows it)."""
+        if run_id in self._unsaved:
+            self._unsaved.discard(run_id)
+            return True
+        return False
 
     def cancel_check(self) -> Check | None:
         """The statement a backend runs after a checkpoint commit, once per watched run id (in
@@ -497,8 +636,14 @@ class SqlLedger(
         """Commit staged writes now."""
         if not self.has_staged:
             return
-        async with self._tx() as x:
-            written = await self._write_staged(x)
+        undo, seqs = _noop, dict(self._seq)
+        try:
+            async with self._tx() as x:
+                written, undo = await self._write_staged(x)
+        except BaseException:
+            undo()  # not committed: the rows wait for the next commit
+            self._seq = seqs
+            raise
         self._publish(written)
 
     @property
@@ -597,7 +742,9 @@ class SqlLedger(
         self._publish(written)
         self.cancels_seen(flagged)
 
-    async def _write_staged(self, x: Executor) -> list[Event]:
+    async def _write_staged(self, x: Executor) -> tuple[list[Event], Callable[[], None]]:
+        """Write the staged rows in ``x``'s transaction; returns the events written and what
+        puts the rows back in the stage should that transaction not commit."""
         ops, written, undo = self.take_staged()
         try:
             await x.execute_batch(ops)
@@ -611,7 +758,7 @@ class SqlLedger(
         except BaseException:
             undo()
             raise
-        return written
+        return written, undo
 
     async def _write_events(self, x: Executor, run_id: str, evs: list[Event]) -> list[Event]:
         """Number and insert events. The lease holder numbers its runs' events from a counter
@@ -795,5 +942,15 @@ _REQUEST_CANCEL = (
         )
     )
     .values(cancel_requested=bindparam("flag"), updated_at=bindparam("now"))
+)
+_HAS_CHECKPOINT = select(
+    exists()
+    .where(
+        and_(
+            checkpoints.c.thread_id == bindparam("run_id"),
+            checkpoints.c.checkpoint_ns == literal_column("''"),
+        )
+    )
+    .label("found")
 )
 _CANCEL_FLAG = select(runs.c.cancel_requested).where(runs.c.run_id == bindparam("run_id"))

@@ -15,24 +15,25 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, bindparam, delete, literal_column, select, update
 from sqlalchemy.sql import ClauseElement
 
-from stageline.errors import InvalidTransition
+from stageline.errors import InvalidTransition, LeaseHeld
 from stageline.ledger._human import (
     Effect,
     EffectStatus,
     Wait,
+    WaitChanges,
     WaitStatus,
     _json,
     already_decided,
 )
 from stageline.ledger._schema import effects, runs, waits
-from stageline.ledger.records import Event
+from stageline.ledger.records import Claimed, Event, RunClaim
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from stageline.ledger._executor import Executor
 
-__all__ = ["HumanSql"]
+__all__ = ["HumanSql", "RoundMoved"]
 
 
 class HumanSql:
@@ -48,6 +49,7 @@ class HumanSql:
             self, x: Executor, run_id: str, evs: list[Event]
         ) -> list[Event]: ...
         def _publish(self, written: list[Event]) -> None: ...
+        async def _claimed_in(self, x: Executor, run_id: str, claim: RunClaim) -> Claimed: ...
 
     def _insert_ignoring(self, table: Any, keys: list[str]) -> Any:
         name = f"_insert_{table.name}_stmt"
@@ -69,43 +71,65 @@ class HumanSql:
     ) -> list[Wait]:
         """Record what the run waits on. Asking again in the same attempt changes nothing; a
         new attempt, or a round being decided that never reached the node, opens a new round."""
-        opened: list[Wait] = []
-        insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
         async with self._tx() as x:
-            for wait in asked:
-                key = {"run_id": run_id, "wait_id": wait.wait_id}
-                latest = next(iter(await self._rows(x, _ROUNDS, key)), None)
-                if (
-                    latest is not None
-                    and latest.status is WaitStatus.PENDING
-                    and (latest.attempt, latest.interrupt_id) == (wait.attempt, wait.interrupt_id)
-                ):
-                    opened.append(latest)
-                    continue
-                if latest is not None and latest.status.open:
-                    status, why = (
-                        (WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
-                        if latest.status is WaitStatus.PENDING
-                        else (
-                            WaitStatus.ROLLED_BACK,
-                            "the run asked again: the resume carrying it never reached "
-                            "the node (its process stopped)",
-                        )
-                    )
-                    await x.execute(
-                        self._sql(_SETTLE), _settle_params(latest, status, why, [latest.status])
-                    )
-                fresh = replace(
-                    wait,
-                    run_id=run_id,
-                    round=latest.round + 1 if latest else 1,
-                    status=WaitStatus.PENDING,
-                )
-                await x.execute(self._sql(insert), fresh.to_row())
-                opened.append(Wait.from_row(fresh.to_row()))
+            opened = await self._open_in(x, run_id, asked)
             written = await self._write_events(x, run_id, list(events))
         self._publish(written)
         return opened
+
+    async def _open_in(self, x: Executor, run_id: str, asked: Sequence[Wait]) -> list[Wait]:
+        """``open_waits``'s rows, in the caller's transaction."""
+        opened: list[Wait] = []
+        insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
+        for wait in asked:
+            key = {"run_id": run_id, "wait_id": wait.wait_id}
+            latest = next(iter(await self._rows(x, _ROUNDS, key)), None)
+            if (
+                latest is not None
+                and latest.status is WaitStatus.PENDING
+                and (latest.attempt, latest.interrupt_id) == (wait.attempt, wait.interrupt_id)
+            ):
+                opened.append(latest)
+                continue
+            if latest is not None and latest.status.open:
+                status, why = (
+                    (WaitStatus.CLOSED, f"asked again in attempt {wait.attempt}")
+                    if latest.status is WaitStatus.PENDING
+                    else (
+                        WaitStatus.ROLLED_BACK,
+                        "the run asked again: the resume carrying it never reached "
+                        "the node (its process stopped)",
+                    )
+                )
+                await x.execute(
+                    self._sql(_SETTLE), _settle_params(latest, status, why, [latest.status])
+                )
+            fresh = replace(
+                wait,
+                run_id=run_id,
+                round=latest.round + 1 if latest else 1,
+                status=WaitStatus.PENDING,
+            )
+            await x.execute(self._sql(insert), fresh.to_row())
+            opened.append(Wait.from_row(fresh.to_row()))
+        return opened
+
+    async def _change_waits(self, x: Executor, run_id: str, changes: WaitChanges) -> list[Event]:
+        """Settle and ask as ``changes`` says, in the caller's transaction; returns the events
+        to write. ``RoundMoved`` (roll the transaction back) when a round to settle is no longer
+        ``decided``: the caller settles them one by one, reading what became of each."""
+        said: list[Event] = []
+        for change in changes.settle:
+            wait = change.wait
+            params = _settle_params(wait, change.status, change.reason, [WaitStatus.DECIDED])
+            if not await x.execute(self._sql(_SETTLE), params):
+                raise RoundMoved(wait.run_id, wait.wait_id, wait.round)
+            if change.reopen:
+                insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
+                await x.execute(self._sql(insert), _reopened(wait).to_row())
+            said += change.events
+        await self._open_in(x, run_id, changes.asked)
+        return said + list(changes.asked_events)
 
     async def decide_wait(
         self,
@@ -120,15 +144,7 @@ class HumanSql:
     ) -> Wait:
         """Record the decision or answer for a pending round; the first one wins, any later one
         raises ``AlreadyDecided``."""
-        params = {
-            "run_id": run_id,
-            "wait_id": wait_id,
-            "round": round,
-            "response": _json(dict(response)),
-            "actor": actor,
-            "note": note,
-            "now": time.time(),
-        }
+        params = _decide_params(run_id, wait_id, round, response, actor, note)
         async with self._tx() as x:
             won = await x.execute(self._sql(_DECIDE), params)
             found = await self._rows(x, _ONE_WAIT, params)
@@ -139,6 +155,41 @@ class HumanSql:
             written = await self._write_events(x, run_id, list(events))
         self._publish(written)
         return found[0]
+
+    async def decide_and_claim(
+        self,
+        run_id: str,
+        wait_id: str,
+        round: int,
+        *,
+        response: Mapping[str, Any],
+        actor: str | None,
+        claim: RunClaim,
+        note: str | None = None,
+        events: Iterable[Event] = (),
+    ) -> Claimed | None:
+        """``decide_wait`` and the claim of the run that applies the decision (``claim``), in
+        one transaction. None, and nothing recorded, when the claim is refused (the lease held,
+        or the run moved on): the caller records the decision on its own and rolls it back, so
+        the refused attempt stays on record."""
+        params = _decide_params(run_id, wait_id, round, response, actor, note)
+        try:
+            async with self._tx() as x:
+                won = await x.execute(self._sql(_DECIDE), params)
+                found = await self._rows(x, _ONE_WAIT, params)
+                if not found:
+                    raise InvalidTransition(f"run {run_id} has no wait {wait_id!r} round {round}")
+                if not won:
+                    raise already_decided(found[0])
+                try:
+                    claimed = await self._claimed_in(x, run_id, claim)
+                except (LeaseHeld, InvalidTransition) as exc:
+                    raise _Refused from exc
+                written = await self._write_events(x, run_id, [*events, *claim.events])
+        except _Refused:
+            return None
+        self._publish(written)
+        return claimed
 
     async def settle_wait(
         self,
@@ -163,19 +214,8 @@ class HumanSql:
                 return None
             settled = (await self._rows(x, _ONE_WAIT, key))[0]
             if reopen:
-                again = replace(
-                    settled,
-                    round=round + 1,
-                    status=WaitStatus.PENDING,
-                    response=None,
-                    actor=None,
-                    note=None,
-                    decided_at=None,
-                    settled_at=None,
-                    reason=None,
-                )
                 insert = self._insert_ignoring(waits, ["run_id", "wait_id", "round"])
-                await x.execute(self._sql(insert), again.to_row())
+                await x.execute(self._sql(insert), _reopened(settled).to_row())
             written = await self._write_events(x, run_id, list(events))
         self._publish(written)
         return settled
@@ -276,6 +316,48 @@ class HumanSql:
         async with self._read() as x:
             rows = await x.fetch(self._sql(_RUN_EFFECTS), {"run_id": run_id})
         return [Effect.from_row(r) for r in rows]
+
+
+class _Refused(Exception):
+    """The claim that goes with a decision was refused: roll the decision back with it."""
+
+
+def _decide_params(
+    run_id: str,
+    wait_id: str,
+    round: int,
+    response: Mapping[str, Any],
+    actor: str | None,
+    note: str | None,
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "wait_id": wait_id,
+        "round": round,
+        "response": _json(dict(response)),
+        "actor": actor,
+        "note": note,
+        "now": time.time(),
+    }
+
+
+class RoundMoved(Exception):  # rolls a transaction back; never leaves the ledger
+    """A round ``WaitChanges`` settles was moved on by someone else first."""
+
+
+def _reopened(wait: Wait) -> Wait:
+    """The next round of ``wait``, pending again."""
+    return replace(
+        wait,
+        round=wait.round + 1,
+        status=WaitStatus.PENDING,
+        response=None,
+        actor=None,
+        note=None,
+        decided_at=None,
+        settled_at=None,
+        reason=None,
+    )
 
 
 def _settle_params(

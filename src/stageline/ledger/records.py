@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Event", "EventCategory", "NodeRecord", "NodeStatus", "Run", "RunStatus"]
+__all__ = [
+    "Claimed",
+    "Event",
+    "EventCategory",
+    "NodeRecord",
+    "NodeStatus",
+    "Run",
+    "RunClaim",
+    "RunStatus",
+]
 
 
 class RunStatus(StrEnum):
@@ -174,3 +183,28 @@ class Event:
         row = self.to_row()
         row["data"] = dict(self.data)
         return row
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunClaim:
+    """Taking a run's lease to advance it: the lease, the status it moves from and to, the
+    fields set, the events written (``transition(lease=...)`` spelled as a value)."""
+
+    holder: str
+    ttl: float
+    expect: tuple[RunStatus, ...]
+    status: RunStatus = RunStatus.RUNNING
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claimed:
+    """What a claim found of its run, read in the claim's own transaction, under the lease."""
+
+    run: Run
+    saved: bool
+    """Whether the run has a checkpoint (only the advance that claimed it can write one now)."""
+    records: tuple[NodeRecord, ...] = ()
+    """The run's node records, oldest first (none without a checkpoint: the first checkpoint
+    precedes every node)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import getpass
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
@@ -24,7 +24,9 @@ from stageline.errors import (
 from stageline.ledger import (
     Event,
     EventCategory,
+    NodeRecord,
     Run,
+    RunClaim,
     RunStatus,
     Wait,
     WaitKind,
@@ -82,6 +84,9 @@ class HumanMixin:
         async def _claim(
             self, run: Run, template: Template, kind: str, *, attempt: int | None = None
         ) -> str: ...
+        def _claim_of(
+            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
+        ) -> RunClaim: ...
         async def _advance(
             self,
             run: Run,
@@ -91,6 +96,7 @@ class HumanMixin:
             *,
             holder: str,
             fresh: bool = False,
+            earlier: Sequence[NodeRecord] | None = None,
         ) -> RunSummary: ...
 
     # -- deciding ---------------------------------------------------------------------------
@@ -366,54 +372,77 @@ class HumanMixin:
         # Nothing is recorded, and the run does not move, on a checkpoint stageline did not write.
         await check_checkpoint(self._saver(made), run_id, waits, found.node)
         said = response.get("decision") or "answered"
-        await self.ledger.decide_wait(
+        decided = [
+            Event(
+                run_id=run_id,
+                node=found.node,
+                kind="gate.decided" if kind is WaitKind.GATE else "question.answered",
+                message=f"{what(found)}: {said} by {response['actor']}"
+                + (f": {note}" if note else ""),
+                data={
+                    "wait_id": found.wait_id,
+                    "round": found.round,
+                    "decision": said,
+                    "actor": response["actor"],
+                    "attempt": found.attempt,
+                },
+            )
+        ]
+        # The decision and the claim of the run that applies it: one transaction.
+        claim = self._claim_of(run, made, "run.resumed")
+        earlier: Sequence[NodeRecord] | None = None
+        if claimed := await self.ledger.decide_and_claim(
             run_id,
             found.wait_id,
             found.round,
             response=response,
             actor=response["actor"],
+            claim=claim,
             note=note,
-            events=[
-                Event(
-                    run_id=run_id,
-                    node=found.node,
-                    kind="gate.decided" if kind is WaitKind.GATE else "question.answered",
-                    message=f"{what(found)}: {said} by {response['actor']}"
-                    + (f": {note}" if note else ""),
-                    data={
-                        "wait_id": found.wait_id,
-                        "round": found.round,
-                        "decision": said,
-                        "actor": response["actor"],
-                        "attempt": found.attempt,
-                    },
-                )
-            ],
-        )
-        try:
-            holder = await self._claim(run, made, "run.resumed")
-        except BaseException as exc:
-            current = await self.ledger.get_run(run_id)
-            await self.ledger.settle_wait(
+            events=decided,
+        ):
+            holder, earlier = claim.holder, claimed.records
+        else:  # refused, nothing recorded: record the decision, and roll it back if still refused
+            await self.ledger.decide_wait(
                 run_id,
                 found.wait_id,
                 found.round,
-                WaitStatus.ROLLED_BACK,
-                reason=f"the run could not be resumed: {exc}",
-                reopen=current.status.waits_for_person,
-                events=[
-                    Event(
-                        run_id=run_id,
-                        kind=f"{kind}.rolled_back",
-                        node=found.node,
-                        level="warning",
-                        message=f"the run could not be resumed ({exc}); the {said} is rolled back",
-                    )
-                ],
+                response=response,
+                actor=response["actor"],
+                note=note,
+                events=decided,
             )
-            raise
+            try:
+                holder = await self._claim(run, made, "run.resumed")
+            except BaseException as exc:
+                current = await self.ledger.get_run(run_id)
+                await self.ledger.settle_wait(
+                    run_id,
+                    found.wait_id,
+                    found.round,
+                    WaitStatus.ROLLED_BACK,
+                    reason=f"the run could not be resumed: {exc}",
+                    reopen=current.status.waits_for_person,
+                    events=[
+                        Event(
+                            run_id=run_id,
+                            kind=f"{kind}.rolled_back",
+                            node=found.node,
+                            level="warning",
+                            message=(
+                                f"the run could not be resumed ({exc}); the {said} is rolled back"
+                            ),
+                        )
+                    ],
+                )
+                raise
         return await self._advance(
-            run, made, Command(resume={found.interrupt_id: response}), services, holder=holder
+            run,
+            made,
+            Command(resume={found.interrupt_id: response}),
+            services,
+            holder=holder,
+            earlier=earlier,
         )
 
     # -- reading ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from stageline.ledger import Event, EventCategory, LedgerStore, Run, RunStatus
 from stageline.runner._journal import LedgerJournal
@@ -21,11 +22,13 @@ async def finish_run(
     outcome: BaseException | str | None,
     journal: LedgerJournal,
     settled: Settled,
-) -> Run:
-    """Record how an advance ended (see ``_finish``). A cancel accepted before this commit wins
-    over any other ending: the run ends ``cancelled`` and stops waiting for people."""
+) -> Run | None:
+    """Record how an advance ended (see ``_finish``), with ``settled.changes`` to the run's
+    waits in the same transaction. A cancel accepted before this commit wins over any other
+    ending: the run ends ``cancelled`` and stops waiting for people. None, and nothing
+    recorded, when a round to settle was moved on meanwhile (see ``settle_one_by_one``)."""
     run = await _finish(ledger, run_id, outcome, journal, settled)
-    if run.status is RunStatus.CANCELLED and outcome != "cancel":
+    if run is not None and run.status is RunStatus.CANCELLED and outcome != "cancel":
         await ledger.close_waits(run_id, "the run was cancelled")
     return run
 
@@ -47,11 +50,17 @@ async def _finish(
     outcome: BaseException | str | None,
     journal: LedgerJournal,
     settled: Settled,
-) -> Run:
+) -> Run | None:
     """Record how an advance ended: ``outcome`` is None (the graph ended), ``waiting``, a drain
     reason, or the error; ``settled`` says whether a gate rejected the run or a decision was
     rolled back (the run waits again)."""
     now = time.time()
+
+    async def end(status: RunStatus, **kwargs: Any) -> Run | None:
+        if settled.changes:
+            return await ledger.end_advance(run_id, status, waits=settled.changes, **kwargs)
+        return await ledger.transition(run_id, status, **kwargs)
+
     wins = None if outcome == "cancel" else _cancelled(run_id)
     if outcome is None and settled.taken_over is not None:
         by = settled.taken_over
@@ -72,8 +81,7 @@ async def _finish(
         ended = None
     if ended is not None:  # a person ended the run at a gate
         status, kind, message, data = ended
-        return await ledger.transition(
-            run_id,
+        return await end(
             status,
             finished_at=now,
             release=True,
@@ -90,8 +98,7 @@ async def _finish(
             ],
         )
     if settled.again is not None:  # a decision was rolled back: the run waits for it again
-        return await ledger.transition(
-            run_id,
+        return await end(
             RunStatus.WAITING,
             release=True,
             cancel_wins=wins,
@@ -105,8 +112,7 @@ async def _finish(
             ],
         )
     if outcome is None:
-        return await ledger.transition(
-            run_id,
+        return await end(
             RunStatus.SUCCEEDED,
             finished_at=now,
             release=True,
@@ -114,8 +120,7 @@ async def _finish(
             events=[Event(run_id=run_id, kind="run.succeeded")],
         )
     if outcome == "waiting" and settled.parked:
-        return await ledger.transition(
-            run_id,
+        return await end(
             RunStatus.PARKED,
             release=True,
             events=[
@@ -128,24 +133,21 @@ async def _finish(
             ],
         )
     if outcome == "waiting":
-        return await ledger.transition(
-            run_id,
+        return await end(
             RunStatus.WAITING,
             release=True,
             cancel_wins=wins,
             events=[Event(run_id=run_id, kind="run.waiting")],
         )
     if outcome == "cancel":
-        return await ledger.transition(
-            run_id,
+        return await end(
             RunStatus.CANCELLED,
             finished_at=now,
             release=True,
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )
     if isinstance(outcome, str):  # drained for shutdown: another process may resume it
-        return await ledger.transition(
-            run_id,
+        return await end(
             RunStatus.QUEUED,
             release=True,
             cancel_wins=wins,
@@ -156,8 +158,7 @@ async def _finish(
     if failed is not None:
         error, phase = failed.error or error, failed.failure_phase or phase
     _log.debug("run %s failed", run_id, exc_info=outcome)
-    return await ledger.transition(
-        run_id,
+    return await end(
         RunStatus.FAILED,
         finished_at=now,
         error=error,

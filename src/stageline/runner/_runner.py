@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import time
 import typing
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -33,7 +33,9 @@ from stageline.ledger import (
     Event,
     NodeRecord,
     Run,
+    RunClaim,
     RunStatus,
+    Wait,
     open_backend,
     this_holder,
 )
@@ -62,7 +64,9 @@ from stageline.runner._support import (
 from stageline.runner._trust import check_checkpoint
 from stageline.runner._waits import (
     DEADLINES_INPUT,
+    Settled,
     graph_inputs,
+    settle_one_by_one,
     settle_waits,
     with_deadlines,
 )
@@ -314,32 +318,70 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 )
             ],
         )
-        return await self._advance(run, made, dict(inputs), services, holder=holder, fresh=True)
+        return await self._advance(
+            run, made, dict(inputs), services, holder=holder, fresh=True, unsaved=True
+        )
 
     async def resume(
-        self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
+        self,
+        run_id: str,
+        *,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
+        expect: Collection[RunStatus] | None = None,
     ) -> RunSummary:
-        """Continue a run from its last checkpoint (after a crash, or a queued run)."""
-        run = await self.ledger.get_run(run_id)
-        if run.status is RunStatus.FAILED:
-            raise InvalidTransition(f"run {run_id} failed; use `stageline retry {run_id}`")
-        if run.status.terminal:
-            raise InvalidTransition(f"run {run_id} is {run.status}; there is nothing to resume")
-        made = self._checked_template(run, force)
-        if run.status is RunStatus.WAITING:  # its checkpoint must be the one people were asked on
-            await check_checkpoint(
-                self._saver(made),
-                run_id,
-                await self.ledger.waits(run_id),
-                _step(run, await self.ledger.node_records(run_id)),
-            )
-        services = await self._services(services)
+        """Continue a run from its last checkpoint (after a crash, or a queued run). With
+        ``expect``, only a run in one of those statuses (``InvalidTransition`` otherwise)."""
+        if expect is not None and not any(s.waits_for_person for s in expect):
+            # Nothing to check against the waits first: read and claim in one transaction.
+            services = await self._services(services)
+            found: list[tuple[Run, Template, RunClaim]] = []
+
+            def claim_of(run: Run) -> RunClaim:
+                made = self._resumable(run, force, expect)
+                found.append((run, made, self._claim_of(run, made, "run.resumed")))
+                return found[-1][2]
+
+            claimed = await self.ledger.claim(run_id, claim_of)
+            run, made, claim = found[-1]
+        else:
+            run = await self.ledger.get_run(run_id)
+            made = self._resumable(run, force, expect)
+            if run.status is RunStatus.WAITING:  # its checkpoint: the one people were asked on
+                await check_checkpoint(
+                    self._saver(made),
+                    run_id,
+                    await self.ledger.waits(run_id),
+                    _step(run, await self.ledger.node_records(run_id)),
+                )
+            services = await self._services(services)
+            claim = self._claim_of(run, made, "run.resumed")
+            claimed = await self.ledger.claim(run_id, claim)
         # No checkpoint yet: queued, or its process died before the first step was saved.
-        unstarted = not await self._has_checkpoint(made, run_id)
-        payload = graph_inputs(run.inputs) if unstarted else None
         return await self._advance(
-            run, made, payload, services, holder=await self._claim(run, made, "run.resumed")
+            run,
+            made,
+            None if claimed.saved else graph_inputs(run.inputs),
+            services,
+            holder=claim.holder,
+            unsaved=not claimed.saved,
+            earlier=claimed.records,
         )
+
+    def _resumable(
+        self, run: Run, force: bool, expect: Collection[RunStatus] | None = None
+    ) -> Template:
+        """The run's template, if ``resume`` may take the run (``InvalidTransition`` or
+        ``TemplateChanged`` if not)."""
+        if expect is not None and run.status not in expect:
+            raise InvalidTransition(
+                f"run {run.run_id} is {run.status}, not {' or '.join(map(str, expect))}"
+            )
+        if run.status is RunStatus.FAILED:
+            raise InvalidTransition(f"run {run.run_id} failed; use `stageline retry {run.run_id}`")
+        if run.status.terminal:
+            raise InvalidTransition(f"run {run.run_id} is {run.status}; there is nothing to resume")
+        return self._checked_template(run, force)
 
     async def retry(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
@@ -447,7 +489,16 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
     ) -> str:
         """Take the run's lease and mark it running (one transaction); returns the lease
         holder's name."""
-        holder = this_holder()  # one per advance: a second advance in this process is refused too
+        claim = self._claim_of(run, template, kind, attempt=attempt)
+        # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
+        # status moved), nothing is taken or changed.
+        await self.ledger.claim(run.run_id, claim)
+        return claim.holder
+
+    def _claim_of(
+        self, run: Run, template: Template, kind: str, *, attempt: int | None = None
+    ) -> RunClaim:
+        """What taking the run's lease to advance it does (see ``_claim``)."""
         attempt = attempt or run.attempt
         # A cancel flag stays: one accepted while a process that died advanced the run wins.
         fields: dict[str, Any] = {
@@ -458,15 +509,13 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         }
         if template.full_version != run.template_version:
             fields["template_version"] = template.full_version
-        # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
-        # status moved), nothing is taken or changed.
-        await self.ledger.transition(
-            run.run_id,
-            RunStatus.RUNNING,
-            expect=[run.status],
-            lease=(holder, self.settings.lease_ttl),
-            **fields,
-            events=[
+        return RunClaim(
+            # One holder per advance: a second advance in this process is refused too.
+            holder=this_holder(),
+            ttl=self.settings.lease_ttl,
+            expect=(run.status,),
+            fields=fields,
+            events=(
                 Event(
                     run_id=run.run_id,
                     kind=kind,
@@ -475,10 +524,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                         "template": template.name,
                         "version": template.full_version,
                     },
-                )
-            ],
+                ),
+            ),
         )
-        return holder
 
     async def _advance(
         self,
@@ -489,17 +537,26 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         *,
         holder: str,
         fresh: bool = False,
+        unsaved: bool = False,
+        earlier: Sequence[NodeRecord] | None = None,
     ) -> RunSummary:
-        """Drive a run whose lease ``holder`` holds until it ends, waits or stops."""
+        """Drive a run whose lease ``holder`` holds until it ends, waits or stops. A ``fresh``
+        run was made for this advance (no waits, no records yet); an ``unsaved`` one has no
+        checkpoint (nor, then, node records: the first checkpoint precedes every node);
+        ``earlier``: its node records, when the claim read them."""
         run_id = run.run_id
         ttl = self.settings.lease_ttl
         finished: Run | None = None
+        unreadable = False
         try:
             control = RunControl()
             self._controls.add(control)
             if self._drain_reason is not None:
                 control.request_drain(self._drain_reason)
-            earlier = () if fresh else await self.ledger.node_records(run_id)
+            if fresh or unsaved:
+                earlier = ()
+            elif earlier is None:
+                earlier = await self.ledger.node_records(run_id)
             journal = LedgerJournal(
                 self.ledger,
                 run_id,
@@ -520,45 +577,70 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             # Each step's checkpoint commit also reads the cancel flag: a cancel stops the run
             # before its next step (LangGraph checks the drain between steps).
             self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
+            self.ledger.expect_no_checkpoint(run_id, unsaved)
             interrupts: list[Any] = []
             try:
+                # Stopped short of the end (an error, a wait, a drain), no checkpoint follows to
+                # carry the tasks' staged writes: the ending's transaction commits them.
                 outcome, state = await self._drive(
                     template, run_id, payload, context, control, interrupts
                 )
-                if outcome is not None:
-                    # Stopped short of the end (an error, a wait, a drain): no checkpoint follows
-                    # to carry the tasks' staged writes, and LangGraph counts them saved once the
-                    # graph returns, so they are committed before anything else happens.
-                    await self.ledger.flush()
+            except CheckpointCorrupt as exc:  # named at the step the ledger has the run at
+                unreadable = True
+                raise exc.of(run_id, _step(run, _records(earlier, journal))) from exc
             finally:
                 self.ledger.watch_cancel(run_id, None)
+                self.ledger.expect_no_checkpoint(run_id, False)
                 self._controls.discard(control)
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await keeper
             settled = await settle_waits(
-                self.ledger, self._saver(template), template, run, outcome, interrupts
+                self.ledger,
+                self._saver(template),
+                template,
+                run,
+                outcome,
+                interrupts,
+                fresh=fresh,
             )
-            if settled.taken_over is not None:
-                where = describe_worktree(self.settings.run_dir(run_id))
-                settled = dataclasses.replace(settled, where=where)
-            finished = await finish_run(self.ledger, run_id, outcome, journal, settled)
+            finished = await finish_run(self.ledger, run_id, outcome, journal, self._where(settled))
+            if finished is None:  # a round moved on meanwhile: settle each, then look again
+                await self.ledger.flush()
+                settled = await settle_one_by_one(self.ledger, template, run_id, outcome, settled)
+                finished = await finish_run(
+                    self.ledger, run_id, outcome, journal, self._where(settled)
+                )
         finally:
             if finished is None:
                 with contextlib.suppress(StagelineError):
-                    await self.ledger.release_lease(run_id, holder)
+                    await self.ledger.flush()  # what LangGraph counts saved, before anything
+                    if unreadable:  # a storage fault, not the run's: it stays as it was found
+                        await self.ledger.transition(
+                            run_id, run.status, expect=[RunStatus.RUNNING], release=True
+                        )
+                    else:
+                        await self.ledger.release_lease(run_id, holder)
+        assert finished is not None  # the second try has no changes that can be refused
         if state is None:
             state = await self._state(template, run_id)
-        if fresh:  # every record of a fresh run is this attempt's, already written
-            records = sorted(journal.records.values(), key=lambda r: (r.started_at, r.node))
-        else:
-            records = await self.ledger.node_records(run_id)
-        waits = (
-            await self.ledger.pending_waits(run_id=run_id)
-            if finished.status.waits_for_person
-            else []
+        waits: list[Wait] = []
+        if finished.status.waits_for_person:
+            waits = (  # a fresh run waited on nothing before: what it asked is what waits
+                sorted(settled.changes.asked, key=lambda w: (w.requested_at, w.wait_id))
+                if fresh
+                else await self.ledger.pending_waits(run_id=run_id)
+            )
+        return RunSummary(
+            run=finished, records=_records(earlier, journal), state=state, waits=waits
         )
-        return RunSummary(run=finished, records=records, state=state, waits=waits)
+
+    def _where(self, settled: Settled) -> Settled:
+        """``settled``, saying where the taken-over work is (when a takeover ends the run)."""
+        if settled.taken_over is None:
+            return settled
+        run_dir = self.settings.run_dir(settled.taken_over.run_id)
+        return dataclasses.replace(settled, where=describe_worktree(run_dir))
 
     async def _drive(
         self,
@@ -618,6 +700,29 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             if run.cancel_requested:
                 control.request_drain("cancel")
                 return
+
+
+def _records(earlier: Sequence[NodeRecord], journal: LedgerJournal) -> list[NodeRecord]:
+    """The run's node records once the advance has ended, without reading them back: those of
+    earlier advances, updated by what this one recorded as its upsert did (a record keeps its
+    start; its outcome is the latest)."""
+    found = {(r.task_id, r.attempt, r.try_no): r for r in earlier}
+    for record in journal.records.values():
+        key = (record.task_id, record.attempt, record.try_no)
+        old = found.get(key)
+        found[key] = (
+            record
+            if old is None
+            else dataclasses.replace(
+                old,
+                status=record.status,
+                finished_at=record.finished_at,
+                metrics=record.metrics,
+                error=record.error,
+                failure_phase=record.failure_phase,
+            )
+        )
+    return sorted(found.values(), key=lambda r: (r.started_at, r.node))
 
 
 def _step(run: Run, records: list[NodeRecord]) -> str | None:

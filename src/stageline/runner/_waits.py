@@ -12,13 +12,22 @@ from __future__ import annotations
 import time
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from stageline.errors import InputError
-from stageline.ledger import Event, LedgerStore, Run, Wait, WaitKind, WaitStatus
+from stageline.ledger import (
+    Event,
+    LedgerStore,
+    Run,
+    SettleRound,
+    Wait,
+    WaitChanges,
+    WaitKind,
+    WaitStatus,
+)
 from stageline.runner._support import _config, _describe_failure
 from stageline.runner._trust_writes import human_payload
 from stageline.stages import BUDGET_INPUT, parse_duration
@@ -29,6 +38,7 @@ __all__ = [
     "Settled",
     "graph_inputs",
     "human_payload",
+    "settle_one_by_one",
     "settle_waits",
     "what",
     "with_deadlines",
@@ -52,6 +62,8 @@ class Settled:
     """The takeover at a park gate that ended the run: its status is ``taken_over``."""
     where: str | None = None
     """Where the taken-over work is (its branch and worktree), when an operation left one."""
+    changes: WaitChanges = field(default_factory=WaitChanges)
+    """Rounds to settle and to ask, committed with the run's ending (empty once committed)."""
 
 
 def what(wait: Wait) -> str:
@@ -113,45 +125,57 @@ async def settle_waits(
     run: Run,
     outcome: BaseException | str | None,
     interrupts: Sequence[Any],
+    *,
+    fresh: bool = False,
 ) -> Settled:
-    """Settle the decisions being applied, record what the run now waits on."""
+    """What becomes of the decisions being applied, and what the run now waits on: the
+    ``changes`` to commit with the run's ending (``finish_run``), and how the run ends if they
+    all hold. A ``fresh`` run (created by this advance) has no waits to read."""
     asks = any(human_payload(getattr(i, "value", None)) for i in interrupts)
     if not (template.gates or template.questions or asks or run.status.waits_for_person):
         return Settled()  # nothing a person said or is asked: no read on a plain run
     run_id, now = run.run_id, time.time()
-    waits = await ledger.waits(run_id)
+    waits = [] if fresh else await ledger.waits(run_id)
     refused = {
         str(p["refused"].get("token")): str(p["refused"].get("reason"))
         for p in (human_payload(getattr(i, "value", None)) for i in interrupts)
         if p is not None and isinstance(p.get("refused"), Mapping)
     }
     again: str | None = None
+    settle: list[SettleRound] = []
     decided = [w for w in waits if w.status is WaitStatus.DECIDED]
     if decided:
-        pending, taken = await _checkpoint_view(saver, run_id)
+        # A graph that ran to its end answered every interrupt: its last checkpoint has none
+        # pending, so each decision was taken (no need to read it).
+        pending: set[str] | None = set()
+        taken: set[str] = set()
+        if outcome is not None:
+            pending, taken = await _checkpoint_view(saver, run_id)
         for wait in decided:
-            key = (run_id, wait.wait_id, wait.round)
             if wait.token in refused:
                 reason = refused[wait.token]
-                await ledger.settle_wait(
-                    *key,
-                    WaitStatus.REFUSED,
-                    reason=reason,
-                    events=[
-                        Event(
-                            run_id=run_id,
-                            kind=f"{wait.kind}.refused",
-                            node=wait.node,
-                            level="warning",
-                            message=(
-                                f"{what(wait)} refused the {_said(wait)}: {reason}; it asks again"
-                            ),
-                            data={"wait_id": wait.wait_id, "round": wait.round},
-                        )
-                    ],
+                settle.append(
+                    SettleRound(
+                        wait=wait,
+                        status=WaitStatus.REFUSED,
+                        reason=reason,
+                        events=[
+                            Event(
+                                run_id=run_id,
+                                kind=f"{wait.kind}.refused",
+                                node=wait.node,
+                                level="warning",
+                                message=(
+                                    f"{what(wait)} refused the {_said(wait)}: {reason}; "
+                                    "it asks again"
+                                ),
+                                data={"wait_id": wait.wait_id, "round": wait.round},
+                            )
+                        ],
+                    )
                 )
             elif wait.token in taken or (pending is not None and wait.interrupt_id not in pending):
-                await ledger.settle_wait(*key, WaitStatus.APPLIED)
+                settle.append(SettleRound(wait=wait, status=WaitStatus.APPLIED))
             else:
                 why = (
                     _describe_failure(outcome)[0]
@@ -159,24 +183,27 @@ async def settle_waits(
                     else (f"the run stopped first ({outcome or 'it ended'})")
                 )
                 again = why
-                await ledger.settle_wait(
-                    *key,
-                    WaitStatus.ROLLED_BACK,
-                    reopen=True,
-                    reason=why,
-                    events=[
-                        Event(
-                            run_id=run_id,
-                            kind=f"{wait.kind}.rolled_back",
-                            node=wait.node,
-                            level="warning",
-                            data={"wait_id": wait.wait_id, "round": wait.round},
-                            message=(
-                                f"the resume failed before the run passed {what(wait)}: {why}; "
-                                f"the {_said(wait)} is rolled back and the run waits again"
-                            ),
-                        )
-                    ],
+                settle.append(
+                    SettleRound(
+                        wait=wait,
+                        status=WaitStatus.ROLLED_BACK,
+                        reopen=True,
+                        reason=why,
+                        events=[
+                            Event(
+                                run_id=run_id,
+                                kind=f"{wait.kind}.rolled_back",
+                                node=wait.node,
+                                level="warning",
+                                data={"wait_id": wait.wait_id, "round": wait.round},
+                                message=(
+                                    f"the resume failed before the run passed {what(wait)}: "
+                                    f"{why}; the {_said(wait)} is rolled back and the run "
+                                    "waits again"
+                                ),
+                            )
+                        ],
+                    )
                 )
     known = {
         (w.wait_id, w.attempt, w.interrupt_id) for w in waits if w.status is WaitStatus.PENDING
@@ -186,44 +213,64 @@ async def settle_waits(
         for w in (_wait_from(run, i, now) for i in interrupts)
         if w is not None and (w.wait_id, w.attempt, w.interrupt_id) not in known
     ]
-    if asked:
-        await ledger.open_waits(run_id, asked, events=[_asked_event(w) for w in asked])
-    rejected = taken_over = None
-    if outcome is None:
-        ending = {n for n, g in template.gates.items() if g.ends_run_on_reject}
-        now_waits = list(reversed(await ledger.waits(run_id)))
-        taken_over = next(
-            (
-                w
-                for w in now_waits
-                if w.kind is WaitKind.GATE
-                and w.decision == "takeover"
-                and w.status is WaitStatus.APPLIED
-            ),
-            None,
-        )
-        rejected = (
-            next(
-                (
-                    w
-                    for w in now_waits
-                    if w.name in ending
-                    and w.kind is WaitKind.GATE
-                    and w.decision == "reject"
-                    and w.status is WaitStatus.APPLIED
-                ),
-                None,
-            )
-            if ending
-            else None
-        )
+    # As the waits will stand once the changes commit (APPLIED is final: nobody moves it on).
+    moved = {(c.wait.wait_id, c.wait.round): c.status for c in settle}
+    after = [
+        replace(w, status=moved[(w.wait_id, w.round)]) if (w.wait_id, w.round) in moved else w
+        for w in waits
+    ]
+    rejected, taken_over = _ended_by(template, after) if outcome is None else (None, None)
     parked = any((human_payload(getattr(i, "value", None)) or {}).get("park") for i in interrupts)
     return Settled(
         again=again,
         rejected=rejected,
         parked=parked and outcome == "waiting",
         taken_over=taken_over,
+        changes=WaitChanges(
+            settle=settle, asked=asked, asked_events=[_asked_event(w) for w in asked]
+        ),
     )
+
+
+async def settle_one_by_one(
+    ledger: LedgerStore,
+    template: Template,
+    run_id: str,
+    outcome: BaseException | str | None,
+    settled: Settled,
+) -> Settled:
+    """Commit ``settled.changes`` round by round, skipping a round someone moved on first, and
+    read the waits again to see how the run ends (when one moved while the ending was made)."""
+    changes = settled.changes
+    for change in changes.settle:
+        wait = change.wait
+        await ledger.settle_wait(
+            run_id,
+            wait.wait_id,
+            wait.round,
+            change.status,
+            reason=change.reason,
+            reopen=change.reopen,
+            events=change.events,
+        )
+    if changes.asked:
+        await ledger.open_waits(run_id, changes.asked, events=changes.asked_events)
+    rejected = taken_over = None
+    if outcome is None:
+        rejected, taken_over = _ended_by(template, await ledger.waits(run_id))
+    return replace(settled, rejected=rejected, taken_over=taken_over, changes=WaitChanges())
+
+
+def _ended_by(template: Template, waits: Sequence[Wait]) -> tuple[Wait | None, Wait | None]:
+    """The latest applied reject at a gate that ends the run on one, and the latest applied
+    takeover, among ``waits`` (oldest first)."""
+    ending = {n for n, g in template.gates.items() if g.ends_run_on_reject}
+    applied = [
+        w for w in reversed(waits) if w.kind is WaitKind.GATE and w.status is WaitStatus.APPLIED
+    ]
+    taken_over = next((w for w in applied if w.decision == "takeover"), None)
+    rejected = next((w for w in applied if w.name in ending and w.decision == "reject"), None)
+    return rejected, taken_over
 
 
 def _said(wait: Wait) -> str:

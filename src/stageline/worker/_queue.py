@@ -109,11 +109,8 @@ async def advance_run(context: JobContext, run_id: str) -> str:
         _log.error("refusing job for run %s: not a valid run id", shown(run_id))
         return "refused: not a valid run id"
     runner = _runner(context)
-    run = await runner.ledger.get_run(run_id)
-    if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-        return f"nothing to do: the run is {run.status}"  # decided, cancelled or done meanwhile
-    try:
-        summary = await runner.resume(run_id)
+    try:  # a run decided, cancelled or done meanwhile is left as it is
+        summary = await runner.resume(run_id, expect=(RunStatus.QUEUED, RunStatus.RUNNING))
     except InvalidTransition as exc:
         return f"nothing to do: {exc}"
     if summary.status is RunStatus.QUEUED:  # drained (this worker stops): another continues it
