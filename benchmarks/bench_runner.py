@@ -3,13 +3,14 @@
 Run: ``python benchmarks/bench_runner.py [--runs N] [--rounds R] [--postgres URL]``. Every engine
 runs in this one process, interleaved round by round; the figures are medians over rounds, and
 each ratio is the median of per-round ratios. On SQLite, stageline (full ledger) is set beside
-raw LangGraph with its sync ``SqliteSaver`` and with ``AsyncSqliteSaver``, and the floor: one
-committed WAL write per step. stageline runs at SQLite's ``synchronous=full`` (its default)
-and at ``normal`` (``sqlite_synchronous``), set beside ``SqliteSaver`` at its default
-(``FULL``) and at ``NORMAL``, for a like-for-like ratio. With ``--postgres`` (an empty
-database), stageline on Postgres is set beside raw LangGraph with ``AsyncPostgresSaver``. Aims
-(issue 15): at most 0.5x the sync ``SqliteSaver`` per node, at most 0.7x
-``AsyncPostgresSaver``.
+raw LangGraph with its sync ``SqliteSaver`` and with ``AsyncSqliteSaver``, and two floors:
+LangGraph's async loop alone (checkpoints in memory, ``InMemorySaver``) and one committed WAL
+write per step; their sum is what no store on that loop can beat at ``synchronous=full``.
+stageline runs at SQLite's ``synchronous=full`` (its default) and at ``normal``
+(``sqlite_synchronous``), set beside ``SqliteSaver`` at its default (``FULL``) and at
+``NORMAL``, for a like-for-like ratio. With ``--postgres`` (an empty database), stageline on
+Postgres is set beside raw LangGraph with ``AsyncPostgresSaver``. Aims (issue 15): at most 0.5x
+the sync ``SqliteSaver`` per node, at most 0.7x ``AsyncPostgresSaver``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import aiosqlite
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -76,6 +78,8 @@ FULL = "stageline (SQLite, synchronous=full)"
 NORMAL = "stageline (SQLite, synchronous=normal)"
 SQLITE_SAVER = "LangGraph SqliteSaver (sync)"
 SQLITE_SAVER_NORMAL = "LangGraph SqliteSaver (sync), NORMAL"
+LOOP = "LangGraph InMemorySaver (async)"
+COMMIT = "one WAL commit per step"
 
 Engine = Callable[[str], Awaitable[None]]
 """One run of the 10-node graph, under the given thread id."""
@@ -95,6 +99,8 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
     closers.append(normal_conn.close)
     normal_graph = raw_graph(sync=True).compile(checkpointer=SqliteSaver(normal_conn, serde=serde))
 
+    memory_graph = raw_graph().compile(checkpointer=InMemorySaver(serde=serde))
+
     aconn = await aiosqlite.connect(str(folder / "async.db"))
     closers.append(aconn.close)
     async_graph = raw_graph().compile(checkpointer=AsyncSqliteSaver(aconn, serde=serde))
@@ -113,6 +119,11 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
 
     async def raw_async(thread: str) -> None:
         await async_graph.ainvoke(
+            {"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync"
+        )
+
+    async def raw_memory(thread: str) -> None:
+        await memory_graph.ainvoke(
             {"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync"
         )
 
@@ -144,7 +155,8 @@ async def _engines(folder: Path, postgres: str | None) -> tuple[dict[str, Engine
         SQLITE_SAVER: raw_sync,
         SQLITE_SAVER_NORMAL: raw_sync_normal,
         "LangGraph AsyncSqliteSaver": raw_async,
-        "one WAL commit per step": commit_floor,
+        LOOP: raw_memory,
+        COMMIT: commit_floor,
     }
     if postgres:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -220,6 +232,14 @@ async def main(runs: int, rounds: int, postgres: str | None = None) -> dict[str,
         "normal vs SqliteSaver (sync) at NORMAL": ratio(NORMAL, SQLITE_SAVER_NORMAL),
         "full vs AsyncSqliteSaver": ratio(FULL, "LangGraph AsyncSqliteSaver"),
     }
+    # What no store on LangGraph's async loop can beat at synchronous=full: the loop itself
+    # (checkpoints kept in memory) plus one committed WAL write per step, each round's sum.
+    floor = [m + c for m, c in zip(per_node[LOOP], per_node[COMMIT], strict=True)]
+    floors = {
+        "floor (async loop + one commit a step) vs SqliteSaver (sync)": statistics.median(
+            f / t for f, t in zip(floor, per_node[SQLITE_SAVER], strict=True)
+        )
+    }
     if postgres:
         ratios["vs AsyncPostgresSaver, aim <= 0.7x"] = ratio(
             "stageline (Postgres)", "LangGraph AsyncPostgresSaver"
@@ -227,6 +247,7 @@ async def main(runs: int, rounds: int, postgres: str | None = None) -> dict[str,
     return {
         "ms_per_node": {name: statistics.median(v) for name, v in per_node.items()},
         "ratios": ratios,
+        "floors": floors,
     }
 
 
@@ -242,3 +263,5 @@ if __name__ == "__main__":
         print(f"  {name:<40}: {ms:.3f} ms/node")
     for name, value in result["ratios"].items():
         print(f"  stageline {name:<44}: {value:.2f}x")
+    for name, value in result["floors"].items():
+        print(f"  {name}: {value:.2f}x")
