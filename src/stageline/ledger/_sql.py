@@ -128,9 +128,9 @@ class SqlLedger(
         self.publisher: Publisher | None = None
         self.url = url
         self._cancel_watch: dict[str, Callable[[], None]] = {}
+        """Runs advanced here whose cancel flag each checkpoint commit reads (see cancel_check)."""
         self._unsaved: set[str] = set()
         """Runs advanced here that have no checkpoint yet (see ``expect_no_checkpoint``)."""
-        """Runs advanced here whose cancel flag each checkpoint commit reads (see cancel_check)."""
 
     # -- plumbing ---------------------------------------------------------------------------
 
