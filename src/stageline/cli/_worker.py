@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -66,6 +69,27 @@ def worker(
 ) -> None:
     """Advance queued runs in the background until SIGTERM, which drains: runs in flight stop
     after their current step and are queued again for another worker."""
+    # A SIGTERM while the worker starts (its imports take a while) stops it as cleanly as one
+    # later: noted here, before them, and honoured once the worker's own handler is in place.
+    early: list[int] = []
+    previous = None
+    if not local and threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda sig, _frame: early.append(sig))
+    try:
+        _work(concurrency, local, idle_exit, retention, stopped_early=lambda: bool(early))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _work(
+    concurrency: int | None,
+    local: bool,
+    idle_exit: float | None,
+    retention: str,
+    *,
+    stopped_early: Callable[[], bool],
+) -> None:
     from stageline.worker import run_local_worker, run_worker
 
     keep = _retention(retention)
@@ -82,7 +106,9 @@ def worker(
         return
     if idle_exit is not None:
         raise UsageError("--idle-exit goes with --local")
-    asyncio.run(run_worker(concurrency=concurrency or 1, retention=keep))
+    asyncio.run(
+        run_worker(concurrency=concurrency or 1, retention=keep, stopped_early=stopped_early)
+    )
 
 
 def prune(

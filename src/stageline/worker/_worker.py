@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -54,29 +55,41 @@ async def run_worker(
     heartbeat: float = HEARTBEAT,
     stalled_after: float = STALLED_AFTER,
     name: str = "stageline",
+    stopped_early: Callable[[], bool] | None = None,
 ) -> None:
-    """Run a worker until SIGTERM or SIGINT, then drain and return."""
-    settings = settings or load_settings()
-    if not is_postgres(settings.database_url):
-        raise UsageError(
-            "`stageline worker` takes its jobs from Postgres; on SQLite, background runs go to "
-            "one local worker (`stageline worker --local`, started by `run --detach`)"
-        )
-    await ensure_queue_schema(settings.database_url)
-    app = queue_app(settings.database_url)
-    async with Runner.open(settings) as runner, app.open_async():
-        await _adopt_queued(app, runner)
-        stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
+    """Run a worker until SIGTERM or SIGINT, then drain and return.
 
-        def stop() -> None:
-            in_flight = runner.drain("worker shutdown")
+    A signal during start-up (``stopped_early()`` says whether one came before this was
+    called) stops it before it takes a job: it returns as cleanly as after a drain.
+    """
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    runners: list[Runner] = []
+
+    def stop() -> None:
+        if runners:
+            in_flight = runners[0].drain("worker shutdown")
             _log.warning("stopping: draining %d run(s) after their current step", in_flight)
-            stopping.set()
+        stopping.set()
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop)
-        try:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    try:
+        if stopped_early is not None and stopped_early():
+            return
+        settings = settings or load_settings()
+        if not is_postgres(settings.database_url):
+            raise UsageError(
+                "`stageline worker` takes its jobs from Postgres; on SQLite, background runs go "
+                "to one local worker (`stageline worker --local`, started by `run --detach`)"
+            )
+        await ensure_queue_schema(settings.database_url)
+        app = queue_app(settings.database_url)
+        async with Runner.open(settings) as runner, app.open_async():
+            runners.append(runner)
+            if stopping.is_set():
+                return
+            await _adopt_queued(app, runner)
             await work_queue(
                 app,
                 runner,
@@ -87,9 +100,9 @@ async def run_worker(
                 stalled_after=stalled_after,
                 name=name,
             )
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 async def work_queue(
