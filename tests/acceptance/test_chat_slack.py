@@ -350,6 +350,34 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
     ]
 
 
+def test_a_button_of_an_earlier_visit_of_the_gate_decides_nothing(
+    chat_server: Server, slack: FakeSlack
+) -> None:
+    """A button carries the visit it showed: once the run is back at the gate (changes), the
+    old message's approve is refused, and the new visit still waits."""
+    run_id = started(command(chat_server, "/stageline", "run blog_post topic=visits"))
+    _, old = button(slack, run_id, "approve")
+    [first] = wait_run(chat_server, run_id, waiting_at_gate)["waiting"]
+    assert json.loads(old)["w"] == first["wait_id"]
+    with chat_server.client("decide") as client:
+        sent = client.post(
+            f"/v1/runs/{run_id}/decide",
+            json={"decision": "changes", "note": "again", "wait_id": first["wait_id"]},
+        )
+    assert sent.status_code == 200, sent.text
+    [second] = sent.json()["waiting"]
+    assert second["wait_id"] != first["wait_id"]
+    _, new = button(slack, run_id, "approve", skip=(old,))
+    assert json.loads(new)["w"] == second["wait_id"]
+
+    assert click(chat_server, "approve", old, user="U2").status_code == 200
+    ephemeral(slack, "U2", "Already decided: changes")
+    after = run_detail(chat_server, run_id)
+    assert after["run"]["status"] == "waiting"
+    assert [w["wait_id"] for w in after["waiting"]] == [second["wait_id"]]
+    assert "approve" not in [w["decision"] for w in after["decisions"]]
+
+
 def test_deadline_steps_go_to_the_thread_and_a_button_from_before_a_retry_is_stale(
     chat_server: Server, slack: FakeSlack
 ) -> None:

@@ -179,6 +179,17 @@ class DecideBody(_Body):
     state_hash: str | None = Field(
         None, max_length=200, description="The state you decided on: stale -> 409."
     )
+    wait_id: str | None = Field(
+        None,
+        max_length=200,
+        description="The visit of the gate you decided on (`wait_id` of `/pending`): decided "
+        "meanwhile, or no longer waiting -> 409.",
+    )
+    seen_at: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="When you looked (epoch seconds): binds to the visit waiting then.",
+    )
     force: bool = False
 
 
@@ -188,6 +199,11 @@ class AnswerBody(_Body):
         None, max_length=200, description="Which question set, if several wait."
     )
     defaults: bool = Field(False, description="Fill unanswered questions with their defaults.")
+    seen_at: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="When you looked (epoch seconds): binds to the question set waiting then.",
+    )
     force: bool = False
 
 

@@ -1,9 +1,9 @@
 """People's part: what waits for them (gates, question sets), decide, answer.
 
 A decision is the runner's ``approve``/``reject``/``request_changes`` with the token's name as
-actor, bound to the ``attempt`` and ``state_hash`` the caller saw (stale: 409); the first
-decision stands (a second: 409 naming who came first). The answer comes when the run stops
-again: it ended, or waits at its next gate or question.
+actor, bound to the ``attempt``, ``state_hash`` and visit (``wait_id`` or ``seen_at``) the
+caller saw (stale: 409); the first decision stands (a second: 409 naming who came first). The
+answer comes when the run stops again: it ended, or waits at its next gate or question.
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ async def decide(
         actor=actor,
         attempt=body.attempt,
         state_hash=body.state_hash,
+        wait_id=body.wait_id,
+        seen_at=body.seen_at,
         force=body.force,
     )
     if body.decision == "approve":
@@ -101,6 +103,7 @@ async def answer(
                 question_id=body.question_id,
                 actor=actor,
                 defaults=body.defaults,
+                seen_at=body.seen_at,
                 force=body.force,
             )
         )

@@ -84,6 +84,7 @@ async def decide(request: Request, run_id: str, session: MaybeSession) -> Respon
             actor=actor,
             attempt=_int(form.get("attempt")),
             state_hash=form.get("state_hash") or None,
+            wait_id=form.get("wait_id") or None,  # the visit the page showed: a later one refuses
         )
         note = (form.get("note") or "").strip() or None
         if decision == "approve":
