@@ -103,16 +103,26 @@ def postgres_admin(postgres_template: str) -> Callable[[], psycopg.Connection[tu
     return _admin_connection
 
 
-@pytest.fixture
-def postgres_url(postgres_template: str) -> Iterator[str]:
-    """A fresh, migrated database of its own for one test."""
+def _fresh_database(template: str) -> Iterator[str]:
     name = _test_db_name("t")
     with _admin_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     try:
         yield postgres_db_url(name)
     finally:
         _drop_database(name)
+
+
+@pytest.fixture
+def postgres_url(postgres_template: str) -> Iterator[str]:
+    """A fresh, migrated database of its own for one test."""
+    yield from _fresh_database(postgres_template)
+
+
+@pytest.fixture(scope="module")
+def postgres_module_url(postgres_template: str) -> Iterator[str]:
+    """A fresh, migrated database shared by the tests of one module (one server over it)."""
+    yield from _fresh_database(postgres_template)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ StagelineError
 │   ├── LeaseHeld               another process is advancing the run (names the holder)
 │   ├── TemplateChanged         the template changed since the run started (names both versions)
 │   ├── InvalidTransition       e.g. retrying a run that succeeded
+│   │   └── WaitsForPerson      a state write on a run that waits at a gate or question
 │   ├── StaleDecision           a decision for another attempt or another state of the run
 │   └── AlreadyDecided          exit 5: someone else decided the gate or answered first
 ├── StorageError                exit 6, HTTP 503: the database is unreachable or broken
@@ -56,6 +57,7 @@ __all__ = [
     "TemplateError",
     "TemplateNotFound",
     "UsageError",
+    "WaitsForPerson",
 ]
 
 
@@ -156,6 +158,18 @@ class TemplateChanged(ConflictError):
 
 class InvalidTransition(ConflictError):
     """The run is not in a state that allows this action."""
+
+
+class WaitsForPerson(InvalidTransition):
+    """A state write or resume that would move a run past a gate or question: only a recorded
+    decision or answer does that (``route`` is where to make it)."""
+
+    def __init__(self, message: str, *, run_id: str, kind: str, name: str, route: str) -> None:
+        self.run_id = run_id
+        self.kind = kind
+        self.name = name
+        self.route = route
+        super().__init__(message)
 
 
 class StaleDecision(ConflictError):

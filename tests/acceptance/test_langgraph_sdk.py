@@ -214,15 +214,16 @@ async def test_changes_update_state_copy_and_cancel(server: Server) -> None:
         )
         assert again["feedback"] == "make it shorter" and again["__interrupt__"]
 
-        changed = await client.threads.update_state(tid, {"audience": "children"})
-        assert changed["checkpoint"]["thread_id"] == tid
+        before = await client.threads.get_state(tid)
+        for values in ({"audience": "children"}, {"no_such_key": 1}):  # decided, never edited
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                await client.threads.update_state(tid, values)
+            assert status_of(refused) == 409
+            assert "editor_approval" in refused.value.response.json()["detail"]
         state = await client.threads.get_state(tid)
-        assert state["values"]["audience"] == "children" and state["next"] == ["editor_approval"]
-        assert state["checkpoint"]["checkpoint_id"] == changed["checkpoint"]["checkpoint_id"]
+        assert state["values"] == before["values"] and state["next"] == ["editor_approval"]
+        assert state["checkpoint"] == before["checkpoint"]
         assert (await client.threads.get(tid))["status"] == "interrupted"
-        with pytest.raises(httpx.HTTPStatusError) as unknown:
-            await client.threads.update_state(tid, {"no_such_key": 1})
-        assert status_of(unknown) == 422
 
         with pytest.raises(httpx.HTTPStatusError) as denied:
             await client.threads.copy(tid)

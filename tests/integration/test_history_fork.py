@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from stageline.config import Settings
-from stageline.errors import InputError, InvalidTransition, RunNotFound, UsageError
+from stageline.errors import (
+    InputError,
+    InvalidTransition,
+    RunNotFound,
+    UsageError,
+    WaitsForPerson,
+)
 from stageline.ledger import RunStatus
 from stageline.runner import Runner, RunSummary
 
@@ -160,43 +166,52 @@ async def test_bad_forks_are_refused_and_leave_nothing_behind(
         assert (await runner.status(rid)).forks == []
 
 
-async def test_update_state_of_a_waiting_run_asks_again_on_the_new_state(
+async def test_update_state_of_a_waiting_run_is_refused_whatever_it_is_written_as(
     settings_for: Callable[[str], Settings], shared_backend_url: str
 ) -> None:
+    """Only a recorded decision moves a run past its gate: no edit, as no node."""
     async with Runner.open(settings_for(shared_backend_url)) as runner:
         waiting = await runner.start("blog_post", {"topic": "t"})
         rid = waiting.run.run_id
         [old] = waiting.waiting
-        again = await runner.update_state(rid, {"summary": "edited by hand"}, actor="ed")
-        assert again.status is RunStatus.WAITING and again.state["summary"] == "edited by hand"
-        [new] = again.waiting
-        assert new.name == "editor_approval" and new.interrupt_id != old.interrupt_id
-        assert "edited by hand" in str(new.payload)
-        assert "run.state_updated" in [e.kind for e in await runner.ledger.events(rid)]
-        with pytest.raises(InputError, match="unknown input"):
+        before = await _snapshot(runner, rid)
+        for as_node in (None, "editor_approval", "publish", "aggregate", "__end__"):
+            with pytest.raises(WaitsForPerson, match="gate 'editor_approval'") as refused:
+                await runner.update_state(rid, {"draft": "EDITED"}, as_node=as_node, actor="ed")
+            assert refused.value.route == f"POST /v1/runs/{rid}/decide"
+        with pytest.raises(WaitsForPerson):
             await runner.update_state(rid, {"nope": 1})
-        done = await runner.approve(rid, actor="ed")
-        assert done.status is RunStatus.SUCCEEDED
-        assert done.state["summary"] == "edited by hand"
-        edit = next(c for c in await runner.history(rid) if c.source == "update")
-        assert edit.nodes == ["aggregate"] and edit.changed == {"summary": "edited by hand"}
-        forked = await runner.fork(rid, checkpoint_id=edit.checkpoint_id)  # from the edit
-        assert forked.status is RunStatus.WAITING and forked.state["summary"] == "edited by hand"
+        assert await _snapshot(runner, rid) == before
+        assert [w.wait_id for w in await runner.pending(rid)] == [old.wait_id]
+        done = await runner.approve(rid, actor="ed", wait_id=old.wait_id)
+        assert done.status is RunStatus.SUCCEEDED and done.state["draft"] != "EDITED"
         with pytest.raises(InvalidTransition, match="fork it instead"):
             await runner.update_state(rid, {"summary": "x"})
 
 
-async def test_update_state_can_leave_a_waiting_run_queued_for_a_worker(
+async def test_a_fork_with_changes_starts_before_the_gate_it_passed(
     settings_for: Callable[[str], Settings], shared_backend_url: str
 ) -> None:
+    """Changed state never lands past a gate in a fork: at the step after the gate, a fork takes
+    no changes (it replays what was approved); before it, the fork asks again."""
     async with Runner.open(settings_for(shared_backend_url)) as runner:
-        waiting = await runner.start("blog_post", {"topic": "t"})
-        rid = waiting.run.run_id
-        queued = await runner.update_state(rid, {"score": 0.5}, advance=False)
-        assert queued.status is RunStatus.QUEUED and queued.waiting == []
-        again = await runner.resume(rid)
-        assert again.status is RunStatus.WAITING and again.state["score"] == 0.5
-        assert [w.name for w in again.waiting] == ["editor_approval"]
+        done = await _finished_blog(runner)
+        rid = done.run.run_id
+        history = await runner.history(rid)
+        at_gate = next(c for c in history if c.nodes == ["editor_approval"])
+        with pytest.raises(InvalidTransition, match="without a recorded decision"):
+            await runner.fork(rid, checkpoint_id=at_gate.checkpoint_id, changes={"draft": "X"})
+        with pytest.raises(InvalidTransition, match="without a recorded decision"):
+            await runner.fork(rid, at_step=at_gate.step + 1, changes={"draft": "X"})
+        replayed = await runner.fork(rid, checkpoint_id=at_gate.checkpoint_id)
+        assert replayed.status is RunStatus.SUCCEEDED
+        assert replayed.state["draft"] == done.state["draft"]
+        before_gate = next(c for c in history if c.next == ["editor_approval"])
+        asks = await runner.fork(
+            rid, checkpoint_id=before_gate.checkpoint_id, changes={"draft": "X"}
+        )
+        assert asks.status is RunStatus.WAITING and asks.state["draft"] == "X"
+        assert [w.name for w in asks.waiting] == ["editor_approval"]
 
 
 async def test_update_state_of_a_failed_run_then_retry_continues_from_it(

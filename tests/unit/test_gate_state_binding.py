@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 import pytest
 
 from stageline.config import Settings
-from stageline.errors import StaleDecision
+from stageline.errors import InvalidTransition, StaleDecision
 from stageline.ledger import RunStatus
 from stageline.runner import Runner
 from stageline.stages import GATES_KEY, LOOPS_KEY, StageContext, state_hash
@@ -81,16 +81,32 @@ def test_the_hash_is_stable_across_releases() -> None:
 
 
 async def test_a_decision_on_the_state_before_an_edit_is_refused(runner: Runner) -> None:
+    """An edit lands before the gate it passed (a failed run, retried), so the gate asks again
+    on the edited state; an approval of the old state is stale."""
+    failures = ["publish fails once"]
+
+    async def publish_once(state: S, ctx: StageContext) -> dict[str, Any]:
+        if failures:
+            raise RuntimeError(failures.pop())
+        return {"published": True}
+
     template = Template("edited", state=S)
-    template.add_stage("write", write).add_stage("publish", publish)
+    template.add_stage("write", write).add_stage("publish", publish_once)
     template.add_gate("approval", changes_to="write", show=("text",))
     template.add_sequence("write", "approval", "publish")
     run_id = (await runner.start(template, {})).run.run_id
     [before] = await runner.pending(run_id)
     assert before.state_hash == state_hash({"text": "draft"})
+    assert (await runner.approve(run_id)).status is RunStatus.FAILED
 
+    with pytest.raises(InvalidTransition, match="without a recorded decision"):
+        await runner.update_state(run_id, {"text": "unseen"})  # as the gate: it passed it
+    with pytest.raises(InvalidTransition, match="has not run"):
+        await runner.update_state(run_id, {"text": "unseen"}, as_node="publish")
     edited = await runner.update_state(run_id, {"text": "a better draft"}, as_node="write")
-    assert edited.status is RunStatus.WAITING
+    assert edited.status is RunStatus.FAILED
+    again = await runner.retry(run_id)
+    assert again.status is RunStatus.WAITING
     [after] = await runner.pending(run_id)
     assert after.state_hash == state_hash({"text": "a better draft"}) != before.state_hash
     with pytest.raises(StaleDecision, match="made on state"):

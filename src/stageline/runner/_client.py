@@ -298,7 +298,7 @@ class Client:
         as_node: str | None = None,
         actor: str | None = None,
     ) -> RunSummary:
-        """Change a waiting or failed run's state (see ``Runner.update_state``)."""
+        """Change a failed run's state (see ``Runner.update_state``)."""
         return self._call(
             self._runner.update_state(
                 run_id, values, checkpoint_id=checkpoint_id, as_node=as_node, actor=actor

@@ -2,9 +2,10 @@
 
 The edit is a new checkpoint of the run's own thread, written by LangGraph's public
 ``abulk_update_state`` as the node(s) that wrote the checkpoint it starts from, so the same
-nodes run next. A run that waits at a gate or question is advanced at once, so that it asks
-again on the edited state (a decision made on the old state would be stale); a failed run stays
-failed, and ``retry`` continues from the edited state.
+nodes run next. Only a failed run is edited: it stays failed, and ``retry`` continues from the
+edited state. A run that waits at a gate or question is decided or answered instead (an edit
+there would move it on without a decision), and an edit never lands past a gate or question
+the run passed (``runner._guard``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from langgraph.types import StateUpdate
 
 from stageline.errors import InputError, InvalidTransition, StagelineError
 from stageline.ledger import Event, RunStatus, this_holder
+from stageline.runner._guard import check_writers, waits_for_person
 from stageline.runner._support import RunSummary, _config
 
 if TYPE_CHECKING:
@@ -42,20 +44,6 @@ class EditMixin:
         ) -> dict[str, Any]: ...
         def _checked_template(self, run: Run, force: bool) -> Template: ...
         async def _snaps(self, made: Template, run_id: str) -> list[_Snap]: ...
-        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
-        async def _claim(
-            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-        ) -> str: ...
-        async def _advance(
-            self,
-            run: Run,
-            template: Template,
-            payload: Any,
-            services: Mapping[str, Any],
-            *,
-            holder: str,
-            fresh: bool = False,
-        ) -> RunSummary: ...
         async def status(self, run_id: str) -> RunSummary: ...
 
     async def update_state(
@@ -66,21 +54,19 @@ class EditMixin:
         checkpoint_id: str | None = None,
         as_node: str | None = None,
         actor: str | None = None,
-        services: Mapping[str, Any] | None = None,
-        advance: bool = True,
         force: bool = False,
     ) -> RunSummary:
-        """Change the state of a waiting or failed run (from its latest checkpoint, or from
+        """Change the state of a failed run (from its latest checkpoint, or from
         ``checkpoint_id``), as if ``as_node`` (default: the node(s) that wrote that checkpoint)
-        had written ``values``. A waiting run goes on at once and asks again (``advance=False``:
-        it is left queued, for a worker); a failed one waits for ``retry``. A finished run
-        cannot change: fork it."""
+        had written ``values``; ``retry`` goes on from it. A run that waits for a person is
+        decided or answered, never edited (``WaitsForPerson``); a finished run cannot change:
+        fork it. The write never skips a gate or question (see ``runner._guard``)."""
         run = await self.ledger.get_run(run_id)
-        if run.status not in (RunStatus.WAITING, RunStatus.FAILED):
+        await self.check_no_wait(run, "its state cannot be changed")
+        if run.status is not RunStatus.FAILED:
             hint = "; fork it instead" if run.status.terminal else ""
             raise InvalidTransition(
-                f"run {run_id} is {run.status}; only a waiting or failed "
-                f"run's state can be changed{hint}"
+                f"run {run_id} is {run.status}; only a failed run's state can be changed{hint}"
             )
         made = self._checked_template(run, force)
         values = self._check_inputs(made, dict(values))
@@ -108,15 +94,21 @@ class EditMixin:
                 f"say which node writes these values (as_node): checkpoint "
                 f"{base.info.checkpoint_id} of run {run_id} has no node of its own"
             )
-        services = await self._services(services)
+        check_writers(
+            snaps,
+            base,
+            writers,
+            await self.human_nodes(made, run_id),
+            run_id=run_id,
+            doing="a state edit",
+        )
         data = {
             "keys": sorted(values),
             "checkpoint_id": base.info.checkpoint_id,
             "as_node": writers,
             "actor": actor,
         }
-        waiting = run.status is RunStatus.WAITING
-        holder = await self._claim(run, made, "run.resumed") if waiting else await self._lease(run)
+        holder = await self._lease(run)
         try:
             conf = _config(run_id)
             conf["configurable"].update(checkpoint_ns="", checkpoint_id=base.info.checkpoint_id)
@@ -124,12 +116,7 @@ class EditMixin:
             written = await graph.abulk_update_state(conf, [updates])
         except BaseException as exc:
             with contextlib.suppress(StagelineError):
-                if waiting:
-                    await self.ledger.transition(
-                        run_id, RunStatus.WAITING, release=True, expect=[RunStatus.RUNNING]
-                    )
-                else:
-                    await self.ledger.release_lease(run_id, holder)
+                await self.ledger.release_lease(run_id, holder)
             if isinstance(exc, InvalidUpdateError):
                 raise InputError(f"cannot change the state of run {run_id}: {exc}") from exc
             raise
@@ -140,22 +127,22 @@ class EditMixin:
             data=data,
             message=f"state changed: {', '.join(sorted(values)) or 'nothing'}",
         )
-        if waiting:  # asks again on the new state; the event goes with its first step
-            await self.ledger.close_waits(run_id, "the state was changed; it asks again")
-            if not advance:
-                await self.ledger.transition(
-                    run_id,
-                    RunStatus.QUEUED,
-                    release=True,
-                    expect=[RunStatus.RUNNING],
-                    events=[event],
-                )
-                return await self.status(run_id)
-            self.ledger.stage_event(event)
-            return await self._advance(run, made, None, services, holder=holder)
         await self.ledger.append_events(run_id, [event])
         await self.ledger.release_lease(run_id, holder)
         return await self.status(run_id)
+
+    async def check_no_wait(self, run: Run | str, doing: str) -> None:
+        """Refuse ``doing`` (``WaitsForPerson``, naming the wait and the route that decides it)
+        when the run waits for a person: a gate or question is passed by a decision only."""
+        found = await self.ledger.get_run(run) if isinstance(run, str) else run
+        if found.status.waits_for_person:
+            raise waits_for_person(found, await self.ledger.waits(found.run_id), doing)
+
+    async def human_nodes(self, made: Template, run_id: str) -> set[str]:
+        """The nodes that ask a person: the template's gates and questions, and every node
+        that asked in the run (a plain ``interrupt()`` of a LangGraph graph too)."""
+        asked = {w.node for w in await self.ledger.waits(run_id)}
+        return {*made.gates, *made.questions, *asked}
 
     async def _lease(self, run: Run) -> str:
         """Hold a failed run's lease (nobody retries it meanwhile) and check it is still so."""

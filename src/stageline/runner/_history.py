@@ -26,6 +26,7 @@ from langgraph.types import StateUpdate
 from stageline.errors import InputError, InvalidTransition, StagelineError, UsageError
 from stageline.ledger import Event, Lineage, Run, RunStatus, this_holder
 from stageline.names import check_run_id
+from stageline.runner._guard import check_writers
 from stageline.runner._support import RunSummary, _config, _public_state, new_run_id
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class HistoryMixin:
             self, template: Template, inputs: Mapping[str, Any]
         ) -> dict[str, Any]: ...
         def _checked_template(self, run: Run, force: bool) -> Template: ...
+        async def human_nodes(self, made: Template, run_id: str) -> set[str]: ...
         async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
         async def _claim(
             self, run: Run, template: Template, kind: str, *, attempt: int | None = None
@@ -209,7 +211,7 @@ class HistoryMixin:
         source = await self.ledger.get_run(run_id)
         made = self._checked_template(source, force)
         changes = self._check_inputs(made, dict(changes or {}))
-        base, writers = await self._fork_base(made, source, at_step, checkpoint_id)
+        base, writers = await self._fork_base(made, source, at_step, checkpoint_id, bool(changes))
         given = await self._services(services)
         new_id = check_run_id(fork_id or new_run_id())
         step = base.info.step + 1
@@ -286,9 +288,15 @@ class HistoryMixin:
         )
 
     async def _fork_base(
-        self, made: Template, source: Run, at_step: int | None, checkpoint_id: str | None
+        self,
+        made: Template,
+        source: Run,
+        at_step: int | None,
+        checkpoint_id: str | None,
+        changed: bool = False,
     ) -> tuple[_Snap, list[str]]:
-        """The checkpoint a fork starts from, and the nodes that wrote it."""
+        """The checkpoint a fork starts from, and the nodes that wrote it; with ``changed``
+        state, one before every gate or question passed on the way to it (``runner._guard``)."""
         if at_step is not None and checkpoint_id is not None:
             raise UsageError("fork at a step or at a checkpoint id, not both")
         snaps = await self._snaps(made, source.run_id)
@@ -324,6 +332,15 @@ class HistoryMixin:
             raise InputError(
                 f"cannot tell which node wrote checkpoint {found.info.checkpoint_id} of run "
                 f"{source.run_id}; fork at another step"
+            )
+        if changed and found.info.source != "input":
+            check_writers(
+                snaps,
+                found,
+                writers,
+                await self.human_nodes(made, source.run_id),
+                run_id=source.run_id,
+                doing="a fork with changed state",
             )
         return found, writers
 

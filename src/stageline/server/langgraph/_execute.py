@@ -146,6 +146,8 @@ async def plan(
     assistant = known_assistant(runner, body.assistant_id)
     command = body.command
     if command is not None and (command.update is not None or command.goto is not None):
+        if run is not None:  # on an interrupted thread: 409, naming what decides it
+            await runner.check_no_wait(run, "command.update and command.goto cannot move it")
         raise HTTPException(
             422,
             "command.update and command.goto are not supported; change "

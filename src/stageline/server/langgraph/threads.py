@@ -235,9 +235,9 @@ async def post_state_at(
 
 @router.post(
     "/threads/{thread_id}/state",
-    summary="Change the state: in place for an "
-    "interrupted or failed thread (it asks again / retry goes on from it); a finished "
-    "one is forked at the checkpoint (admin)",
+    summary="Change the state: in place for a failed thread (retry goes on from it); a "
+    "finished one is forked at the checkpoint (admin); an interrupted one is refused (409: "
+    "decide or answer it), as is any write that would pass a gate or question",
 )
 async def update_state(
     thread_id: str,
@@ -270,7 +270,7 @@ async def update_state(
                 runner.fork(thread_id, checkpoint_id=checkpoint_id, changes=values)
             )
         target = done.run.run_id
-    elif run.status in (RunStatus.WAITING, RunStatus.FAILED):
+    elif run.status.waits_for_person or run.status is RunStatus.FAILED:
         if ApiRuns.of(request).busy(thread_id):
             raise HTTPException(409, f"thread {thread_id} is busy")
         with unprocessable():
