@@ -18,6 +18,7 @@ from langgraph.types import interrupt
 
 from stageline.errors import RunError, UsageError
 from stageline.stages._context import StageContext
+from stageline.stages._waiting import _refuse_decision, _token, state_hash
 
 __all__ = [
     "BUDGET_INPUT",
@@ -167,8 +168,6 @@ async def live_overrun(ctx: StageContext, spent: Mapping[str, float]) -> dict[st
 async def budget_gate(ctx: StageContext, state: Any, task_id: str, over: Mapping[str, Any]) -> None:
     """Wait at the budget gate for ``over``: returns once approved (the amount asked granted);
     a reject raises ``BudgetRejected``."""
-    from stageline.stages._human import _refuse_decision, _token, state_hash
-
     digest = state_hash(state)
     name = "budget" if over["scope"] == "run" else f"budget:{ctx.node}"
     payload: dict[str, Any] = {
