@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,39 +18,15 @@ from stageline.stages import (
     question_stage,
 )
 from stageline.stages._human import Author
+from stageline.templates._shape import GateSpec, QuestionSpec
 
 if TYPE_CHECKING:
-    from stageline.templates._builder import Template, Where
+    from stageline.templates._builder import Template
+    from stageline.templates._shape import Where
 
 __all__ = ["GateSpec", "QuestionSpec", "add_gate", "add_question"]
 
 Duration = float | int | str | timedelta
-
-
-@dataclass(frozen=True, kw_only=True)
-class GateSpec:
-    """A gate as declared: where its decisions lead and its deadline."""
-
-    name: str
-    changes_to: str | None
-    reject_to: str | None
-    deadline: float
-    on_deadline: tuple[str, ...]
-
-    @property
-    def ends_run_on_reject(self) -> bool:
-        """A reject with no reject route ends the run ``rejected``."""
-        return self.reject_to is None
-
-
-@dataclass(frozen=True, kw_only=True)
-class QuestionSpec:
-    """A question node as declared: its deadline and how many sets it may ask in a row."""
-
-    name: str
-    max_turns: int
-    deadline: float
-    on_deadline: tuple[str, ...]
 
 
 def _options(

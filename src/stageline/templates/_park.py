@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from langgraph.graph import END
 
 from stageline.stages import DEFAULT_DEADLINE, deadline_steps, gate_stage
-from stageline.templates._human import GateSpec, _router
+from stageline.templates._human import _router
+from stageline.templates._shape import GateSpec
 
 if TYPE_CHECKING:
     from stageline.templates._builder import Template
