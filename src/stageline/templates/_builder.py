@@ -16,6 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from stageline.errors import TemplateError
 from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
 from stageline.templates._graphs import _get, _hints, _stable_repr, _with_loops
+from stageline.templates._human import WaitNode, gate_node, question_node
 from stageline.templates._shape import (
     GateSpec,
     Loop,
@@ -202,16 +203,33 @@ class Template:
             check(inputs)
 
     def add_gate(self, name: str, **options: Any) -> Template:
-        """Add a gate node (approve, reject, request changes); see ``templates._human.add_gate``."""
-        from stageline.templates._human import add_gate
-
-        return add_gate(self, name, where=options.pop("where", None) or _caller(), **options)
+        """Add a gate node (approve, reject, request changes); see ``_human.gate_node``."""
+        where = options.pop("where", None) or _caller()
+        made = gate_node(name, state=self.state, loops=self.loops, where=where, **options)
+        return self._add_waiting(made, where=where)
 
     def add_question(self, name: str, **options: Any) -> Template:
-        """Add a question node; see ``templates._human.add_question``."""
-        from stageline.templates._human import add_question
+        """Add a question node; see ``_human.question_node``."""
+        where = options.pop("where", None) or _caller()
+        return self._add_waiting(
+            question_node(name, state=self.state, where=where, **options), where=where
+        )
 
-        return add_question(self, name, where=options.pop("where", None) or _caller(), **options)
+    def _add_waiting(self, made: WaitNode, *, where: Where | None = None) -> Template:
+        """Add a gate or question node that ``templates._human`` (or ``_park``) made."""
+        name = made.spec.name
+        if (loop := made.new_loop) is not None:
+            self.add_loop(
+                loop.name, head=loop.head, max_iterations=loop.max_iterations, where=loop.where
+            )
+        self.add_stage(name, made.stage, where=where)
+        if isinstance(made.spec, GateSpec):
+            assert made.route is not None and made.targets is not None
+            self.add_route(name, made.route, made.targets, where=where)
+            self._gates[name] = made.spec
+        else:
+            self._questions[name] = made.spec
+        return self
 
     def register_types(self, *types: type[Any]) -> Template:
         """Allow these types in this template's checkpoints."""
