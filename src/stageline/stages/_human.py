@@ -12,19 +12,16 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langgraph.types import interrupt
-
 from stageline.errors import UsageError
 from stageline.stages._context import StageContext
 from stageline.stages._questions import normalize_questions
 from stageline.stages._stage import Stage
 from stageline.stages._waiting import (
     DEFAULT_DEADLINE,
-    _refuse_decision,
-    _token,
-    _values,
     ask_person,
     state_hash,
+    state_values,
+    wait_for_decision,
 )
 from stageline.statekeys import GATES_KEY, LOOPS_KEY
 
@@ -64,7 +61,7 @@ def gate_stage(
 
     async def run_gate(state: Any, ctx: StageContext) -> dict[str, Any]:
         digest = state_hash(state)
-        values = _values(state)
+        values = state_values(state)
         counts = values.get(LOOPS_KEY) or {}
         left = (
             None
@@ -86,13 +83,7 @@ def gate_stage(
         }
         if park is not None:
             payload["park"] = dict(park)
-        asked = payload
-        while True:
-            decision = interrupt(asked)
-            why = _refuse_decision(decision, ctx.attempt, digest, changes_to, left, park)
-            if why is None:
-                break
-            asked = {**payload, "refused": {"token": _token(decision), "reason": why}}
+        decision = wait_for_decision(payload)
         update: dict[str, Any] = {GATES_KEY: {name: decision["decision"]}}
         if decision["decision"] == "changes":
             update[feedback_key] = decision.get("note") or ""
@@ -149,7 +140,7 @@ def question_stage(
         return list(made) if made else None
 
     async def run_question(state: Any, ctx: StageContext) -> dict[str, Any]:
-        history = list(_values(state).get(history_key) or [])
+        history = list(state_values(state).get(history_key) or [])
         asked_now: list[dict[str, Any]] = []
         for local in range(max_turns):
             qs = await author(state, history + asked_now, ctx, local)

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from langgraph.types import interrupt
 
@@ -24,13 +24,12 @@ __all__ = [
     "DECISIONS",
     "DEFAULT_DEADLINE",
     "Asker",
-    "_refuse_decision",
-    "_token",
-    "_values",
     "ask_person",
     "deadline_steps",
     "parse_duration",
     "state_hash",
+    "state_values",
+    "wait_for_decision",
 ]
 
 DECISIONS = ("approve", "reject", "changes", "takeover")
@@ -89,16 +88,36 @@ def deadline_steps(on_deadline: str | Sequence[str], kind: str) -> tuple[str, ..
     return tuple(steps)
 
 
-def _values(state: Any) -> dict[str, Any]:
+def state_values(state: Any) -> dict[str, Any]:
     """A state's values by key: a TypedDict's items, a pydantic model's fields."""
     return dict(state) if isinstance(state, Mapping) else dict(getattr(state, "__dict__", {}))
 
 
 def state_hash(state: Any) -> str:
     """A hash of the state a person is asked about (stageline's own keys left out)."""
-    public = {k: v for k, v in _values(state).items() if k not in RESERVED_KEYS}
+    public = {k: v for k, v in state_values(state).items() if k not in RESERVED_KEYS}
     text = json.dumps(public, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def wait_for_decision(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Interrupt with a gate's ``payload`` until a decision it may take comes back: one for its
+    ``attempt`` and ``state_hash``, and changes or a takeover only where it takes them (its
+    ``changes_to``, ``changes_left``, ``park``). A refused one is asked again, with the reason."""
+    asked = payload
+    while True:
+        decision = interrupt(asked)
+        why = _refuse_decision(
+            decision,
+            payload["attempt"],
+            payload["state_hash"],
+            payload["changes_to"],
+            payload["changes_left"],
+            payload.get("park"),
+        )
+        if why is None:
+            return cast(Mapping[str, Any], decision)
+        asked = {**payload, "refused": {"token": _token(decision), "reason": why}}
 
 
 def _token(response: Any) -> str | None:
