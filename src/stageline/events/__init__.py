@@ -13,7 +13,7 @@ is lost when a process exits, and the next process carries on. New types are add
 
 from __future__ import annotations
 
-from stageline.events._bus import CLOSE_TIMEOUT, EventBus, Sink, SinkSpec
+from stageline.events._bus import CLOSE_TIMEOUT, EventBus
 from stageline.events._config import SinkFactory, SinkOptions, build_sinks, register_sink_type
 from stageline.events._console import ConsoleSink
 from stageline.events._delivery import AsyncSink, DeliveryError, DeliveryPolicy, DeliveryStats
@@ -21,6 +21,7 @@ from stageline.events._filters import LEVELS, EventFilter
 from stageline.events._otel import OtelSink
 from stageline.events._outbox import EXIT_TIMEOUT, Deliverer
 from stageline.events._redact import Redactor
+from stageline.events._sink import Sink, SinkSpec
 from stageline.events._webhook import WebhookSink, sign_payload, verify_signature
 
 __all__ = [

@@ -16,40 +16,21 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from stageline.events._config import build_sinks
 from stageline.events._delivery import AsyncSink, Delivery, DeliveryPolicy, DeliveryStats
 from stageline.events._filters import ACCEPT_ALL, EventFilter
 from stageline.events._redact import Redactor
+from stageline.events._sink import Sink, SinkSpec
 from stageline.ledger.records import Event
 
-__all__ = ["CLOSE_TIMEOUT", "EventBus", "Sink", "SinkSpec"]
+__all__ = ["CLOSE_TIMEOUT", "EventBus"]
 
 _log = logging.getLogger("stageline.events")
 
 CLOSE_TIMEOUT = 5.0
 """Seconds ``EventBus.aclose`` waits by default for queued events before it drops them."""
-
-
-class Sink(Protocol):
-    """Somewhere events go besides the ledger, called inline; it must never raise into a run."""
-
-    def emit(self, event: Event, **future_kwargs: Any) -> None: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class SinkSpec:
-    """A sink with the events it wants and, for an ``AsyncSink``, its delivery policy."""
-
-    sink: Sink | AsyncSink
-    filter: EventFilter = ACCEPT_ALL
-    policy: DeliveryPolicy | None = None
-    secrets: tuple[str, ...] = ()
-    """Values (a signing secret, a webhook URL) to mask wherever they appear in events."""
-    sink_id: str | None = None
-    """The sink's stable id in the ledger's outbox (sinks of ``[[sinks]]``)."""
-    give_up_after: int | None = None
-    """Outbox only: failed retries after which a batch is given up (None: never)."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +63,6 @@ class EventBus:
     ) -> EventBus:
         """A bus with the sinks of ``[[sinks]]`` entries (``Settings.sinks``; ``which`` as
         ``build_sinks`` takes it) and ``sinks``."""
-        from stageline.events._config import build_sinks
-
         return cls([*build_sinks(entries, env=env, which=which), *sinks])
 
     @property

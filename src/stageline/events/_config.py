@@ -24,12 +24,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from stageline.errors import ConfigError
-from stageline.events._bus import Sink, SinkSpec
 from stageline.events._console import ConsoleSink
 from stageline.events._delivery import AsyncSink, DeliveryPolicy
 from stageline.events._filters import LEVELS, EventFilter
 from stageline.events._formats import FORMATS
 from stageline.events._otel import OtelSink
+from stageline.events._sink import Sink, SinkSpec
 from stageline.events._webhook import WebhookSink
 
 __all__ = [

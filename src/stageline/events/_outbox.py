@@ -21,10 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stageline.events._bus import SinkSpec
+from stageline.events._config import build_sinks
 from stageline.events._delivery import AsyncSink, DeliveryPolicy, DeliveryStats, _why
 from stageline.events._filters import ACCEPT_ALL
 from stageline.events._redact import Redactor
+from stageline.events._sink import SinkSpec
 from stageline.ledger import Claim, LedgerStore, holder_is_dead, this_holder
 from stageline.ledger.records import Event
 
@@ -113,8 +114,6 @@ class Deliverer:
         """A deliverer for the outbox sinks of ``[[sinks]]`` entries (``Settings.sinks``). A
         sink whose secret is not set is left out, logged and listed in ``unavailable``: its
         events wait in the ledger for a process that has it."""
-        from stageline.events._config import build_sinks
-
         missing: list[tuple[str, str]] = []
         specs = build_sinks(
             entries,

@@ -9,14 +9,34 @@ the person to review and commit); reject ends the run and leaves the branch as i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+from langgraph.graph import END
 
 from stageline.operations._worktree import Isolation, apply_to_checkout
-from stageline.stages import StageContext, stage
-from stageline.templates import END, Template
+from stageline.stages import Stage, StageContext, stage
 
-__all__ = ["add_apply", "apply_changes", "isolation_of"]
+__all__ = ["GraphBuilder", "add_apply", "apply_changes", "isolation_of"]
+
+
+class GraphBuilder(Protocol):
+    """What the apply step needs of a template builder (``stageline.templates.Template``):
+    the runtime adds to a graph without depending on the definition layer."""
+
+    def add_stage(self, node: str, stage_or_fn: Stage) -> Any: ...
+
+    def add_gate(self, name: str, **options: Any) -> Any: ...
+
+    def add_route(
+        self, source: str, router: Callable[[Any], Any], targets: Mapping[str, str]
+    ) -> Any: ...
+
+    def add_edge(self, source: str, target: str) -> Any: ...
+
+
+Builder = TypeVar("Builder", bound=GraphBuilder)
 
 
 def isolation_of(state: Any) -> Isolation:
@@ -49,7 +69,7 @@ def _route(state: Any) -> str:
     return "apply" if state.get("apply") else "gate"
 
 
-def add_apply(template: Template, after: str, *, then: str = END) -> Template:
+def add_apply(template: Builder, after: str, *, then: str = END) -> Builder:
     """``after`` -> (the ``apply`` gate, unless the ``apply`` input) -> ``apply_changes`` ->
     ``then``. ``after`` is the last isolated operation; the state must extend
     ``OperationInputs``."""

@@ -10,22 +10,21 @@ from stageline.stages._budget import (
     overrun,
 )
 from stageline.stages._context import Journal, RunContext, StageContext, StageLogger
-from stageline.stages._human import (
-    DECISIONS,
-    DEFAULT_DEADLINE,
-    GATES_KEY,
-    RESERVED_KEYS,
-    deadline_steps,
-    gate_stage,
-    parse_duration,
-    question_stage,
-    state_hash,
-)
+from stageline.stages._human import gate_stage, question_stage
 from stageline.stages._legacy import legacy_stage
 from stageline.stages._node import LOOPS_KEY, failure_phase, make_node, merge_loop_counts
 from stageline.stages._questions import normalize_questions, question_id, validate_answers
+from stageline.stages._registry import lookup_stage, register_stage, stage
 from stageline.stages._router import ROUTER_SEED_ENV, Router, router_stage, thompson_scores
-from stageline.stages._stage import Stage, lookup_stage, register_stage, stage
+from stageline.stages._stage import Stage
+from stageline.stages._waiting import (
+    DECISIONS,
+    DEFAULT_DEADLINE,
+    deadline_steps,
+    parse_duration,
+    state_hash,
+)
+from stageline.statekeys import GATES_KEY, RESERVED_KEYS
 
 __all__ = [
     "BUDGET_INPUT",

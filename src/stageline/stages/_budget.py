@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.types import interrupt
-
 from stageline.errors import RunError, UsageError
 from stageline.stages._context import StageContext
+from stageline.stages._waiting import state_hash, wait_for_decision
 
 __all__ = [
     "BUDGET_INPUT",
@@ -167,8 +166,6 @@ async def live_overrun(ctx: StageContext, spent: Mapping[str, float]) -> dict[st
 async def budget_gate(ctx: StageContext, state: Any, task_id: str, over: Mapping[str, Any]) -> None:
     """Wait at the budget gate for ``over``: returns once approved (the amount asked granted);
     a reject raises ``BudgetRejected``."""
-    from stageline.stages._human import _refuse_decision, _token, state_hash
-
     digest = state_hash(state)
     name = "budget" if over["scope"] == "run" else f"budget:{ctx.node}"
     payload: dict[str, Any] = {
@@ -186,13 +183,7 @@ async def budget_gate(ctx: StageContext, state: Any, task_id: str, over: Mapping
         "budget": dict(over),
         "task_id": task_id,
     }
-    asked = payload
-    while True:
-        decision = interrupt(asked)
-        why = _refuse_decision(decision, ctx.attempt, digest, None, None)
-        if why is None:
-            break
-        asked = {**payload, "refused": {"token": _token(decision), "reason": why}}
+    decision = wait_for_decision(payload)
     if decision["decision"] != "approve":
         note = f": {decision.get('note')}" if decision.get("note") else ""
         raise BudgetRejected(f"budget gate {name!r} rejected ({_describe(over)}){note}")

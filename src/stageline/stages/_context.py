@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stageline.llm import ChatModel
+from stageline.stages._waiting import DEFAULT_DEADLINE, ask_person, deadline_steps, parse_duration
 
 __all__ = ["Journal", "RunContext", "StageContext", "StageLogger"]
 
@@ -171,15 +172,12 @@ class StageContext:
         ``{turn, question_id, questions, answers, actor}``. Side effects before it belong in
         ``effect``: LangGraph re-runs the node from its start once the answers come.
         """
-        from stageline.stages._human import DEFAULT_DEADLINE, ask_person, deadline_steps
-        from stageline.stages._human import parse_duration as duration
-
         return ask_person(
             self,
             questions,
             turn=turn,
             name=name,
-            deadline=DEFAULT_DEADLINE if deadline is None else duration(deadline),
+            deadline=DEFAULT_DEADLINE if deadline is None else parse_duration(deadline),
             on_deadline=deadline_steps(on_deadline, "question"),
         )
 

@@ -1,8 +1,9 @@
 """Templates: named, versioned graphs of stages, in Python or YAML."""
 
-from stageline.templates._builder import END, Loop, Template
+from stageline.templates._builder import END, Template
 from stageline.templates._project import use_project
 from stageline.templates._registry import TemplateInfo, list_templates, load_template, runs_on
+from stageline.templates._shape import Loop
 
 __all__ = [
     "END",

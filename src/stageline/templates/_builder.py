@@ -7,9 +7,7 @@ import inspect
 import itertools
 import json
 import sys
-import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
 
@@ -17,22 +15,20 @@ from langgraph.graph import END, START, StateGraph
 
 from stageline.errors import TemplateError
 from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
-from stageline.templates._graphs import (
-    _back_edges,
-    _cycles,
-    _get,
-    _has_reducer,
-    _hints,
-    _stable_repr,
-    _with_loops,
+from stageline.templates._graphs import _get, _hints, _stable_repr, _with_loops
+from stageline.templates._human import WaitNode, gate_node, question_node
+from stageline.templates._shape import (
+    GateSpec,
+    Loop,
+    QuestionSpec,
+    Shape,
+    Where,
+    _Fanout,
+    _Node,
+    _Route,
 )
 
-if typing.TYPE_CHECKING:
-    from stageline.templates._human import GateSpec, QuestionSpec
-
-__all__ = ["END", "Loop", "Template"]
-
-Where = tuple[str, int | None]
+__all__ = ["END", "Template"]
 
 
 def _caller() -> Where:
@@ -47,41 +43,6 @@ def _caller() -> Where:
 
 def _end(target: str) -> str:
     return END if target in (END, "END", "end") else target
-
-
-@dataclass(frozen=True, kw_only=True)
-class Loop:
-    """A declared loop: its head node runs at most ``max_iterations`` times in one run."""
-
-    name: str
-    head: str
-    max_iterations: int
-    on_exhausted: str | None = None
-    """Where a route that would re-enter the head goes once the budget is spent."""
-    where: Where = ("<template>", None)
-
-
-@dataclass(kw_only=True)
-class _Route:
-    source: str
-    router: Callable[[Any], Any]
-    targets: dict[str, str]
-    where: Where
-
-
-@dataclass(kw_only=True)
-class _Fanout:
-    source: str
-    targets: tuple[str, ...]
-    join: str | None
-    where: Where
-
-
-@dataclass(kw_only=True)
-class _Node:
-    name: str
-    stage: Stage
-    where: Where
 
 
 class Template:
@@ -242,16 +203,33 @@ class Template:
             check(inputs)
 
     def add_gate(self, name: str, **options: Any) -> Template:
-        """Add a gate node (approve, reject, request changes); see ``templates._human.add_gate``."""
-        from stageline.templates._human import add_gate
-
-        return add_gate(self, name, where=options.pop("where", None) or _caller(), **options)
+        """Add a gate node (approve, reject, request changes); see ``_human.gate_node``."""
+        where = options.pop("where", None) or _caller()
+        made = gate_node(name, state=self.state, loops=self.loops, where=where, **options)
+        return self._add_waiting(made, where=where)
 
     def add_question(self, name: str, **options: Any) -> Template:
-        """Add a question node; see ``templates._human.add_question``."""
-        from stageline.templates._human import add_question
+        """Add a question node; see ``_human.question_node``."""
+        where = options.pop("where", None) or _caller()
+        return self._add_waiting(
+            question_node(name, state=self.state, where=where, **options), where=where
+        )
 
-        return add_question(self, name, where=options.pop("where", None) or _caller(), **options)
+    def _add_waiting(self, made: WaitNode, *, where: Where | None = None) -> Template:
+        """Add a gate or question node that ``templates._human`` (or ``_park``) made."""
+        name = made.spec.name
+        if (loop := made.new_loop) is not None:
+            self.add_loop(
+                loop.name, head=loop.head, max_iterations=loop.max_iterations, where=loop.where
+            )
+        self.add_stage(name, made.stage, where=where)
+        if isinstance(made.spec, GateSpec):
+            assert made.route is not None and made.targets is not None
+            self.add_route(name, made.route, made.targets, where=where)
+            self._gates[name] = made.spec
+        else:
+            self._questions[name] = made.spec
+        return self
 
     def register_types(self, *types: type[Any]) -> Template:
         """Allow these types in this template's checkpoints."""
@@ -331,145 +309,23 @@ class Template:
         """``version+digest``: what a run records and what resume compares."""
         return f"{self.version}+{self.digest}"
 
-    def _successors(self) -> dict[str, set[str]]:
-        succ: dict[str, set[str]] = {n: set() for n in self._nodes}
-        for s, t, _ in self._edges:
-            succ.setdefault(s, set()).add(t)
-        for r in self._routes:
-            succ.setdefault(r.source, set()).update(r.targets.values())
-            for loop in self._loops.values():
-                if loop.head in r.targets.values() and loop.on_exhausted:
-                    succ[r.source].add(loop.on_exhausted)
-        for f in self._fanouts:
-            succ.setdefault(f.source, set()).update(f.targets)
-            if f.join:
-                for t in f.targets:
-                    succ.setdefault(t, set()).add(f.join)
-        return succ
-
     # -- validation -------------------------------------------------------------------------
 
     def validate(self) -> None:
         """Refuse a template that cannot run as declared; errors name the file and line."""
         if self._validated:
             return
-
-        def fail(msg: str, where: Where) -> None:
-            raise TemplateError(msg, source=where[0], line=where[1])
-
-        if not self._nodes:
-            fail(f"template {self.name!r} has no stages", (self.source, None))
-        assert self._start is not None
-        if self._start[0] not in self._nodes:
-            fail(f"start node {self._start[0]!r} is not a stage of this template", self._start[1])
-
-        def check(node: str, where: Where, role: str) -> None:
-            if node != END and node not in self._nodes:
-                known = ", ".join(self._nodes)
-                fail(f"{role} {node!r} is not a node of this template (nodes: {known})", where)
-
-        for s, t, where in self._edges:
-            check(s, where, "edge from")
-            check(t, where, "edge to")
-        for r in self._routes:
-            check(r.source, r.where, "route from")
-            for t in r.targets.values():
-                check(t, r.where, "route to")
-        for f in self._fanouts:
-            check(f.source, f.where, "fan-out from")
-            for t in f.targets:
-                check(t, f.where, "fan-out to")
-            if f.join:
-                check(f.join, f.where, "fan-out join")
-        for loop in self._loops.values():
-            check(loop.head, loop.where, f"loop {loop.name!r} head")
-            if loop.on_exhausted:
-                check(loop.on_exhausted, loop.where, f"loop {loop.name!r} on_exhausted")
-
-        succ = self._successors()
-        seen: set[str] = set()
-        todo = [self._start[0]]
-        while todo:
-            n = todo.pop()
-            if n in seen or n == END:
-                continue
-            seen.add(n)
-            todo.extend(succ.get(n, ()))
-        for n, node in self._nodes.items():
-            if n not in seen:
-                fail(
-                    f"node {n!r} is unreachable from the start node {self._start[0]!r}", node.where
-                )
-
-        self._check_gates(fail)
-        self._check_fan_in(fail)
-        self._check_loops(succ, fail)
+        shape = Shape(
+            nodes=self._nodes,
+            edges=self._edges,
+            routes=self._routes,
+            fanouts=self._fanouts,
+            loops=self._loops,
+            start=self._start,
+            gates=self._gates,
+        )
+        shape.check(self.name, self.source, self.state)
         self._validated = True
-
-    def _check_gates(self, fail: Callable[[str, Where], None]) -> None:
-        for name in self._gates:
-            outs = [(t, where) for s, t, where in self._edges if s == name]
-            if len(outs) > 1:
-                fail(
-                    f"gate {name!r} has {len(outs)} edges out; an approved gate goes on to one "
-                    "node (or ends the run)",
-                    outs[1][1],
-                )
-            for f in self._fanouts:
-                if f.source == name:
-                    fail(
-                        f"gate {name!r} cannot fan out; add an edge to one node that does", f.where
-                    )
-
-    def _check_fan_in(self, fail: Callable[[str, Where], None]) -> None:
-        hints = _hints(self.state)
-        for f in self._fanouts:
-            writers: dict[str, list[str]] = {}
-            for t in f.targets:
-                for key in self._nodes[t].stage.writes or ():
-                    writers.setdefault(key, []).append(t)
-            for key, nodes in writers.items():
-                if len(nodes) > 1 and not _has_reducer(hints.get(key)):
-                    fail(
-                        f"parallel stages {', '.join(nodes)} all write {key!r}, which has no "
-                        "reducer; declare it as Annotated[list, operator.add] "
-                        "(YAML: reducer: append)",
-                        f.where,
-                    )
-
-    def _check_loops(self, succ: dict[str, set[str]], fail: Callable[[str, Where], None]) -> None:
-        heads = {lp.head for lp in self._loops.values()}
-        for component in _cycles(succ):
-            if not component & heads:
-                nodes = sorted(component)
-                first = self._back_edge_where(component) or self._nodes[nodes[0]].where
-                fail(
-                    f"loop through {' -> '.join(nodes)} has no declared bound; "
-                    "declare it with add_loop(name, head=..., max_iterations=N) (YAML: loops:)",
-                    first,
-                )
-
-    def _back_edge_where(self, component: set[str]) -> Where | None:
-        back = self._back_edges()
-        for s, t, where in self._edges:
-            if (s, t) in back and s in component:
-                return where
-        for r in self._routes:
-            if r.source in component and any((r.source, t) in back for t in r.targets.values()):
-                return r.where
-        for s, t, where in self._edges:
-            if s in component and t in component:
-                return where
-        for r in self._routes:
-            if r.source in component and component & set(r.targets.values()):
-                return r.where
-        return None
-
-    def _back_edges(self) -> set[tuple[str, str]]:
-        """Edges that close a cycle (lead back to a node on the path from the start node)."""
-        if self._start is None:
-            return set()
-        return _back_edges(self._successors(), self._start[0])
 
     # -- compiling --------------------------------------------------------------------------
 

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 from langgraph.graph import END
 
 from stageline.stages import DEFAULT_DEADLINE, deadline_steps, gate_stage
-from stageline.templates._human import GateSpec, _router
+from stageline.templates._human import WaitNode, gate_router
+from stageline.templates._shape import GateSpec
 
 if TYPE_CHECKING:
     from stageline.templates._builder import Template
 
-__all__ = ["add_park"]
+__all__ = ["add_park", "park_node"]
 
 
 def add_park(
@@ -34,6 +35,24 @@ def add_park(
     """Add park gate ``name``: approve or changes grant loop ``loop`` ``rounds`` more rounds
     and go back to ``head``; takeover and reject end the run. It waits with no deadline step
     but a park."""
+    made = park_node(
+        name, loop=loop, head=head, rounds=rounds, feedback_key=feedback_key, show=show
+    )
+    template._add_waiting(made)
+    template.add_edge(name, head)  # approve: along the gate's edge
+    return template
+
+
+def park_node(
+    name: str,
+    *,
+    loop: str,
+    head: str,
+    rounds: int,
+    feedback_key: str = "feedback",
+    show: Sequence[str] = (),
+) -> WaitNode:
+    """Park gate ``name``, ready to add (see ``add_park``)."""
     steps = deadline_steps("park", "gate")
     made = gate_stage(
         name,
@@ -44,10 +63,8 @@ def add_park(
         on_deadline=steps,
         park={"loop": loop, "rounds": rounds},
     )
-    template.add_stage(name, made)
-    template.add_route(name, _router(name), {"changes": head, "reject": END, "takeover": END})
-    template.add_edge(name, head)  # approve: along the gate's edge
-    template._gates[name] = GateSpec(
+    spec = GateSpec(
         name=name, changes_to=head, reject_to=None, deadline=DEFAULT_DEADLINE, on_deadline=steps
     )
-    return template
+    targets = {"changes": head, "reject": END, "takeover": END}
+    return WaitNode(stage=made, spec=spec, route=gate_router(name), targets=targets)

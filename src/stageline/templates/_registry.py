@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
-import re
-import sys
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,11 +13,12 @@ from typing import Any
 
 from stageline.errors import TemplateError, TemplateNotFound
 from stageline.templates._builder import Template
+from stageline.templates._project import import_python_file
+from stageline.templates._yaml import load_yaml_template
 
 __all__ = [
     "BUILTINS",
     "TemplateInfo",
-    "import_python_file",
     "list_templates",
     "load_template",
     "runs_on",
@@ -68,66 +66,12 @@ def _from_module(module_name: str) -> Template:
     raise TemplateError(f"module {module_name} defines no `template`", source=module_name)
 
 
-def _module_name(path: Path) -> str:
-    """The import name of a template file: the same in every process and on every machine
-    for the same project layout (stage names and the template's digest are made from it).
-
-    Named after the file's path relative to its project root (the folder holding
-    ``stageline.toml`` above it, else the working directory), not after an absolute path or a
-    salted ``hash()``. Another file that would take the same name gets one of its own.
-    """
-    resolved = path.resolve()
-    root = next((d for d in resolved.parents if (d / "stageline.toml").is_file()), None)
-    if root is None and resolved.is_relative_to(Path.cwd().resolve()):
-        root = Path.cwd().resolve()
-    where = resolved.relative_to(root).as_posix() if root is not None else resolved.name
-    stem = re.sub(r"\W", "_", path.stem)
-    name = f"stageline_user_templates.{stem}_{hashlib.sha256(where.encode()).hexdigest()[:10]}"
-    loaded = sys.modules.get(name)
-    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() != resolved:
-        digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
-        name = f"stageline_user_templates.{stem}_{digest}"
-    return name
-
-
 def _from_python_file(path: Path) -> Template:
     module = import_python_file(path)
     for attr in ("template", "make_template"):
         if hasattr(module, attr):
             return _from_object(getattr(module, attr), str(path))
     raise TemplateError("defines no `template` (a stageline Template)", source=str(path))
-
-
-def import_python_file(path: Path) -> Any:
-    """The module of a Python template file, imported once per process (its errors name the
-    file and line); its name is stable across processes and machines."""
-    module_name = _module_name(path)
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise TemplateError("cannot import this file", source=str(path))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        if isinstance(exc, TemplateError):
-            raise
-        line = _traceback_line(exc, path)
-        raise TemplateError(f"{type(exc).__name__}: {exc}", source=str(path), line=line) from exc
-    return module
-
-
-def _traceback_line(exc: BaseException, path: Path) -> int | None:
-    tb = exc.__traceback__
-    line = None
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
 
 
 def load_template_file(path: Path) -> Template:
@@ -147,8 +91,6 @@ def load_template_file(path: Path) -> Template:
 def _from_yaml_file(path: Path) -> Template:
     """The YAML template in ``path``: the same object while the file's content is the same,
     so a worker that runs it again and again compiles it once (least recently used go)."""
-    from stageline.templates._yaml import load_yaml_template
-
     key = (str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest())
     made = _YAML_CACHE.get(key)
     if made is not None:

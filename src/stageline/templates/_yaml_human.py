@@ -8,7 +8,7 @@ from stageline.errors import TemplateError
 
 if TYPE_CHECKING:
     from stageline.templates._builder import Template
-    from stageline.templates._yaml import _Map, _Reader
+    from stageline.templates._yaml_read import _Map, _Reader
 
 __all__ = ["read_human"]
 

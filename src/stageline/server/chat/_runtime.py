@@ -12,8 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from stageline.errors import StagelineError
-from stageline.events import Deliverer
-from stageline.events._bus import SinkSpec
+from stageline.events import Deliverer, SinkSpec
 from stageline.events._links import DecisionLinks
 from stageline.runner import Runner
 from stageline.server.chat._settings import ChatSettings
