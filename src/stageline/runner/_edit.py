@@ -17,46 +17,40 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateUpdate
 
 from stageline.errors import InputError, InvalidTransition, StagelineError
-from stageline.ledger import Event, RunStatus, this_holder
+from stageline.ledger import Event, LedgerStore, Run, RunStatus, this_holder
+from stageline.runner._advance import Advancer
+from stageline.runner._graphs import Graphs
+from stageline.runner._history import History
+from stageline.runner._lifecycle import Lifecycle
+from stageline.runner._services import Services
 from stageline.runner._support import RunSummary, _config
 
 if TYPE_CHECKING:
     from stageline.config import Settings
-    from stageline.ledger import LedgerStore, Run
-    from stageline.runner._history import _Snap
-    from stageline.templates import Template
 
-__all__ = ["EditMixin"]
+__all__ = ["Edits"]
 
 
-class EditMixin:
-    """Mixed into ``Runner``."""
+class Edits:
+    """Edits of a stopped run's state, as a new checkpoint of its own thread."""
 
-    if TYPE_CHECKING:
-        ledger: LedgerStore
-        settings: Settings
-
-        def _graph(self, template: Template) -> Any: ...
-        def _check_inputs(
-            self, template: Template, inputs: Mapping[str, Any]
-        ) -> dict[str, Any]: ...
-        def _checked_template(self, run: Run, force: bool) -> Template: ...
-        async def _snaps(self, made: Template, run_id: str) -> list[_Snap]: ...
-        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
-        async def _claim(
-            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-        ) -> str: ...
-        async def _advance(
-            self,
-            run: Run,
-            template: Template,
-            payload: Any,
-            services: Mapping[str, Any],
-            *,
-            holder: str,
-            fresh: bool = False,
-        ) -> RunSummary: ...
-        async def status(self, run_id: str) -> RunSummary: ...
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: LedgerStore,
+        graphs: Graphs,
+        services: Services,
+        advancer: Advancer,
+        history: History,
+        lifecycle: Lifecycle,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.graphs = graphs
+        self.services = services
+        self.advancer = advancer
+        self.history = history
+        self.lifecycle = lifecycle
 
     async def update_state(
         self,
@@ -82,10 +76,10 @@ class EditMixin:
                 f"run {run_id} is {run.status}; only a waiting or failed "
                 f"run's state can be changed{hint}"
             )
-        made = self._checked_template(run, force)
-        values = self._check_inputs(made, dict(values))
-        graph = self._graph(made)
-        snaps = await self._snaps(made, run_id)
+        made = self.graphs.checked(run, force)
+        values = self.graphs.check_inputs(made, dict(values))
+        graph = self.graphs.graph(made)
+        snaps = await self.history.snaps(made, run_id)
         base = (
             next((s for s in snaps if s.info.checkpoint_id == checkpoint_id), None)
             if (checkpoint_id)
@@ -108,7 +102,7 @@ class EditMixin:
                 f"say which node writes these values (as_node): checkpoint "
                 f"{base.info.checkpoint_id} of run {run_id} has no node of its own"
             )
-        services = await self._services(services)
+        services = await self.services.resolve(services)
         data = {
             "keys": sorted(values),
             "checkpoint_id": base.info.checkpoint_id,
@@ -116,7 +110,11 @@ class EditMixin:
             "actor": actor,
         }
         waiting = run.status is RunStatus.WAITING
-        holder = await self._claim(run, made, "run.resumed") if waiting else await self._lease(run)
+        holder = (
+            await self.advancer.claim(run, made, "run.resumed")
+            if waiting
+            else await self._lease(run)
+        )
         try:
             conf = _config(run_id)
             conf["configurable"].update(checkpoint_ns="", checkpoint_id=base.info.checkpoint_id)
@@ -150,12 +148,12 @@ class EditMixin:
                     expect=[RunStatus.RUNNING],
                     events=[event],
                 )
-                return await self.status(run_id)
+                return await self.lifecycle.status(run_id)
             self.ledger.stage_event(event)
-            return await self._advance(run, made, None, services, holder=holder)
+            return await self.advancer.advance(run, made, None, services, holder=holder)
         await self.ledger.append_events(run_id, [event])
         await self.ledger.release_lease(run_id, holder)
-        return await self.status(run_id)
+        return await self.lifecycle.status(run_id)
 
     async def _lease(self, run: Run) -> str:
         """Hold a failed run's lease (nobody retries it meanwhile) and check it is still so."""

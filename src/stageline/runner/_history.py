@@ -24,16 +24,18 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateUpdate
 
 from stageline.errors import InputError, InvalidTransition, StagelineError, UsageError
-from stageline.ledger import Event, Lineage, Run, RunStatus, this_holder
+from stageline.ledger import Event, LedgerStore, Lineage, Run, RunStatus, this_holder
 from stageline.names import check_run_id
+from stageline.runner._advance import Advancer
+from stageline.runner._graphs import Graphs
+from stageline.runner._services import Services
 from stageline.runner._support import RunSummary, _config, _public_state, new_run_id
+from stageline.templates import Template
 
 if TYPE_CHECKING:
     from stageline.config import Settings
-    from stageline.ledger import LedgerStore
-    from stageline.templates import Template
 
-__all__ = ["CheckpointInfo", "HistoryMixin"]
+__all__ = ["CheckpointInfo", "History"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,43 +83,32 @@ def _epoch(stamp: str | None) -> float:
     return 0.0
 
 
-class HistoryMixin:
-    """Mixed into ``Runner``."""
+class History:
+    """A run's checkpoints, and forks from any of them."""
 
-    if TYPE_CHECKING:
-        ledger: LedgerStore
-        settings: Settings
-
-        def load(self, ref: str | Template) -> Template: ...
-        def _graph(self, template: Template) -> Any: ...
-        def _check_inputs(
-            self, template: Template, inputs: Mapping[str, Any]
-        ) -> dict[str, Any]: ...
-        def _checked_template(self, run: Run, force: bool) -> Template: ...
-        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
-        async def _claim(
-            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-        ) -> str: ...
-        async def _advance(
-            self,
-            run: Run,
-            template: Template,
-            payload: Any,
-            services: Mapping[str, Any],
-            *,
-            holder: str,
-            fresh: bool = False,
-        ) -> RunSummary: ...
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: LedgerStore,
+        graphs: Graphs,
+        services: Services,
+        advancer: Advancer,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.graphs = graphs
+        self.services = services
+        self.advancer = advancer
 
     # -- reading ----------------------------------------------------------------------------
 
     async def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (an unknown run raises ``RunNotFound``)."""
         run = await self.ledger.get_run(run_id)
-        return [s.info for s in await self._snaps(self.load(run.template), run_id)]
+        return [s.info for s in await self.snaps(self.graphs.load(run.template), run_id)]
 
-    async def _snaps(self, made: Template, run_id: str) -> list[_Snap]:
-        graph = self._graph(made)
+    async def snaps(self, made: Template, run_id: str) -> list[_Snap]:
+        graph = self.graphs.graph(made)
         found = [s async for s in graph.aget_state_history(_config(run_id))]
         found.reverse()  # LangGraph lists newest first
         by_id = {s.config["configurable"]["checkpoint_id"]: s for s in found}
@@ -177,7 +168,7 @@ class HistoryMixin:
             return []
         try:
             parent = await self.ledger.get_run(found.parent_run_id)
-            snaps = await self._snaps(self.load(parent.template), parent.run_id)
+            snaps = await self.snaps(self.graphs.load(parent.template), parent.run_id)
         except StagelineError:  # the parent is gone (retention) or its template is
             return []
         return next(
@@ -207,10 +198,10 @@ class HistoryMixin:
         (for a worker); else it is advanced like ``start``.
         """
         source = await self.ledger.get_run(run_id)
-        made = self._checked_template(source, force)
-        changes = self._check_inputs(made, dict(changes or {}))
+        made = self.graphs.checked(source, force)
+        changes = self.graphs.check_inputs(made, dict(changes or {}))
         base, writers = await self._fork_base(made, source, at_step, checkpoint_id)
-        given = await self._services(services)
+        given = await self.services.resolve(services)
         new_id = check_run_id(fork_id or new_run_id())
         step = base.info.step + 1
         holder = this_holder()
@@ -250,7 +241,7 @@ class HistoryMixin:
             payload = await self._seed(made, new_id, base, writers, changes, source)
         except BaseException as exc:  # nothing half-made: no run without its checkpoint
             with contextlib.suppress(Exception):
-                await self._graph(made).checkpointer.adelete_thread(new_id)
+                await self.graphs.graph(made).checkpointer.adelete_thread(new_id)
             with contextlib.suppress(StagelineError):
                 await self.ledger.delete_run(new_id)
             if isinstance(exc, InvalidUpdateError):
@@ -276,7 +267,7 @@ class HistoryMixin:
                 state=_public_state(base.raw),
                 lineage=await self.ledger.lineage(new_id),
             )
-        done = await self._advance(run, made, payload, given, holder=holder, fresh=True)
+        done = await self.advancer.advance(run, made, payload, given, holder=holder, fresh=True)
         return RunSummary(
             run=done.run,
             records=done.records,
@@ -291,7 +282,7 @@ class HistoryMixin:
         """The checkpoint a fork starts from, and the nodes that wrote it."""
         if at_step is not None and checkpoint_id is not None:
             raise UsageError("fork at a step or at a checkpoint id, not both")
-        snaps = await self._snaps(made, source.run_id)
+        snaps = await self.snaps(made, source.run_id)
         if not snaps:
             raise InvalidTransition(f"run {source.run_id} has no checkpoint yet; nothing to fork")
         by_id = {s.info.checkpoint_id: s for s in snaps}
@@ -319,7 +310,7 @@ class HistoryMixin:
                         f"{', '.join(map(str, ran)) or 'none'} (see `stageline history "
                         f"{source.run_id}`)"
                     )
-        writers = [n for n in found.info.nodes if n in self._graph(made).nodes]
+        writers = [n for n in found.info.nodes if n in self.graphs.graph(made).nodes]
         if found.info.source != "input" and not writers:
             raise InputError(
                 f"cannot tell which node wrote checkpoint {found.info.checkpoint_id} of run "
@@ -344,6 +335,6 @@ class HistoryMixin:
         values = {**base.raw, **changes}
         updates = [StateUpdate(values, writers[0])]
         updates += [StateUpdate({}, w) for w in writers[1:]]
-        graph = self._graph(made)
+        graph = self.graphs.graph(made)
         await graph.abulk_update_state(_config(new_id), [updates])
         return None
