@@ -31,7 +31,7 @@ from stageline.runner._reads import pending_waits, waiting_on
 from stageline.runner._services import Services
 from stageline.runner._support import RunSummary
 from stageline.runner._trust import check_checkpoint
-from stageline.runner._waits import what
+from stageline.runner._waits import round_event, what
 from stageline.stages import validate_answers
 
 __all__ = ["SWEEPER", "DecisionOptions", "Decisions"]
@@ -289,14 +289,10 @@ class Decisions:
                     reason=f"the run could not be resumed: {exc}",
                     reopen=current.status.waits_for_person,
                     events=[
-                        Event(
-                            run_id=run_id,
-                            kind=f"{kind}.rolled_back",
-                            node=found.node,
-                            level="warning",
-                            message=(
-                                f"the run could not be resumed ({exc}); the {said} is rolled back"
-                            ),
+                        round_event(
+                            found,
+                            "rolled_back",
+                            f"the run could not be resumed ({exc}); the {said} is rolled back",
                         )
                     ],
                 )
