@@ -162,6 +162,9 @@ def make_project(
     (root / "templates").mkdir(exist_ok=True)
     for name in templates:
         shutil.copy(FIXTURES / name, root / "templates" / Path(name).name)
+        for shared in FIXTURES.glob("_*.py"):  # what it loads beside itself (_trail_nodes.py)
+            if shared.name in (FIXTURES / name).read_text():
+                shutil.copy(shared, root / "templates" / shared.name)
     home = root / ".stageline"
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
     child_env.update(

@@ -176,7 +176,7 @@ def _interrupt_payload(tmp_path: Path, run_id: str) -> dict[str, Any]:
     async def read() -> dict[str, Any]:
         settings = load_settings(cwd=tmp_path, env={"STAGELINE_HOME": str(tmp_path / "home")})
         async with Runner.open(settings) as runner:
-            graph = runner._graph(runner.load("sdlc"))
+            graph = runner.graph("sdlc")
             snapshot = await graph.aget_state({"configurable": {"thread_id": run_id}})
             [asked] = snapshot.interrupts
             return dict(asked.value)

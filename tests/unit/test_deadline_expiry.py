@@ -14,7 +14,7 @@ from stageline.config import Settings
 from stageline.errors import InvalidTransition
 from stageline.ledger import EventCategory, RunStatus, WaitStatus
 from stageline.runner import Runner
-from stageline.runner._human import due_at
+from stageline.runner._deadlines import due_at
 from stageline.runner._waits import what
 from stageline.stages import StageContext
 from stageline.templates import Template

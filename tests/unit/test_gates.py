@@ -211,8 +211,8 @@ async def test_the_gate_itself_refuses_a_stale_decision_and_asks_again(
     await runner.ledger.decide_wait(
         run.run_id, wait.wait_id, wait.round, response=stale, actor="mallory"
     )
-    holder = await runner._claim(run, template, "run.resumed")
-    after = await runner._advance(
+    holder = await runner.advancer.claim(run, template, "run.resumed")
+    after = await runner.advancer.advance(
         run, template, Command(resume={wait.interrupt_id: stale}), {}, holder=holder
     )
     assert after.status is RunStatus.WAITING and "published" not in after.state

@@ -34,7 +34,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _cached(runner: Runner) -> int:
-    return len(runner._graphs)
+    return len(runner.graphs)
 
 
 async def test_a_yaml_template_given_by_path_is_compiled_once_for_many_runs(

@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stageline.runner._client import Client, connect
-    from stageline.runner._history import CheckpointInfo
     from stageline.runner._reads import pending_waits, waiting_on
     from stageline.runner._retention import PRUNED_BY_DEFAULT, PruneReport
     from stageline.runner._runner import Runner, RunSummary, new_run_id
     from stageline.runner._services import open_services
+    from stageline.runner._snapshots import CheckpointInfo
     from stageline.runner._stats import outcome_stats, parse_since, percentile
 
 _LAZY = {
     "Client": "stageline.runner._client",
     "connect": "stageline.runner._client",
-    "CheckpointInfo": "stageline.runner._history",
+    "CheckpointInfo": "stageline.runner._snapshots",
     "open_services": "stageline.runner._services",
     "PRUNED_BY_DEFAULT": "stageline.runner._retention",
     "PruneReport": "stageline.runner._retention",

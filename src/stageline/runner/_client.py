@@ -18,13 +18,14 @@ from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from stageline.config import Settings, load_settings
 from stageline.errors import UsageError
 from stageline.ledger import Run, RunStatus, Wait
-from stageline.runner._history import CheckpointInfo
+from stageline.runner._human import DecisionOptions
 from stageline.runner._runner import Runner
+from stageline.runner._snapshots import CheckpointInfo
 from stageline.runner._support import RunSummary
 
 __all__ = ["Client", "connect"]
@@ -230,45 +231,21 @@ class Client:
     # -- people -----------------------------------------------------------------------------
 
     def approve(
-        self,
-        run_id: str,
-        *,
-        note: str | None = None,
-        actor: str | None = None,
-        gate: str | None = None,
-        attempt: int | None = None,
+        self, run_id: str, *, note: str | None = None, **options: Unpack[DecisionOptions]
     ) -> RunSummary:
-        """Approve the gate the run waits at; returns once the run ends or waits again."""
-        return self._call(
-            self._runner.approve(run_id, note=note, actor=actor, gate=gate, attempt=attempt)
-        )
+        """Approve the gate the run waits at; returns once the run ends or waits again (the
+        options bind the decision as ``Runner.approve``'s do)."""
+        return self._call(self._runner.approve(run_id, note=note, **options))
 
     def reject(
-        self,
-        run_id: str,
-        *,
-        note: str | None = None,
-        actor: str | None = None,
-        gate: str | None = None,
-        attempt: int | None = None,
+        self, run_id: str, *, note: str | None = None, **options: Unpack[DecisionOptions]
     ) -> RunSummary:
-        return self._call(
-            self._runner.reject(run_id, note=note, actor=actor, gate=gate, attempt=attempt)
-        )
+        """Reject at the gate the run waits at (see ``Runner.reject``)."""
+        return self._call(self._runner.reject(run_id, note=note, **options))
 
-    def changes(
-        self,
-        run_id: str,
-        *,
-        note: str,
-        actor: str | None = None,
-        gate: str | None = None,
-        attempt: int | None = None,
-    ) -> RunSummary:
+    def changes(self, run_id: str, *, note: str, **options: Unpack[DecisionOptions]) -> RunSummary:
         """Send the run back to the gate's ``changes_to`` node with ``note`` as feedback."""
-        return self._call(
-            self._runner.request_changes(run_id, note=note, actor=actor, gate=gate, attempt=attempt)
-        )
+        return self._call(self._runner.request_changes(run_id, note=note, **options))
 
     def answer(
         self,

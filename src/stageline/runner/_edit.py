@@ -18,33 +18,35 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateUpdate
 
 from stageline.errors import InputError, InvalidTransition, StagelineError
-from stageline.ledger import Event, RunStatus, this_holder
-from stageline.runner._guard import check_writers, waits_for_person
+from stageline.ledger import Event, LedgerStore, Run, RunStatus, this_holder
+from stageline.runner._graphs import Graphs
+from stageline.runner._guard import check_writers, human_nodes, waits_for_person
+from stageline.runner._history import History
+from stageline.runner._lifecycle import Lifecycle
 from stageline.runner._support import RunSummary, _config
 
 if TYPE_CHECKING:
     from stageline.config import Settings
-    from stageline.ledger import LedgerStore, Run
-    from stageline.runner._history import _Snap
-    from stageline.templates import Template
 
-__all__ = ["EditMixin"]
+__all__ = ["Edits"]
 
 
-class EditMixin:
-    """Mixed into ``Runner``."""
+class Edits:
+    """Edits of a stopped run's state, as a new checkpoint of its own thread."""
 
-    if TYPE_CHECKING:
-        ledger: LedgerStore
-        settings: Settings
-
-        def _graph(self, template: Template) -> Any: ...
-        def _check_inputs(
-            self, template: Template, inputs: Mapping[str, Any]
-        ) -> dict[str, Any]: ...
-        def _checked_template(self, run: Run, force: bool) -> Template: ...
-        async def _snaps(self, made: Template, run_id: str) -> list[_Snap]: ...
-        async def status(self, run_id: str) -> RunSummary: ...
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: LedgerStore,
+        graphs: Graphs,
+        history: History,
+        lifecycle: Lifecycle,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.graphs = graphs
+        self.history = history
+        self.lifecycle = lifecycle
 
     async def update_state(
         self,
@@ -68,10 +70,10 @@ class EditMixin:
             raise InvalidTransition(
                 f"run {run_id} is {run.status}; only a failed run's state can be changed{hint}"
             )
-        made = self._checked_template(run, force)
-        values = self._check_inputs(made, dict(values))
-        graph = self._graph(made)
-        snaps = await self._snaps(made, run_id)
+        made = self.graphs.checked(run, force)
+        values = self.graphs.check_inputs(made, dict(values))
+        graph = self.graphs.graph(made)
+        snaps = await self.history.snaps(made, run_id)
         base = (
             next((s for s in snaps if s.info.checkpoint_id == checkpoint_id), None)
             if (checkpoint_id)
@@ -98,7 +100,7 @@ class EditMixin:
             snaps,
             base,
             writers,
-            await self.human_nodes(made, run_id),
+            await human_nodes(self.ledger, made, run_id),
             run_id=run_id,
             doing="a state edit",
         )
@@ -129,7 +131,7 @@ class EditMixin:
         )
         await self.ledger.append_events(run_id, [event])
         await self.ledger.release_lease(run_id, holder)
-        return await self.status(run_id)
+        return await self.lifecycle.status(run_id)
 
     async def check_no_wait(self, run: Run | str, doing: str) -> None:
         """Refuse ``doing`` (``WaitsForPerson``, naming the wait and the route that decides it)
@@ -137,12 +139,6 @@ class EditMixin:
         found = await self.ledger.get_run(run) if isinstance(run, str) else run
         if found.status.waits_for_person:
             raise waits_for_person(found, await self.ledger.waits(found.run_id), doing)
-
-    async def human_nodes(self, made: Template, run_id: str) -> set[str]:
-        """The nodes that ask a person: the template's gates and questions, and every node
-        that asked in the run (a plain ``interrupt()`` of a LangGraph graph too)."""
-        asked = {w.node for w in await self.ledger.waits(run_id)}
-        return {*made.gates, *made.questions, *asked}
 
     async def _lease(self, run: Run) -> str:
         """Hold a failed run's lease (nobody retries it meanwhile) and check it is still so."""

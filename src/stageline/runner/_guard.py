@@ -17,9 +17,11 @@ from stageline.errors import InvalidTransition, WaitsForPerson
 from stageline.ledger import Run, Wait, WaitKind, WaitStatus
 
 if TYPE_CHECKING:
-    from stageline.runner._history import _Snap
+    from stageline.ledger import LedgerStore
+    from stageline.runner._snapshots import Snap
+    from stageline.templates import Template
 
-__all__ = ["check_writers", "decision_route", "waits_for_person"]
+__all__ = ["check_writers", "decision_route", "human_nodes", "waits_for_person"]
 
 _START = "__start__"
 """LangGraph's input node: a write as it runs the whole graph again, every gate included."""
@@ -51,11 +53,18 @@ def waits_for_person(run: Run, waits: Sequence[Wait], doing: str) -> WaitsForPer
     )
 
 
-def _chain(snaps: Sequence[_Snap], base: _Snap) -> list[_Snap]:
+async def human_nodes(ledger: LedgerStore, made: Template, run_id: str) -> set[str]:
+    """The nodes that ask a person: the template's gates and questions, and every node that
+    asked in the run (a plain ``interrupt()`` of a LangGraph graph too)."""
+    asked = {w.node for w in await ledger.waits(run_id)}
+    return {*made.gates, *made.questions, *asked}
+
+
+def _chain(snaps: Sequence[Snap], base: Snap) -> list[Snap]:
     """The checkpoints that led to ``base`` (its own line, oldest first)."""
     by_id = {s.info.checkpoint_id: s for s in snaps}
-    chain: list[_Snap] = []
-    cursor: _Snap | None = base
+    chain: list[Snap] = []
+    cursor: Snap | None = base
     while cursor is not None and len(chain) <= len(snaps):
         chain.append(cursor)
         cursor = by_id.get(cursor.info.parent_id or "")
@@ -64,8 +73,8 @@ def _chain(snaps: Sequence[_Snap], base: _Snap) -> list[_Snap]:
 
 
 def check_writers(
-    snaps: Sequence[_Snap],
-    base: _Snap,
+    snaps: Sequence[Snap],
+    base: Snap,
     writers: Sequence[str],
     human: Collection[str],
     *,

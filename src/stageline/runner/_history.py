@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,54 +23,20 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateUpdate
 
 from stageline.errors import InputError, InvalidTransition, StagelineError, UsageError
-from stageline.ledger import Event, Lineage, Run, RunStatus, this_holder
+from stageline.ledger import Event, LedgerStore, Lineage, Run, RunStatus, this_holder
 from stageline.names import check_run_id
-from stageline.runner._guard import check_writers
+from stageline.runner._advance import Advancer
+from stageline.runner._graphs import Graphs
+from stageline.runner._guard import check_writers, human_nodes
+from stageline.runner._services import Services
+from stageline.runner._snapshots import CheckpointInfo, Snap
 from stageline.runner._support import RunSummary, _config, _public_state, new_run_id
+from stageline.templates import Template
 
 if TYPE_CHECKING:
     from stageline.config import Settings
-    from stageline.ledger import LedgerStore
-    from stageline.templates import Template
 
-__all__ = ["CheckpointInfo", "HistoryMixin"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckpointInfo:
-    """One checkpoint of a run, as ``Runner.history`` lists it."""
-
-    run_id: str
-    checkpoint_id: str
-    parent_id: str | None
-    step: int
-    """LangGraph's step: -1 for the input, then one per superstep."""
-    nodes: list[str]
-    """The node(s) whose writes made this checkpoint (``__start__`` for the inputs)."""
-    next: list[str]
-    """The node(s) that run from this checkpoint (none once the run ended)."""
-    source: str
-    """``input``, ``loop`` (a step ran), ``update`` (a state edit) or ``fork``."""
-    created_at: float
-    values: dict[str, Any]
-    """The run's state at this checkpoint."""
-    changed: dict[str, Any] = field(default_factory=dict)
-    """The keys whose values differ from the parent checkpoint's, with their new values."""
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
-    """What the nodes of this step asked a person (id and payload), if anything."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        data["node"] = ", ".join(self.nodes)  # as `history` prints it
-        return data
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Snap:
-    """A checkpoint as read from LangGraph, with its raw values (reserved keys included)."""
-
-    info: CheckpointInfo
-    raw: dict[str, Any]
+__all__ = ["CheckpointInfo", "History"]
 
 
 def _epoch(stamp: str | None) -> float:
@@ -82,48 +47,36 @@ def _epoch(stamp: str | None) -> float:
     return 0.0
 
 
-class HistoryMixin:
-    """Mixed into ``Runner``."""
+class History:
+    """A run's checkpoints, and forks from any of them."""
 
-    if TYPE_CHECKING:
-        ledger: LedgerStore
-        settings: Settings
-
-        def load(self, ref: str | Template) -> Template: ...
-        def _graph(self, template: Template) -> Any: ...
-        def _check_inputs(
-            self, template: Template, inputs: Mapping[str, Any]
-        ) -> dict[str, Any]: ...
-        def _checked_template(self, run: Run, force: bool) -> Template: ...
-        async def human_nodes(self, made: Template, run_id: str) -> set[str]: ...
-        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
-        async def _claim(
-            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-        ) -> str: ...
-        async def _advance(
-            self,
-            run: Run,
-            template: Template,
-            payload: Any,
-            services: Mapping[str, Any],
-            *,
-            holder: str,
-            fresh: bool = False,
-        ) -> RunSummary: ...
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: LedgerStore,
+        graphs: Graphs,
+        services: Services,
+        advancer: Advancer,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.graphs = graphs
+        self.services = services
+        self.advancer = advancer
 
     # -- reading ----------------------------------------------------------------------------
 
     async def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (an unknown run raises ``RunNotFound``)."""
         run = await self.ledger.get_run(run_id)
-        return [s.info for s in await self._snaps(self.load(run.template), run_id)]
+        return [s.info for s in await self.snaps(self.graphs.load(run.template), run_id)]
 
-    async def _snaps(self, made: Template, run_id: str) -> list[_Snap]:
-        graph = self._graph(made)
+    async def snaps(self, made: Template, run_id: str) -> list[Snap]:
+        graph = self.graphs.graph(made)
         found = [s async for s in graph.aget_state_history(_config(run_id))]
         found.reverse()  # LangGraph lists newest first
         by_id = {s.config["configurable"]["checkpoint_id"]: s for s in found}
-        snaps: list[_Snap] = []
+        snaps: list[Snap] = []
         infos: dict[str, CheckpointInfo] = {}
         edits: dict[str, list[str]] | None = None
         for snap in found:
@@ -160,7 +113,7 @@ class HistoryMixin:
                 interrupts=[{"id": i.id, "value": i.value} for i in snap.interrupts],
             )
             infos[cid] = info
-            snaps.append(_Snap(info=info, raw=dict(snap.values)))
+            snaps.append(Snap(info=info, raw=dict(snap.values)))
         return snaps
 
     async def _edits(self, run_id: str) -> dict[str, list[str]]:
@@ -179,7 +132,7 @@ class HistoryMixin:
             return []
         try:
             parent = await self.ledger.get_run(found.parent_run_id)
-            snaps = await self._snaps(self.load(parent.template), parent.run_id)
+            snaps = await self.snaps(self.graphs.load(parent.template), parent.run_id)
         except StagelineError:  # the parent is gone (retention) or its template is
             return []
         return next(
@@ -209,10 +162,10 @@ class HistoryMixin:
         (for a worker); else it is advanced like ``start``.
         """
         source = await self.ledger.get_run(run_id)
-        made = self._checked_template(source, force)
-        changes = self._check_inputs(made, dict(changes or {}))
+        made = self.graphs.checked(source, force)
+        changes = self.graphs.check_inputs(made, dict(changes or {}))
         base, writers = await self._fork_base(made, source, at_step, checkpoint_id, bool(changes))
-        given = await self._services(services)
+        given = await self.services.resolve(services)
         new_id = check_run_id(fork_id or new_run_id())
         step = base.info.step + 1
         holder = this_holder()
@@ -252,7 +205,7 @@ class HistoryMixin:
             payload = await self._seed(made, new_id, base, writers, changes, source)
         except BaseException as exc:  # nothing half-made: no run without its checkpoint
             with contextlib.suppress(Exception):
-                await self._graph(made).checkpointer.adelete_thread(new_id)
+                await self.graphs.graph(made).checkpointer.adelete_thread(new_id)
             with contextlib.suppress(StagelineError):
                 await self.ledger.delete_run(new_id)
             if isinstance(exc, InvalidUpdateError):
@@ -278,7 +231,7 @@ class HistoryMixin:
                 state=_public_state(base.raw),
                 lineage=await self.ledger.lineage(new_id),
             )
-        done = await self._advance(run, made, payload, given, holder=holder, fresh=True)
+        done = await self.advancer.advance(run, made, payload, given, holder=holder, fresh=True)
         return RunSummary(
             run=done.run,
             records=done.records,
@@ -294,12 +247,12 @@ class HistoryMixin:
         at_step: int | None,
         checkpoint_id: str | None,
         changed: bool = False,
-    ) -> tuple[_Snap, list[str]]:
+    ) -> tuple[Snap, list[str]]:
         """The checkpoint a fork starts from, and the nodes that wrote it; with ``changed``
         state, one before every gate or question passed on the way to it (``runner._guard``)."""
         if at_step is not None and checkpoint_id is not None:
             raise UsageError("fork at a step or at a checkpoint id, not both")
-        snaps = await self._snaps(made, source.run_id)
+        snaps = await self.snaps(made, source.run_id)
         if not snaps:
             raise InvalidTransition(f"run {source.run_id} has no checkpoint yet; nothing to fork")
         by_id = {s.info.checkpoint_id: s for s in snaps}
@@ -311,8 +264,8 @@ class HistoryMixin:
                     f"see `stageline history {source.run_id}`"
                 )
         else:
-            chain: list[_Snap] = []  # the head's own line: past edits leave side branches
-            cursor: _Snap | None = snaps[-1]
+            chain: list[Snap] = []  # the head's own line: past edits leave side branches
+            cursor: Snap | None = snaps[-1]
             while cursor is not None:
                 chain.append(cursor)
                 cursor = by_id.get(cursor.info.parent_id or "")
@@ -327,7 +280,7 @@ class HistoryMixin:
                         f"{', '.join(map(str, ran)) or 'none'} (see `stageline history "
                         f"{source.run_id}`)"
                     )
-        writers = [n for n in found.info.nodes if n in self._graph(made).nodes]
+        writers = [n for n in found.info.nodes if n in self.graphs.graph(made).nodes]
         if found.info.source != "input" and not writers:
             raise InputError(
                 f"cannot tell which node wrote checkpoint {found.info.checkpoint_id} of run "
@@ -338,7 +291,7 @@ class HistoryMixin:
                 snaps,
                 found,
                 writers,
-                await self.human_nodes(made, source.run_id),
+                await human_nodes(self.ledger, made, source.run_id),
                 run_id=source.run_id,
                 doing="a fork with changed state",
             )
@@ -348,7 +301,7 @@ class HistoryMixin:
         self,
         made: Template,
         new_id: str,
-        base: _Snap,
+        base: Snap,
         writers: list[str],
         changes: Mapping[str, Any],
         source: Run,
@@ -361,6 +314,6 @@ class HistoryMixin:
         values = {**base.raw, **changes}
         updates = [StateUpdate(values, writers[0])]
         updates += [StateUpdate({}, w) for w in writers[1:]]
-        graph = self._graph(made)
+        graph = self.graphs.graph(made)
         await graph.abulk_update_state(_config(new_id), [updates])
         return None

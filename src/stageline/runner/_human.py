@@ -1,65 +1,43 @@
-"""The runner's part for people: decide gates, answer questions, list what waits, sweep deadlines.
+"""People's part of a run: decide gates, answer questions, list what waits, settle effects.
 
 Every decision takes one path: check it, record it in the ledger (the database decides who was
 first), then resume the run with ``Command(resume={interrupt id: decision})`` through the
-runner's own claim-and-advance. What the sweeper decides on a deadline takes the same path.
+runner's own claim-and-advance. What the sweeper decides on a deadline takes the same path
+(``_deadlines``).
 """
 
 from __future__ import annotations
 
 import getpass
-import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypedDict
 
 from langgraph.types import Command
 
-from stageline.errors import (
-    AlreadyDecided,
-    InvalidTransition,
-    StagelineError,
-    StaleDecision,
-    UsageError,
-)
+from stageline.errors import InvalidTransition, StaleDecision, UsageError
 from stageline.ledger import (
     Event,
-    EventCategory,
+    LedgerStore,
     NodeRecord,
     Run,
-    RunClaim,
-    RunStatus,
     Wait,
     WaitKind,
     WaitStatus,
     already_decided,
 )
+from stageline.runner._advance import Advancer
+from stageline.runner._graphs import Graphs
 from stageline.runner._reads import pending_waits, waiting_on
+from stageline.runner._services import Services
 from stageline.runner._support import RunSummary
 from stageline.runner._trust import check_checkpoint
-from stageline.runner._waits import what
+from stageline.runner._waits import round_event, what
 from stageline.stages import validate_answers
 
-if TYPE_CHECKING:
-    from langgraph.checkpoint.base import BaseCheckpointSaver
-
-    from stageline.config import Settings
-    from stageline.ledger import LedgerStore
-    from stageline.templates import Template
-
-__all__ = ["SWEEPER", "HumanMixin", "due_at"]
+__all__ = ["SWEEPER", "DecisionOptions", "Decisions"]
 
 SWEEPER = "stageline sweep"
 """The actor of what the sweeper decides."""
-_FRACTIONS = {"remind": 0.5, "escalate": 0.75}
-"""When remind and escalate are due, as a share of the time to the deadline."""
-
-
-def due_at(wait: Wait, step: int) -> float | None:
-    """When deadline step ``step`` (0-based) of ``wait`` is due; None if it has no deadline."""
-    if wait.deadline_at is None:
-        return None
-    share = _FRACTIONS.get(wait.policy[step], 1.0)
-    return wait.requested_at + share * (wait.deadline_at - wait.requested_at)
 
 
 def _actor(actor: str | None) -> str:
@@ -71,178 +49,65 @@ def _actor(actor: str | None) -> str:
         return "unknown"
 
 
-class HumanMixin:
-    """Mixed into ``Runner``."""
+class DecisionOptions(TypedDict, total=False):
+    """What binds and accompanies a decision at a gate (``Runner.approve`` and its kin)."""
 
-    if TYPE_CHECKING:
-        ledger: LedgerStore
-        settings: Settings
+    gate: str | None
+    """The gate's name, where the run waits at more than one."""
+    actor: str | None
+    """Who decides (default: the OS user)."""
+    attempt: int | None
+    """The attempt the decider saw; a decision for another attempt is stale."""
+    state_hash: str | None
+    """The hash of the state the decider saw; a decision on another state is stale."""
+    services: Mapping[str, Any] | None
+    force: bool
+    """Go on with a template that changed since the run began."""
+    wait_id: str | None
+    """The visit of the gate the decider was shown (the decision binds to it)."""
+    seen_at: float | None
+    """When the decider looked: the decision binds to the visit waiting then."""
 
-        def _checked_template(self, run: Run, force: bool) -> Template: ...
-        def _saver(self, template: Template) -> BaseCheckpointSaver[Any]: ...
-        async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]: ...
-        async def _claim(
-            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-        ) -> str: ...
-        def _claim_of(
-            self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-        ) -> RunClaim: ...
-        async def _advance(
-            self,
-            run: Run,
-            template: Template,
-            payload: Any,
-            services: Mapping[str, Any],
-            *,
-            holder: str,
-            fresh: bool = False,
-            earlier: Sequence[NodeRecord] | None = None,
-        ) -> RunSummary: ...
 
-    # -- deciding ---------------------------------------------------------------------------
+class Decisions:
+    """People's decisions and answers: checked, recorded first, then applied by an advance."""
 
-    async def approve(
-        self,
-        run_id: str,
-        *,
-        gate: str | None = None,
-        note: str | None = None,
-        actor: str | None = None,
-        attempt: int | None = None,
-        state_hash: str | None = None,
-        services: Mapping[str, Any] | None = None,
-        force: bool = False,
-        wait_id: str | None = None,
-        seen_at: float | None = None,
-    ) -> RunSummary:
-        """Approve the gate the run waits at; the run goes on past it.
+    def __init__(
+        self, ledger: LedgerStore, graphs: Graphs, services: Services, advancer: Advancer
+    ) -> None:
+        self.ledger = ledger
+        self.graphs = graphs
+        self.services = services
+        self.advancer = advancer
 
-        The decision binds to one visit of the gate: ``wait_id`` (the visit the caller showed),
-        else the visit that was waiting at ``seen_at`` (when the caller looked; a CLI command's
-        start). If that visit was decided meanwhile, ``AlreadyDecided`` names the decision that
-        won, even when the run has come back to the gate since."""
-        return await self._decide(
-            run_id,
-            "approve",
-            gate=gate,
-            note=note,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            services=services,
-            force=force,
-            wait_id=wait_id,
-            seen_at=seen_at,
-        )
-
-    async def reject(
-        self,
-        run_id: str,
-        *,
-        gate: str | None = None,
-        note: str | None = None,
-        actor: str | None = None,
-        attempt: int | None = None,
-        state_hash: str | None = None,
-        services: Mapping[str, Any] | None = None,
-        force: bool = False,
-        wait_id: str | None = None,
-        seen_at: float | None = None,
-    ) -> RunSummary:
-        """Reject: the run ends ``rejected``, or follows the gate's reject route (bound to a
-        visit as ``approve`` is)."""
-        return await self._decide(
-            run_id,
-            "reject",
-            gate=gate,
-            note=note,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            services=services,
-            force=force,
-            wait_id=wait_id,
-            seen_at=seen_at,
-        )
-
-    async def take_over(
-        self,
-        run_id: str,
-        *,
-        gate: str | None = None,
-        note: str | None = None,
-        actor: str | None = None,
-        attempt: int | None = None,
-        state_hash: str | None = None,
-        services: Mapping[str, Any] | None = None,
-        force: bool = False,
-        wait_id: str | None = None,
-        seen_at: float | None = None,
-    ) -> RunSummary:
-        """Take over a parked run: it ends ``taken_over``, its branch and worktree left for the
-        person (the ``run.taken_over`` event says where). Only a park gate takes this."""
-        return await self._decide(
-            run_id,
-            "takeover",
-            gate=gate,
-            note=note,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            services=services,
-            force=force,
-            wait_id=wait_id,
-            seen_at=seen_at,
-        )
-
-    async def request_changes(
-        self,
-        run_id: str,
-        *,
-        note: str,
-        gate: str | None = None,
-        actor: str | None = None,
-        attempt: int | None = None,
-        state_hash: str | None = None,
-        services: Mapping[str, Any] | None = None,
-        force: bool = False,
-        wait_id: str | None = None,
-        seen_at: float | None = None,
-    ) -> RunSummary:
-        """Send the run back to the gate's ``changes_to`` node with ``note`` as its feedback
-        (bound to a visit as ``approve`` is)."""
-        if not note or not note.strip():
-            raise UsageError("a request for changes needs a note saying what to change")
-        return await self._decide(
-            run_id,
-            "changes",
-            gate=gate,
-            note=note,
-            actor=actor,
-            attempt=attempt,
-            state_hash=state_hash,
-            services=services,
-            force=force,
-            wait_id=wait_id,
-            seen_at=seen_at,
-        )
-
-    async def _decide(
+    async def decide(
         self,
         run_id: str,
         decision: str,
         *,
-        gate: str | None,
-        note: str | None,
-        actor: str | None,
-        attempt: int | None,
-        state_hash: str | None,
-        services: Mapping[str, Any] | None,
-        force: bool,
+        note: str | None = None,
+        gate: str | None = None,
+        actor: str | None = None,
+        attempt: int | None = None,
+        state_hash: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
         wait: Wait | None = None,
         wait_id: str | None = None,
         seen_at: float | None = None,
     ) -> RunSummary:
+        """Decide the gate the run waits at: ``approve`` (it goes on past the gate), ``reject``
+        (it ends ``rejected``, or follows the gate's reject route), ``changes`` (back to the
+        gate's ``changes_to`` node with ``note`` as feedback) or ``takeover`` (a parked run ends
+        ``taken_over``, its branch and worktree left for the person).
+
+        The decision binds to one visit of the gate: ``wait``/``wait_id`` (the visit the caller
+        showed), else the visit that was waiting at ``seen_at`` (when the caller looked; a CLI
+        command's start). If that visit was decided meanwhile, ``AlreadyDecided`` names the
+        decision that won, even when the run has come back to the gate since."""
+        if decision == "changes" and (not note or not note.strip()):
+            raise UsageError("a request for changes needs a note saying what to change")
+
         def respond(run: Run, found: Wait) -> dict[str, Any]:
             said = f"{decision} for {what(found)} of run {run_id}"
             if attempt is not None and attempt != found.attempt:
@@ -363,14 +228,14 @@ class HumanMixin:
                 raise already_decided(latest)
         if not run.status.waits_for_person:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
-        made = self._checked_template(run, force)
-        services = await self._services(services)
+        made = self.graphs.checked(run, force)
+        services = await self.services.resolve(services)
         found = wait or _pick(
             [w for w in waits if w.status is WaitStatus.PENDING], kind, name, run_id
         )
         response = {**respond(run, found), "token": found.token}
         # Nothing is recorded, and the run does not move, on a checkpoint stageline did not write.
-        await check_checkpoint(self._saver(made), run_id, waits, found.node)
+        await check_checkpoint(self.graphs.saver(made), run_id, waits, found.node)
         said = response.get("decision") or "answered"
         decided = [
             Event(
@@ -389,7 +254,7 @@ class HumanMixin:
             )
         ]
         # The decision and the claim of the run that applies it: one transaction.
-        claim = self._claim_of(run, made, "run.resumed")
+        claim = self.advancer.claim_of(run, made, "run.resumed")
         earlier: Sequence[NodeRecord] | None = None
         if claimed := await self.ledger.decide_and_claim(
             run_id,
@@ -413,7 +278,7 @@ class HumanMixin:
                 events=decided,
             )
             try:
-                holder = await self._claim(run, made, "run.resumed")
+                holder = await self.advancer.claim(run, made, "run.resumed")
             except BaseException as exc:
                 current = await self.ledger.get_run(run_id)
                 await self.ledger.settle_wait(
@@ -424,19 +289,15 @@ class HumanMixin:
                     reason=f"the run could not be resumed: {exc}",
                     reopen=current.status.waits_for_person,
                     events=[
-                        Event(
-                            run_id=run_id,
-                            kind=f"{kind}.rolled_back",
-                            node=found.node,
-                            level="warning",
-                            message=(
-                                f"the run could not be resumed ({exc}); the {said} is rolled back"
-                            ),
+                        round_event(
+                            found,
+                            "rolled_back",
+                            f"the run could not be resumed ({exc}); the {said} is rolled back",
                         )
                     ],
                 )
                 raise
-        return await self._advance(
+        return await self.advancer.advance(
             run,
             made,
             Command(resume={found.interrupt_id: response}),
@@ -455,112 +316,6 @@ class HumanMixin:
     async def pending_with_templates(self, run_id: str | None = None) -> list[tuple[Wait, str]]:
         """``pending``, each with its run's template (one query, for ``stageline pending``)."""
         return await waiting_on(self.ledger, run_id)
-
-    # -- deadlines --------------------------------------------------------------------------
-
-    async def sweep(self, *, now: float | None = None) -> list[dict[str, Any]]:
-        """Apply every deadline step that is due: remind, escalate, then the safe default."""
-        done: list[dict[str, Any]] = []
-        for wait in await self.pending():
-            for step in range(wait.policy_step, len(wait.policy)):
-                due = due_at(wait, step)
-                if due is None or due > (now or time.time()):
-                    break
-                action = wait.policy[step]
-                if not await self.ledger.advance_policy(
-                    wait.run_id,
-                    wait.wait_id,
-                    wait.round,
-                    step=step + 1,
-                    events=[_step_event(wait, action)],
-                ):
-                    break  # another sweeper took it, or someone decided meanwhile
-                entry = {
-                    "run_id": wait.run_id,
-                    "kind": str(wait.kind),
-                    "name": wait.name,
-                    "wait_id": wait.wait_id,
-                    "step": action,
-                    "outcome": None,
-                }
-                if action not in ("remind", "escalate"):
-                    entry["outcome"] = await self._expire(wait, action)
-                done.append(entry)
-        return done
-
-    async def _expire(self, wait: Wait, action: str) -> str:
-        """Apply a final deadline step; returns what became of the run."""
-        try:
-            if action == "reject":
-                summary = await self._decide(
-                    wait.run_id,
-                    "reject",
-                    gate=wait.name,
-                    note="deadline passed",
-                    actor=SWEEPER,
-                    attempt=None,
-                    state_hash=None,
-                    services=None,
-                    force=False,
-                    wait=wait,
-                )
-                return str(summary.status)
-            if action == "default":
-                summary = await self.answer(
-                    wait.run_id, {}, defaults=True, actor=SWEEPER, wait=wait
-                )
-                return str(summary.status)
-        except AlreadyDecided:
-            return "decided by someone else first"
-        except StagelineError as exc:
-            await self.ledger.append_events(
-                wait.run_id,
-                [
-                    Event(
-                        run_id=wait.run_id,
-                        kind=f"{wait.kind}.expiry_failed",
-                        node=wait.node,
-                        level="error",
-                        category=EventCategory.ERROR,
-                        message=f"could not apply `{action}` at the deadline: {exc}",
-                    )
-                ],
-            )
-            return f"error: {exc}"
-        if action == "fail":
-            settled = await self.ledger.settle_wait(
-                wait.run_id,
-                wait.wait_id,
-                wait.round,
-                WaitStatus.EXPIRED,
-                reason="deadline passed (policy fail)",
-                expect=[WaitStatus.PENDING],
-            )
-            if settled is None:
-                return "decided by someone else first"
-            error = f"deadline passed at {what(wait)} (policy fail)"
-            failed = await self.ledger.transition(
-                wait.run_id,
-                RunStatus.FAILED,
-                expect=[RunStatus.WAITING, RunStatus.PARKED],
-                error=error,
-                failure_phase="deadline",
-                failed_node=wait.node,
-                finished_at=time.time(),
-                events=[
-                    Event(
-                        run_id=wait.run_id,
-                        kind="run.failed",
-                        level="critical",
-                        category=EventCategory.ERROR,
-                        node=wait.node,
-                        message=error,
-                        data={"failure_phase": "deadline"},
-                    )
-                ],
-            )
-            return str(failed.status)
-        return "parked"  # it keeps waiting for a person, with no deadline step left
 
     # -- the side-effect journal ------------------------------------------------------------
 
@@ -654,42 +409,4 @@ def _named(wait: Wait, name: str) -> bool:
     """Whether ``name`` names this wait: the gate or node name, or its id (or a prefix of it)."""
     return name in (wait.name, wait.wait_id) or (
         wait.kind is WaitKind.QUESTION and len(name) >= 6 and wait.wait_id.startswith(name)
-    )
-
-
-def _step_event(wait: Wait, action: str) -> Event:
-    deadline = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.deadline_at or 0))
-    since = time.strftime("%H:%M:%S", time.localtime(wait.requested_at))
-    waiting = f"{what(wait)} has waited since {since}"
-    if action == "remind":
-        return Event(
-            run_id=wait.run_id,
-            kind=f"{wait.kind}.reminded",
-            node=wait.node,
-            level="warning",
-            message=f"reminder: {waiting}; deadline {deadline}",
-            data={"wait_id": wait.wait_id, "deadline_at": wait.deadline_at},
-        )
-    if action == "escalate":
-        return Event(
-            run_id=wait.run_id,
-            kind=f"{wait.kind}.escalated",
-            node=wait.node,
-            level="critical",
-            message=f"escalated: {waiting}; deadline {deadline}",
-            data={"wait_id": wait.wait_id, "deadline_at": wait.deadline_at},
-        )
-    said = {
-        "reject": "rejecting it",
-        "default": "answering with the defaults",
-        "park": "parked: it waits for a person, with no deadline left",
-        "fail": "the run fails",
-    }[action]
-    return Event(
-        run_id=wait.run_id,
-        kind=f"{wait.kind}.expired",
-        node=wait.node,
-        level="critical",
-        message=f"deadline passed at {what(wait)}: {said}",
-        data={"wait_id": wait.wait_id, "policy": action},
     )

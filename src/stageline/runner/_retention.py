@@ -19,9 +19,9 @@ from stageline.runner._worktrees import remove_worktree
 
 if TYPE_CHECKING:
     from stageline.config import Settings
-    from stageline.ledger import Backend, LedgerStore, Reclaimed
+    from stageline.ledger import Backend, Reclaimed
 
-__all__ = ["PRUNABLE", "PRUNED_BY_DEFAULT", "PruneReport", "RetentionMixin"]
+__all__ = ["PRUNABLE", "PRUNED_BY_DEFAULT", "PruneReport", "Retention"]
 
 PRUNED_BY_DEFAULT = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED)
 """The statuses ``prune`` deletes unless told otherwise: runs nobody will advance again."""
@@ -53,13 +53,13 @@ class PruneReport:
     """The database's size before and after ``vacuum`` (None: not asked, or nothing on disk)."""
 
 
-class RetentionMixin:
-    """Mixed into ``Runner``."""
+class Retention:
+    """Deletes runs: one on request, or the old ones of some statuses (``prune``)."""
 
-    if TYPE_CHECKING:
-        backend: Backend
-        ledger: LedgerStore
-        settings: Settings
+    def __init__(self, settings: Settings, backend: Backend) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.ledger = backend.ledger
 
     async def delete(self, run_id: str, *, keep_work: bool = False) -> None:
         """Delete one run: its git worktree and branch (``stageline/RUN``, when stageline made

@@ -1,88 +1,48 @@
-"""The runner: the one path by which every interface starts, resumes, retries and cancels runs."""
+"""The runner: the one path by which every interface starts, resumes, retries and cancels runs.
+
+``Runner`` is a facade over named collaborators, each owning its own state and its part of a
+run's life, and each given what it needs when the runner is made:
+
+- ``graphs`` (``Graphs``): templates by name, checked against runs, compiled once;
+- ``services`` (``Services``): the configured services, opened once;
+- ``advancer`` (``Advancer``): claims a run and drives its graph (the one place that does);
+- ``lifecycle`` (``Lifecycle``): create, start, resume, retry, cancel, status;
+- ``decisions`` (``Decisions``) and ``sweeper`` (``Sweeper``): people's decisions and answers,
+  and what deadlines decide;
+- ``checkpoint_history`` (``History``) and ``edits`` (``Edits``): checkpoints, forks, state edits;
+- ``retention`` (``Retention``): deleting runs.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import contextlib
-import dataclasses
-import logging
-import time
-import typing
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
+from typing import Any, Unpack
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.errors import GraphDrained, InvalidUpdateError
-from langgraph.runtime import RunControl
-
-from stageline.checkpoints import checkpoint_serde, ensure_checkpointable
+from stageline.checkpoints import checkpoint_serde
 from stageline.config import Settings, load_settings
-from stageline.errors import (
-    CheckpointCorrupt,
-    InputError,
-    InvalidTransition,
-    StagelineError,
-    StorageError,
-    TemplateChanged,
-)
 from stageline.events import Deliverer, EventBus, Sink
 from stageline.events._links import DecisionLinks
-from stageline.ledger import (
-    Backend,
-    Event,
-    NodeRecord,
-    Run,
-    RunClaim,
-    RunStatus,
-    Wait,
-    open_backend,
-    this_holder,
-)
-from stageline.llm import ChatModel, chat_model
-from stageline.names import check_run_id
-from stageline.plaindata import check_plain_inputs
-from stageline.runner._budget import run_budget, with_budget
-from stageline.runner._edit import EditMixin
-from stageline.runner._history import HistoryMixin
-from stageline.runner._human import HumanMixin
-from stageline.runner._input_types import typed_inputs
-from stageline.runner._journal import LedgerJournal
-from stageline.runner._outcome import finish_run
-from stageline.runner._retention import RetentionMixin
-from stageline.runner._services import ServicesMixin
-from stageline.runner._state_defaults import remember_graph
-from stageline.runner._support import (
-    RECURSION_LIMIT,
-    RunSummary,
-    _config,
-    _public_state,
-    _schema_keys,
-    _stable_ref,
-    new_run_id,
-)
-from stageline.runner._trust import check_checkpoint
-from stageline.runner._waits import (
-    DEADLINES_INPUT,
-    Settled,
-    graph_inputs,
-    settle_one_by_one,
-    settle_waits,
-    with_deadlines,
-)
-from stageline.runner._worktrees import describe_worktree
-from stageline.stages import RESERVED_KEYS, Budget, RunContext
-from stageline.templates import Template, load_template, runs_on, use_project
+from stageline.ledger import Backend, Run, RunStatus, Wait, open_backend
+from stageline.llm import ChatModel
+from stageline.runner._advance import Advancer
+from stageline.runner._deadlines import Sweeper
+from stageline.runner._edit import Edits
+from stageline.runner._graphs import GRAPH_CACHE_SIZE, Graphs
+from stageline.runner._history import History
+from stageline.runner._human import DecisionOptions, Decisions
+from stageline.runner._lifecycle import Lifecycle
+from stageline.runner._retention import PRUNED_BY_DEFAULT, PruneReport, Retention
+from stageline.runner._services import Services
+from stageline.runner._snapshots import CheckpointInfo
+from stageline.runner._support import RECURSION_LIMIT, RunSummary, new_run_id
+from stageline.stages import Budget
+from stageline.templates import Template, use_project
 
-__all__ = ["RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
-
-_log = logging.getLogger("stageline.runner")
-
-GRAPH_CACHE_SIZE = 32
-"""Compiled graphs a runner keeps (one per template and version in use)."""
+__all__ = ["GRAPH_CACHE_SIZE", "RECURSION_LIMIT", "RunSummary", "Runner", "new_run_id"]
 
 
-class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin):
+class Runner:
     """Starts and advances runs; holds the backend (ledger + checkpoints) for one process."""
 
     def __init__(
@@ -98,19 +58,22 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         self.ledger = backend.ledger
         self.bus = bus or EventBus()
         self.ledger.publisher = self.bus.publish
-        self._model = model
-        self._graphs: collections.OrderedDict[tuple[str, str, str], tuple[Template, Any]] = (
-            collections.OrderedDict()
-        )
-        """Compiled graphs by template identity and digest, least recently used first."""
-        self._templates: dict[str, Template] = {}
-        """Templates given as objects, by name, so resume and retry find them in this process."""
-        self._controls: set[RunControl] = set()
-        """The controls of the advances in flight, for ``drain``."""
-        self._drain_reason: str | None = None
         self.deliverer: Deliverer | None = None
         """Delivers to the ``[[sinks]]`` outbox sinks (``Runner.open(deliver=True)``)."""
         use_project(settings)  # the root on the import path; stage names found in the project
+        self.graphs = Graphs(settings, backend.saver)
+        self.services = Services(settings)
+        self.advancer = Advancer(settings, self.ledger, self.graphs, model=model)
+        self.lifecycle = Lifecycle(settings, self.ledger, self.graphs, self.services, self.advancer)
+        self.decisions = Decisions(self.ledger, self.graphs, self.services, self.advancer)
+        self.sweeper = Sweeper(self.ledger, self.decisions)
+        self.checkpoint_history = History(
+            settings, self.ledger, self.graphs, self.services, self.advancer
+        )
+        self.edits = Edits(
+            settings, self.ledger, self.graphs, self.checkpoint_history, self.lifecycle
+        )
+        self.retention = Retention(settings, backend)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -162,84 +125,28 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
 
     @property
     def model(self) -> ChatModel:
-        if self._model is None:
-            self._model = chat_model(self.settings.model)
-        return self._model
+        """The chat model stages call (the configured one, made on first use)."""
+        return self.advancer.model
 
     def drain(self, reason: str = "shutdown") -> int:
         """Stop every advance in flight after its current step (each run ends ``queued``), and
         any advance begun from now on at its first; returns how many were in flight."""
-        self._drain_reason = reason
-        for control in self._controls:
-            control.request_drain(reason)
-        return len(self._controls)
+        return self.advancer.drain(reason)
+
+    async def close_services(self) -> None:
+        """Close the configured services, if they were opened (``Runner.open`` does this)."""
+        await self.services.close()
 
     # -- templates --------------------------------------------------------------------------
 
     def load(self, ref: str | Template) -> Template:
-        if isinstance(ref, Template):
-            self._templates[ref.name] = ref
-            return ref
-        if ref in self._templates:
-            return self._templates[ref]
-        return load_template(ref, self.settings.template_dirs)
+        """The template ``ref`` names (a name, a file, or the object itself)."""
+        return self.graphs.load(ref)
 
     def graph(self, template: str | Template) -> Any:
         """The template's compiled LangGraph graph over this runner's checkpoints, for reading
         a run's state and history with LangGraph's public API (advance runs with the runner)."""
-        return self._graph(self.load(template))
-
-    def _graph(self, template: Template) -> Any:
-        """The template's compiled graph, cached by its identity and digest (bounded: a
-        long-lived worker or server must not keep one per run)."""
-        key = (template.name, template.source, template.full_version)
-        hit = self._graphs.get(key)
-        if hit is not None and hit[0] is template:
-            self._graphs.move_to_end(key)
-            return hit[1]
-        graph = template.build().compile(checkpointer=self._saver(template))
-        remember_graph(
-            self.settings.home, template.full_version, graph, _schema_keys(template.state)
-        )
-        self._graphs[key] = (template, graph)  # another object of that name: the newest wins
-        self._graphs.move_to_end(key)
-        while len(self._graphs) > GRAPH_CACHE_SIZE:
-            self._graphs.popitem(last=False)
-        return graph
-
-    def _saver(self, template: Template) -> BaseCheckpointSaver[Any]:
-        """The checkpoint saver, its allowlist widened by the types the template registers."""
-        saver = self.backend.saver
-        if not template.checkpoint_types:
-            return saver
-        return saver.with_allowlist(
-            [(t.__module__, t.__qualname__) for t in template.checkpoint_types]
-        )
-
-    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """The inputs, checked against the template's state (names, types, checkpointability)
-        and converted to the declared types (see ``_input_types``)."""
-        check_plain_inputs(inputs)  # what JSON cannot hold never reaches the ledger
-        template.check_inputs(inputs)  # the template's own checks (paths, required inputs)
-        hints = _schema_keys(template.state)
-        unknown = [k for k in inputs if hints and k not in hints]
-        if unknown:
-            raise InputError(
-                f"unknown input {unknown[0]!r} for template {template.name!r}; "
-                f"its state keys are: {', '.join(sorted(hints))}"
-            )
-        if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
-            raise InputError(f"{reserved[0]!r} is reserved for stageline")
-        inputs = typed_inputs(template.state, inputs, template.name)
-        serde = self._saver(template).serde
-        for key, value in inputs.items():
-            why = ensure_checkpointable(serde, value)  # type: ignore[arg-type]
-            if why:
-                raise InputError(
-                    f"input {key!r} cannot be checkpointed: {why}; "
-                    "pass live objects (clients, handles) as services instead"
-                )
-        return inputs
+        return self.graphs.graph(self.graphs.load(template))
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -253,26 +160,8 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         budget: Budget | Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
-        run_id = check_run_id(run_id) if run_id is not None else None
-        made = self.load(template)
-        inputs = self._check_inputs(made, inputs)
-        ref = template if isinstance(template, str) else made.name
-        run = Run(
-            run_id=run_id or new_run_id(),
-            template=_stable_ref(ref),
-            template_version=made.full_version,
-            status=RunStatus.QUEUED,
-            inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
-        )
-        return await self.ledger.create_run(
-            run,
-            events=[
-                Event(
-                    run_id=run.run_id,
-                    kind="run.queued",
-                    data={"template": made.name, "version": made.full_version},
-                )
-            ],
+        return await self.lifecycle.create(
+            template, inputs, run_id=run_id, deadlines=deadlines, budget=budget
         )
 
     async def start(
@@ -292,34 +181,13 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         limits (a ``Budget`` or ``{"tokens": 5000, "cost": 0.5, "nodes": {...}}``) over the
         template's.
         """
-        run_id = check_run_id(run_id) if run_id is not None else None
-        made = self.load(template)
-        inputs = self._check_inputs(made, inputs)
-        services = await self._services(services)
-        ref = template if isinstance(template, str) else made.name
-        holder = this_holder()
-        run_id = run_id or new_run_id()
-        # Created running and leased in one transaction: a fresh run costs one commit to begin.
-        run = await self.ledger.create_run(
-            Run(
-                run_id=run_id,
-                template=_stable_ref(ref),
-                template_version=made.full_version,
-                status=RunStatus.RUNNING,
-                inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
-                lease_holder=holder,
-                lease_expires_at=time.time() + self.settings.lease_ttl,
-            ),
-            events=[
-                Event(
-                    run_id=run_id,
-                    kind="run.started",
-                    data={"attempt": 1, "template": made.name, "version": made.full_version},
-                )
-            ],
-        )
-        return await self._advance(
-            run, made, dict(inputs), services, holder=holder, fresh=True, unsaved=True
+        return await self.lifecycle.start(
+            template,
+            inputs,
+            services=services,
+            run_id=run_id,
+            deadlines=deadlines,
+            budget=budget,
         )
 
     async def resume(
@@ -332,399 +200,179 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
     ) -> RunSummary:
         """Continue a run from its last checkpoint (after a crash, or a queued run). With
         ``expect``, only a run in one of those statuses (``InvalidTransition`` otherwise)."""
-        if expect is not None and not any(s.waits_for_person for s in expect):
-            # Nothing to check against the waits first: read and claim in one transaction.
-            services = await self._services(services)
-            found: list[tuple[Run, Template, RunClaim]] = []
-
-            def claim_of(run: Run) -> RunClaim:
-                made = self._resumable(run, force, expect)
-                found.append((run, made, self._claim_of(run, made, "run.resumed")))
-                return found[-1][2]
-
-            claimed = await self.ledger.claim(run_id, claim_of)
-            run, made, claim = found[-1]
-        else:
-            run = await self.ledger.get_run(run_id)
-            made = self._resumable(run, force, expect)
-            if run.status is RunStatus.WAITING:  # its checkpoint: the one people were asked on
-                await check_checkpoint(
-                    self._saver(made),
-                    run_id,
-                    await self.ledger.waits(run_id),
-                    _step(run, await self.ledger.node_records(run_id)),
-                )
-            services = await self._services(services)
-            claim = self._claim_of(run, made, "run.resumed")
-            claimed = await self.ledger.claim(run_id, claim)
-        # No checkpoint yet: queued, or its process died before the first step was saved.
-        return await self._advance(
-            run,
-            made,
-            None if claimed.saved else graph_inputs(run.inputs),
-            services,
-            holder=claim.holder,
-            unsaved=not claimed.saved,
-            earlier=claimed.records,
-        )
-
-    def _resumable(
-        self, run: Run, force: bool, expect: Collection[RunStatus] | None = None
-    ) -> Template:
-        """The run's template, if ``resume`` may take the run (``InvalidTransition`` or
-        ``TemplateChanged`` if not)."""
-        if expect is not None and run.status not in expect:
-            raise InvalidTransition(
-                f"run {run.run_id} is {run.status}, not {' or '.join(map(str, expect))}"
-            )
-        if run.status is RunStatus.FAILED:
-            raise InvalidTransition(f"run {run.run_id} failed; use `stageline retry {run.run_id}`")
-        if run.status.terminal:
-            raise InvalidTransition(f"run {run.run_id} is {run.status}; there is nothing to resume")
-        return self._checked_template(run, force)
+        return await self.lifecycle.resume(run_id, services=services, force=force, expect=expect)
 
     async def retry(
         self, run_id: str, *, services: Mapping[str, Any] | None = None, force: bool = False
     ) -> RunSummary:
         """Re-run a failed run's failed node from the checkpoint, as attempt + 1."""
-        run = await self.ledger.get_run(run_id)
-        if run.status is not RunStatus.FAILED:
-            raise InvalidTransition(
-                f"run {run_id} is {run.status}; only a failed run can be retried"
-            )
-        made = self._checked_template(run, force)
-        services = await self._services(services)
-        payload = None if await self._has_checkpoint(made, run_id) else graph_inputs(run.inputs)
-        holder = await self._claim(run, made, "run.retried", attempt=run.attempt + 1)
-        return await self._advance(
-            dataclasses.replace(run, attempt=run.attempt + 1),
-            made,
-            payload,
-            services,
-            holder=holder,
-        )
+        return await self.lifecycle.retry(run_id, services=services, force=force)
 
     async def cancel(self, run_id: str) -> Run:
         """Cancel a run: at once if no live process advances it, else between its next steps."""
-        run = await self.ledger.get_run(run_id)
-        if run.status.terminal:
-            raise InvalidTransition(f"run {run_id} already {run.status}")
-        lease_live = run.lease_holder is not None and (run.lease_expires_at or 0) > time.time()
-        if run.status is RunStatus.RUNNING and lease_live:
-            return await self.ledger.request_cancel(run_id)
-        cancelled = await self.ledger.transition(
-            run_id,
-            RunStatus.CANCELLED,
-            finished_at=time.time(),
-            expect=[
-                RunStatus.QUEUED,
-                RunStatus.RUNNING,
-                RunStatus.WAITING,
-                RunStatus.FAILED,
-                RunStatus.PARKED,
-            ],
-            events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
-        )
-        if run.status.waits_for_person:
-            await self.ledger.close_waits(run_id, "the run was cancelled")
-        return cancelled
+        return await self.lifecycle.cancel(run_id)
 
     async def status(self, run_id: str) -> RunSummary:
         """The run as recorded, with its latest checkpointed state."""
-        run = await self.ledger.get_run(run_id)
-        state: dict[str, Any] = {}
-        records = await self.ledger.node_records(run_id)
-        unreadable: str | None = None
-        waits = await self.ledger.waits(run_id)
-        try:
-            made = self.load(run.template)
-            state = await self._state(made, run_id)
-            if run.status is RunStatus.WAITING:  # what a decision would be applied to
-                await check_checkpoint(self._saver(made), run_id, waits, _step(run, records))
-        except CheckpointCorrupt as exc:  # the ledger is still worth showing
-            unreadable = str(exc.of(run_id, _step(run, records)))
-        except StagelineError:
-            pass
-        return RunSummary(
-            run=run,
-            records=records,
-            state=state,
-            waits=waits,
-            checkpoint_error=unreadable,
-            lineage=await self.ledger.lineage(run_id),
-            forks=await self.ledger.forks(run_id),
-        )
+        return await self.lifecycle.status(run_id)
 
-    def _checked_template(self, run: Run, force: bool) -> Template:
-        made = self.load(run.template)
-        if not runs_on(made, run.template, run.template_version) and not force:
-            raise TemplateChanged(run.run_id, run.template_version, made.full_version)
-        return made
+    # -- people -----------------------------------------------------------------------------
 
-    async def _has_checkpoint(self, made: Template, run_id: str) -> bool:
-        try:
-            snapshot = await self._graph(made).aget_state(_config(run_id))
-        except InvalidUpdateError:  # pending writes that clash: there is a checkpoint
-            return True
-        except CheckpointCorrupt as exc:
-            run = await self.ledger.get_run(run_id)
-            raise exc.of(run_id, _step(run, await self.ledger.node_records(run_id))) from exc
-        return bool(snapshot.values) or bool(snapshot.next)
-
-    async def _state(self, made: Template, run_id: str) -> dict[str, Any]:
-        """The run's latest state; its last checkpoint's when pending writes clash (fan-in)."""
-        try:
-            snapshot = await self._graph(made).aget_state(_config(run_id))
-        except InvalidUpdateError:
-            saved = await self._saver(made).aget_tuple(typing.cast(Any, _config(run_id)))
-            values = saved.checkpoint["channel_values"] if saved else {}
-            keys = _schema_keys(made.state)
-            return _public_state({k: v for k, v in values.items() if k in keys})
-        return _public_state(snapshot.values)
-
-    # -- advancing --------------------------------------------------------------------------
-
-    async def _claim(
-        self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-    ) -> str:
-        """Take the run's lease and mark it running (one transaction); returns the lease
-        holder's name."""
-        claim = self._claim_of(run, template, kind, attempt=attempt)
-        # `expect`: the run may have moved on since it was read. Refused (the lease held, or the
-        # status moved), nothing is taken or changed.
-        await self.ledger.claim(run.run_id, claim)
-        return claim.holder
-
-    def _claim_of(
-        self, run: Run, template: Template, kind: str, *, attempt: int | None = None
-    ) -> RunClaim:
-        """What taking the run's lease to advance it does (see ``_claim``)."""
-        attempt = attempt or run.attempt
-        # A cancel flag stays: one accepted while a process that died advanced the run wins.
-        fields: dict[str, Any] = {
-            "attempt": attempt,
-            "error": None,
-            "failure_phase": None,
-            "failed_node": None,
-        }
-        if template.full_version != run.template_version:
-            fields["template_version"] = template.full_version
-        return RunClaim(
-            # One holder per advance: a second advance in this process is refused too.
-            holder=this_holder(),
-            ttl=self.settings.lease_ttl,
-            expect=(run.status,),
-            fields=fields,
-            events=(
-                Event(
-                    run_id=run.run_id,
-                    kind=kind,
-                    data={
-                        "attempt": attempt,
-                        "template": template.name,
-                        "version": template.full_version,
-                    },
-                ),
-            ),
-        )
-
-    async def _advance(
-        self,
-        run: Run,
-        template: Template,
-        payload: Any,
-        services: Mapping[str, Any],
-        *,
-        holder: str,
-        fresh: bool = False,
-        unsaved: bool = False,
-        earlier: Sequence[NodeRecord] | None = None,
+    async def approve(
+        self, run_id: str, *, note: str | None = None, **options: Unpack[DecisionOptions]
     ) -> RunSummary:
-        """Drive a run whose lease ``holder`` holds until it ends, waits or stops. A ``fresh``
-        run was made for this advance (no waits, no records yet); an ``unsaved`` one has no
-        checkpoint (nor, then, node records: the first checkpoint precedes every node);
-        ``earlier``: its node records, when the claim read them."""
-        run_id = run.run_id
-        ttl = self.settings.lease_ttl
-        finished: Run | None = None
-        unreadable = False
-        try:
-            control = RunControl()
-            self._controls.add(control)
-            if self._drain_reason is not None:
-                control.request_drain(self._drain_reason)
-            if fresh or unsaved:
-                earlier = ()
-            elif earlier is None:
-                earlier = await self.ledger.node_records(run_id)
-            journal = LedgerJournal(
-                self.ledger,
-                run_id,
-                run.attempt,
-                budget=run_budget(template, run.inputs),
-                previous=earlier,
-            )
-            context = RunContext(
-                run_id=run_id,
-                attempt=run.attempt,
-                template=template.name,
-                services=services,
-                journal=journal,
-                run_dir=self.settings.run_dir(run_id),
-                model=self.model,
-            )
-            keeper = asyncio.create_task(self._keep_lease(run_id, holder, ttl, control))
-            # Each step's checkpoint commit also reads the cancel flag: a cancel stops the run
-            # before its next step (LangGraph checks the drain between steps).
-            self.ledger.watch_cancel(run_id, lambda: control.request_drain("cancel"))
-            self.ledger.expect_no_checkpoint(run_id, unsaved)
-            interrupts: list[Any] = []
-            try:
-                # Stopped short of the end (an error, a wait, a drain), no checkpoint follows to
-                # carry the tasks' staged writes: the ending's transaction commits them.
-                outcome, state = await self._drive(
-                    template, run_id, payload, context, control, interrupts
-                )
-            except CheckpointCorrupt as exc:  # named at the step the ledger has the run at
-                unreadable = True
-                raise exc.of(run_id, _step(run, _records(earlier, journal))) from exc
-            finally:
-                self.ledger.watch_cancel(run_id, None)
-                self.ledger.expect_no_checkpoint(run_id, False)
-                self._controls.discard(control)
-                keeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await keeper
-            settled = await settle_waits(
-                self.ledger,
-                self._saver(template),
-                template,
-                run,
-                outcome,
-                interrupts,
-                fresh=fresh,
-            )
-            finished = await finish_run(self.ledger, run_id, outcome, journal, self._where(settled))
-            if finished is None:  # a round moved on meanwhile: settle each, then look again
-                await self.ledger.flush()
-                settled = await settle_one_by_one(self.ledger, template, run_id, outcome, settled)
-                finished = await finish_run(
-                    self.ledger, run_id, outcome, journal, self._where(settled)
-                )
-        finally:
-            if finished is None:
-                with contextlib.suppress(StagelineError):
-                    await self.ledger.flush()  # what LangGraph counts saved, before anything
-                    if unreadable:  # a storage fault, not the run's: it stays as it was found
-                        await self.ledger.transition(
-                            run_id, run.status, expect=[RunStatus.RUNNING], release=True
-                        )
-                    else:
-                        await self.ledger.release_lease(run_id, holder)
-        assert finished is not None  # the second try has no changes that can be refused
-        if state is None:
-            state = await self._state(template, run_id)
-        waits: list[Wait] = []
-        if finished.status.waits_for_person:
-            waits = (  # a fresh run waited on nothing before: what it asked is what waits
-                sorted(settled.changes.asked, key=lambda w: (w.requested_at, w.wait_id))
-                if fresh
-                else await self.ledger.pending_waits(run_id=run_id)
-            )
-        return RunSummary(
-            run=finished, records=_records(earlier, journal), state=state, waits=waits
-        )
+        """Approve the gate the run waits at; the run goes on past it.
 
-    def _where(self, settled: Settled) -> Settled:
-        """``settled``, saying where the taken-over work is (when a takeover ends the run)."""
-        if settled.taken_over is None:
-            return settled
-        run_dir = self.settings.run_dir(settled.taken_over.run_id)
-        return dataclasses.replace(settled, where=describe_worktree(run_dir))
+        The decision binds to one visit of the gate: ``wait_id`` (the visit the caller showed),
+        else the visit that was waiting at ``seen_at`` (when the caller looked; a CLI command's
+        start). If that visit was decided meanwhile, ``AlreadyDecided`` names the decision that
+        won, even when the run has come back to the gate since."""
+        return await self.decisions.decide(run_id, "approve", note=note, **options)
 
-    async def _drive(
+    async def reject(
+        self, run_id: str, *, note: str | None = None, **options: Unpack[DecisionOptions]
+    ) -> RunSummary:
+        """Reject: the run ends ``rejected``, or follows the gate's reject route (bound to a
+        visit as ``approve`` is)."""
+        return await self.decisions.decide(run_id, "reject", note=note, **options)
+
+    async def take_over(
+        self, run_id: str, *, note: str | None = None, **options: Unpack[DecisionOptions]
+    ) -> RunSummary:
+        """Take over a parked run: it ends ``taken_over``, its branch and worktree left for the
+        person (the ``run.taken_over`` event says where). Only a park gate takes this."""
+        return await self.decisions.decide(run_id, "takeover", note=note, **options)
+
+    async def request_changes(
+        self, run_id: str, *, note: str, **options: Unpack[DecisionOptions]
+    ) -> RunSummary:
+        """Send the run back to the gate's ``changes_to`` node with ``note`` as its feedback
+        (bound to a visit as ``approve`` is)."""
+        return await self.decisions.decide(run_id, "changes", note=note, **options)
+
+    async def answer(
         self,
-        template: Template,
         run_id: str,
-        payload: Any,
-        context: RunContext,
-        control: RunControl,
-        interrupts: list[Any],
-    ) -> tuple[BaseException | str | None, dict[str, Any] | None]:
-        """Run the graph. Returns the outcome (None when it ended, 'waiting', a drain reason, or
-        the error) and the latest state seen in the stream (None if it must be read back); the
-        interrupts it stopped at go into ``interrupts``."""
-        graph = self._graph(template)
-        state: dict[str, Any] | None = None
-        waiting = False
-        try:
-            async for chunk in graph.astream(
-                payload,
-                _config(run_id),
-                context=context,
-                durability="sync",
-                stream_mode="values",
-                control=control,
-            ):
-                if "__interrupt__" in chunk:
-                    waiting = True
-                    interrupts.extend(chunk["__interrupt__"])
-                    chunk = {k: v for k, v in chunk.items() if k != "__interrupt__"}
-                state = chunk
-        except GraphDrained as drained:
-            return drained.reason, None
-        except InvalidUpdateError as exc:
-            return exc, None
-        except CheckpointCorrupt as exc:  # a storage fault, not the run's: it stays as it was
-            raise exc.of(run_id, None) from exc
-        except StorageError:  # the database, not the run: it stays resumable
-            raise
-        except Exception as exc:
-            return exc, None if state is None else _public_state(state)
-        return ("waiting" if waiting else None), None if state is None else _public_state(state)
-
-    async def _keep_lease(self, run_id: str, holder: str, ttl: float, control: RunControl) -> None:
-        """Renew the lease while the run advances; turn a cancel request into a drain."""
-        interval = min(ttl / 3, 1.0)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                run = await self.ledger.renew_lease(run_id, holder, ttl)
-            except StagelineError:
-                _log.warning("could not renew the lease of run %s", run_id, exc_info=True)
-                continue
-            if run is None:
-                _log.error("lost the lease of run %s; stopping after this step", run_id)
-                control.request_drain("lease lost")
-                return
-            if run.cancel_requested:
-                control.request_drain("cancel")
-                return
-
-
-def _records(earlier: Sequence[NodeRecord], journal: LedgerJournal) -> list[NodeRecord]:
-    """The run's node records once the advance has ended, without reading them back: those of
-    earlier advances, updated by what this one recorded as its upsert did (a record keeps its
-    start; its outcome is the latest)."""
-    found = {(r.task_id, r.attempt, r.try_no): r for r in earlier}
-    for record in journal.records.values():
-        key = (record.task_id, record.attempt, record.try_no)
-        old = found.get(key)
-        found[key] = (
-            record
-            if old is None
-            else dataclasses.replace(
-                old,
-                status=record.status,
-                finished_at=record.finished_at,
-                metrics=record.metrics,
-                error=record.error,
-                failure_phase=record.failure_phase,
-            )
+        answers: Mapping[str, Any],
+        *,
+        question_id: str | None = None,
+        actor: str | None = None,
+        defaults: bool = False,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
+        wait: Wait | None = None,
+        seen_at: float | None = None,
+    ) -> RunSummary:
+        """Answer the question set the run waits on (checked first: nothing is recorded for an
+        answer that does not fit); ``defaults`` fills unanswered questions with their defaults.
+        ``seen_at`` binds the answer to the set that was waiting then (see ``approve``)."""
+        return await self.decisions.answer(
+            run_id,
+            answers,
+            question_id=question_id,
+            actor=actor,
+            defaults=defaults,
+            services=services,
+            force=force,
+            wait=wait,
+            seen_at=seen_at,
         )
-    return sorted(found.values(), key=lambda r: (r.started_at, r.node))
 
+    async def pending(self, run_id: str | None = None) -> list[Wait]:
+        """Pending gates and question sets of runs waiting for a person (waiting or parked; of
+        one run), oldest first."""
+        return await self.decisions.pending(run_id)
 
-def _step(run: Run, records: list[NodeRecord]) -> str | None:
-    """The step a run stands at, for messages: its failed node, else its latest node."""
-    return run.failed_node or (records[-1].node if records else None)
+    async def pending_with_templates(self, run_id: str | None = None) -> list[tuple[Wait, str]]:
+        """``pending``, each with its run's template (one query, for ``stageline pending``)."""
+        return await self.decisions.pending_with_templates(run_id)
+
+    async def sweep(self, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Apply every deadline step that is due: remind, escalate, then the safe default."""
+        return await self.sweeper.sweep(now=now)
+
+    async def resolve_effect(
+        self, run_id: str, node: str, key: str, *, done: bool, result: Any = None
+    ) -> None:
+        """Settle an effect in doubt: it happened (``done``, with ``result``), or run it again."""
+        await self.decisions.resolve_effect(run_id, node, key, done=done, result=result)
+
+    # -- history, forks, edits --------------------------------------------------------------
+
+    async def history(self, run_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint of the run, oldest first (an unknown run raises ``RunNotFound``)."""
+        return await self.checkpoint_history.history(run_id)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_step: int | None = None,
+        checkpoint_id: str | None = None,
+        changes: Mapping[str, Any] | None = None,
+        fork_id: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        advance: bool = True,
+        force: bool = False,
+    ) -> RunSummary:
+        """A new run from one of run ``run_id``'s checkpoints, with ``changes`` to its state
+        (``at_step=N`` runs step N again; ``checkpoint_id`` starts after that checkpoint;
+        neither: from the latest). ``advance=False`` leaves it queued, for a worker."""
+        return await self.checkpoint_history.fork(
+            run_id,
+            at_step=at_step,
+            checkpoint_id=checkpoint_id,
+            changes=changes,
+            fork_id=fork_id,
+            services=services,
+            advance=advance,
+            force=force,
+        )
+
+    async def update_state(
+        self,
+        run_id: str,
+        values: Mapping[str, Any],
+        *,
+        checkpoint_id: str | None = None,
+        as_node: str | None = None,
+        actor: str | None = None,
+        force: bool = False,
+    ) -> RunSummary:
+        """Change the state of a failed run, as if ``as_node`` had written ``values``
+        (``retry`` goes on from it); a run that waits for a person is decided or answered,
+        never edited (see ``Edits.update_state``)."""
+        return await self.edits.update_state(
+            run_id,
+            values,
+            checkpoint_id=checkpoint_id,
+            as_node=as_node,
+            actor=actor,
+            force=force,
+        )
+
+    async def check_no_wait(self, run: Run | str, doing: str) -> None:
+        """Refuse ``doing`` (``WaitsForPerson``) when the run waits for a person: a gate or
+        question is passed by a recorded decision only."""
+        await self.edits.check_no_wait(run, doing)
+
+    # -- retention --------------------------------------------------------------------------
+
+    async def delete(self, run_id: str, *, keep_work: bool = False) -> None:
+        """Delete one run: its worktree and branch (unless ``keep_work``), its checkpoints,
+        then its ledger rows. The caller has made sure no process advances it."""
+        await self.retention.delete(run_id, keep_work=keep_work)
+
+    async def prune(
+        self,
+        *,
+        older_than: float,
+        statuses: Iterable[RunStatus | str] = PRUNED_BY_DEFAULT,
+        now: float | None = None,
+        vacuum: bool = False,
+    ) -> PruneReport:
+        """Delete the runs of ``statuses`` not updated for ``older_than`` seconds, keeping
+        their outcomes (``vacuum``: then give the space back)."""
+        return await self.retention.prune(
+            older_than=older_than, statuses=statuses, now=now, vacuum=vacuum
+        )

@@ -22,7 +22,7 @@ from stageline.errors import ConfigError
 if TYPE_CHECKING:
     from stageline.config import Settings
 
-__all__ = ["ServicesMixin", "load_factory", "open_services"]
+__all__ = ["Services", "load_factory", "open_services"]
 
 
 def load_factory(spec: str, root: Any = None) -> Any:
@@ -79,35 +79,35 @@ async def open_services(settings: Settings) -> AsyncIterator[Mapping[str, Any]]:
         yield made
 
 
-class ServicesMixin:
-    """Mixed into ``Runner``: opens the configured services at the first advance, once."""
+class Services:
+    """The configured services of one runner: opened at the first advance that needs them, once,
+    and closed with the runner."""
 
-    if TYPE_CHECKING:
-        settings: Settings
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._made: Mapping[str, Any] | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._lock: asyncio.Lock | None = None
 
-    _services_made: Mapping[str, Any] | None = None
-    _services_stack: contextlib.AsyncExitStack | None = None
-    _services_lock: asyncio.Lock | None = None
-
-    async def _services(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    async def resolve(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]:
         """The configured services, with ``given`` over them."""
         if not getattr(self.settings, "services", None):
             return dict(given or {})
-        if self._services_lock is None:
-            self._services_lock = asyncio.Lock()
-        async with self._services_lock:
-            if self._services_made is None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._made is None:
                 stack = contextlib.AsyncExitStack()
                 try:
                     made = await stack.enter_async_context(open_services(self.settings))
                 except BaseException:
                     await stack.aclose()
                     raise
-                self._services_stack, self._services_made = stack, made
-        return {**self._services_made, **(given or {})}
+                self._stack, self._made = stack, made
+        return {**self._made, **(given or {})}
 
-    async def close_services(self) -> None:
+    async def close(self) -> None:
         """Close the configured services, if they were opened (``Runner.open`` does this)."""
-        stack, self._services_stack, self._services_made = self._services_stack, None, None
+        stack, self._stack, self._made = self._stack, None, None
         if stack is not None:
             await stack.aclose()

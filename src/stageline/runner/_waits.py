@@ -38,6 +38,7 @@ __all__ = [
     "Settled",
     "graph_inputs",
     "human_payload",
+    "round_event",
     "settle_one_by_one",
     "settle_waits",
     "what",
@@ -64,6 +65,19 @@ class Settled:
     """Where the taken-over work is (its branch and worktree), when an operation left one."""
     changes: WaitChanges = field(default_factory=WaitChanges)
     """Rounds to settle and to ask, committed with the run's ending (empty once committed)."""
+
+
+def round_event(wait: Wait, outcome: str, message: str) -> Event:
+    """The warning that a decided round of ``wait`` did not take (``refused``,
+    ``rolled_back``): the run waits there again."""
+    return Event(
+        run_id=wait.run_id,
+        kind=f"{wait.kind}.{outcome}",
+        node=wait.node,
+        level="warning",
+        message=message,
+        data={"wait_id": wait.wait_id, "round": wait.round},
+    )
 
 
 def what(wait: Wait) -> str:
@@ -160,16 +174,10 @@ async def settle_waits(
                         status=WaitStatus.REFUSED,
                         reason=reason,
                         events=[
-                            Event(
-                                run_id=run_id,
-                                kind=f"{wait.kind}.refused",
-                                node=wait.node,
-                                level="warning",
-                                message=(
-                                    f"{what(wait)} refused the {_said(wait)}: {reason}; "
-                                    "it asks again"
-                                ),
-                                data={"wait_id": wait.wait_id, "round": wait.round},
+                            round_event(
+                                wait,
+                                "refused",
+                                f"{what(wait)} refused the {_said(wait)}: {reason}; it asks again",
                             )
                         ],
                     )
@@ -190,17 +198,11 @@ async def settle_waits(
                         reopen=True,
                         reason=why,
                         events=[
-                            Event(
-                                run_id=run_id,
-                                kind=f"{wait.kind}.rolled_back",
-                                node=wait.node,
-                                level="warning",
-                                data={"wait_id": wait.wait_id, "round": wait.round},
-                                message=(
-                                    f"the resume failed before the run passed {what(wait)}: "
-                                    f"{why}; the {_said(wait)} is rolled back and the run "
-                                    "waits again"
-                                ),
+                            round_event(
+                                wait,
+                                "rolled_back",
+                                f"the resume failed before the run passed {what(wait)}: "
+                                f"{why}; the {_said(wait)} is rolled back and the run waits again",
                             )
                         ],
                     )
