@@ -28,7 +28,7 @@ from stageline.ledger import (
     NodeStatus,
     Run,
     RunStatus,
-    _sql,
+    _sql_staging,
     open_backend,
 )
 from stageline.ledger._schema import MIGRATIONS, schema_version
@@ -160,6 +160,28 @@ async def test_transition_sets_status_and_fields(ledger: LedgerStore) -> None:
     )
     assert done.updated_at >= run.updated_at
     assert await ledger.get_run(run.run_id) == done
+
+
+async def test_transition_returns_the_run_with_the_seq_of_its_last_event(
+    ledger: LedgerStore,
+) -> None:
+    """A run this ledger holds no lease of: its events are numbered after the UPDATE, and the
+    run handed back says so (``last_seq`` is where a follower of its events goes on from)."""
+    run = make_run()
+    await ledger.create_run(run)
+    await ledger.append_events(run.run_id, [Event(run_id=run.run_id, kind="run.note")])
+    done = await ledger.transition(
+        run.run_id,
+        RunStatus.FAILED,
+        events=[
+            Event(run_id=run.run_id, kind="run.note"),
+            Event(run_id=run.run_id, kind="run.failed"),
+        ],
+    )
+    seqs = [e.seq for e in await ledger.events(run.run_id)]
+    assert seqs == [1, 2, 3]
+    assert done.last_seq == 3
+    assert (await ledger.get_run(run.run_id)).last_seq == 3
 
 
 async def test_transition_with_expect_refuses_a_status_that_does_not_match(
@@ -560,7 +582,7 @@ async def _second(state: _S, ctx: Any) -> dict[str, Any]:
 async def test_sqlite_staged_rows_commit_with_the_checkpoint(
     tmp_path: Path, settings_for: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_sql, "FLUSH_DELAY", 3600.0)  # only checkpoint writes may commit them
+    monkeypatch.setattr(_sql_staging, "FLUSH_DELAY", 3600.0)  # only checkpoint writes commit
     path = tmp_path / "run.db"
     _DB["path"] = path
     template = Template("commit_check", state=_S)

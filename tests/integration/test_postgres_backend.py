@@ -20,7 +20,15 @@ from sqlalchemy.schema import CreateTable
 
 from stageline.checkpoints import checkpoint_serde
 from stageline.errors import ConfigError, StorageError
-from stageline.ledger import Event, NodeRecord, NodeStatus, Run, RunStatus, _sql, open_backend
+from stageline.ledger import (
+    Event,
+    NodeRecord,
+    NodeStatus,
+    Run,
+    RunStatus,
+    _sql_staging,
+    open_backend,
+)
 from stageline.ledger._postgres import PostgresOptions
 from stageline.ledger._schema import MIGRATIONS, schema_version
 from stageline.runner import Runner
@@ -226,7 +234,7 @@ async def _second(state: _S, ctx: Any) -> dict[str, Any]:
 async def test_staged_rows_commit_with_the_checkpoint(
     tmp_path: Path, settings_for: Any, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_sql, "FLUSH_DELAY", 3600.0)  # only checkpoint writes may commit them
+    monkeypatch.setattr(_sql_staging, "FLUSH_DELAY", 3600.0)  # only checkpoint writes commit
     _DB["url"] = postgres_url
     template = Template("commit_check", state=_S)
     template.add_stage("first", _first).add_stage("second", _second)

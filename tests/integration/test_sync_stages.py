@@ -13,7 +13,7 @@ import pytest
 
 from stageline.config import Settings
 from stageline.ledger import NodeStatus, RunStatus
-from stageline.ledger._sql import FLUSH_DELAY
+from stageline.ledger._sql_staging import FLUSH_DELAY
 from stageline.runner import Runner
 from stageline.stages import StageContext
 from stageline.templates import Template
