@@ -63,6 +63,7 @@ from stageline.ledger._schema import (
     waits,
 )
 from stageline.ledger._search import RunSearchSql
+from stageline.ledger._sessions import SessionsSql
 from stageline.ledger._sql_human import HumanSql, RoundMoved
 from stageline.ledger._threads import ThreadsSql
 from stageline.ledger._tokens_sql import TokensSql
@@ -90,6 +91,7 @@ class SqlLedger(
     OutboxSql,
     LineageSql,
     TokensSql,
+    SessionsSql,
     RunSearchSql,
     ThreadsSql,
 ):
