@@ -72,7 +72,7 @@ def test_a_template_file_named_as_markup_is_shown_as_text_loaded_or_not(
     watch.check()
 
 
-def test_the_api_docs_render_under_the_content_security_policy(
+def test_the_api_docs_and_link_pages_render_under_the_content_security_policy(
     server: Server, chromium: Any
 ) -> None:
     watch = Watch()
@@ -94,6 +94,12 @@ def test_the_api_docs_render_under_the_content_security_policy(
         assert "stageline" in bearer.locator("h1").first.inner_text()
     finally:
         context.close()
+    page.goto(server.url + "/links/not-a.token")  # a link page: its inline style, by hash only
+    assert page.locator("h1").inner_text() == "This link cannot decide anything"
+    assert page.locator("body").evaluate("b => getComputedStyle(b).maxWidth") != "none"
+    answered = "console: Failed to load resource: the server responded with a status of 404"
+    assert watch.errors.count(answered + " (Not Found)") == 1  # links are off here: a 404 page
+    watch.errors.remove(answered + " (Not Found)")
     # ReDoc's footer asks its CDN for a logo: the policy refuses it, as it should; nothing else
     # may be refused or fail.
     logo = "https://cdn.redoc.ly/redoc/logo-mini.svg"
