@@ -91,3 +91,13 @@ def test_signing_in_past_the_cap_ends_that_tokens_oldest_session_only(server: Se
     assert not _works(server.url, made[0])
     assert all(_works(server.url, c) for c in made[1:])
     assert _works(server.url, quiet)
+
+
+def test_signing_in_again_in_the_same_browser_ends_its_previous_session(server: Server) -> None:
+    with http_session(server.url, server.tokens["read"]) as client:
+        before = str(client.cookies[COOKIE])
+        again = client.post("/ui/login", data={"token": server.tokens["decide"]})
+        assert again.status_code == 303
+        after = str(client.cookies[COOKIE])
+    assert after != before
+    assert _works(server.url, after) and not _works(server.url, before)

@@ -51,8 +51,9 @@ async def login(request: Request) -> Response:
             error="That token is unknown or revoked. Make one with "
             "`stageline token create NAME --scope read|decide|admin`.",
         )
-    store = store_of(request)
-    session = await store.create(runner_of(request).ledger, token)
+    store, ledger = store_of(request), runner_of(request).ledger
+    await store.end(ledger, request.cookies.get(COOKIE))  # a session this browser had ends
+    session = await store.create(ledger, token)
     answer = RedirectResponse(target, status_code=303)
     answer.set_cookie(
         COOKIE,
