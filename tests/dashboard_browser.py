@@ -176,3 +176,20 @@ def screenshots(server: Server, folder: Path, chromium: Any = None) -> list[Path
         page.screenshot(path=str(made[-1]), full_page=True)
     watch.check()
     return made
+
+
+@contextmanager
+def http_session(url: str, secret: str) -> Iterator[Any]:
+    """An httpx client signed in to the dashboard at ``url`` with token ``secret`` (its cookie
+    jar holds the session; no browser): ``with http_session(url, token) as c: ...``."""
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=60.0) as client:
+        signed = client.post("/ui/login", data={"token": secret})
+        assert signed.status_code == 303 and "stageline_session" in client.cookies, signed.text
+        yield client
+
+
+def page_csrf(html: str) -> str:
+    """The CSRF token in a dashboard page's forms."""
+    return html.split('name="csrf" value="', 1)[1].split('"', 1)[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,6 +19,8 @@ __all__ = ["serve"]
 
 DEFAULT_HOST = "127.0.0.1"  # stageline.server's own; not imported: it pulls in fastapi
 DEFAULT_PORT = 8484
+STARTUP_FAILURE = 3
+"""The exit code when the server could not start (uvicorn's own)."""
 GRACEFUL_SHUTDOWN = 10
 """Seconds uvicorn waits for open requests (event streams) at shutdown before it closes them."""
 
@@ -67,9 +70,10 @@ def serve(
         )
     import uvicorn
 
+    from stageline.cli._logs import redact_logs
     from stageline.server import create_app
 
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=host,
         port=port,
@@ -77,3 +81,9 @@ def serve(
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
         server_header=False,
     )
+    redact_logs()  # after uvicorn set its loggers up: link tokens never reach the access log
+    server = uvicorn.Server(config)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        raise typer.Exit(STARTUP_FAILURE)  # uvicorn said why (the port is taken, ...)

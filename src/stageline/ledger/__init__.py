@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
     from stageline.ledger._outcomes import Outcome
     from stageline.ledger._search import RunPage, RunQuery
+    from stageline.ledger._sessions import SessionPolicy
     from stageline.ledger._sqlite import MemoryLedger
     from stageline.ledger._threads import ApiRun, ApiRunStatus, ThreadMeta
     from stageline.ledger._tokens import Scope, Token, hash_token, new_token
@@ -64,6 +65,7 @@ _LAZY = {
     "ApiRunStatus": "stageline.ledger._threads",
     "ThreadMeta": "stageline.ledger._threads",
     "RunQuery": "stageline.ledger._search",
+    "SessionPolicy": "stageline.ledger._sessions",
     "Scope": "stageline.ledger._tokens",
     "Token": "stageline.ledger._tokens",
     "hash_token": "stageline.ledger._tokens",
@@ -110,6 +112,7 @@ __all__ = [
     "RunQuery",
     "RunStatus",
     "Scope",
+    "SessionPolicy",
     "SettleRound",
     "SinkStart",
     "ThreadMeta",

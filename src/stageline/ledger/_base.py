@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from stageline.ledger._outcome_stats import OutcomeGroup
     from stageline.ledger._outcomes import Outcome
     from stageline.ledger._search import RunPage, RunQuery
+    from stageline.ledger._sessions import SessionPolicy
     from stageline.ledger._threads import ApiRun, ApiRunStatus, ThreadMeta
     from stageline.ledger._tokens import Scope, Token
 
@@ -222,6 +223,15 @@ class LedgerStore(Protocol):
     async def revoke_token(self, name: str) -> bool: ...
     async def authenticate(self, secret: str) -> Token | None: ...
     async def has_tokens(self) -> bool: ...
+
+    # -- dashboard sessions -----------------------------------------------------------------
+    async def start_session(
+        self, session_hash: str, token_hash: str, policy: SessionPolicy, *, now: float | None = None
+    ) -> None: ...
+    async def session_token(
+        self, session_hash: str, policy: SessionPolicy, *, now: float | None = None
+    ) -> Token | None: ...
+    async def end_session(self, session_hash: str) -> bool: ...
 
     # -- LangGraph API threads and runs ------------------------------------------------------
     async def put_thread(self, meta: ThreadMeta) -> ThreadMeta: ...

@@ -35,6 +35,7 @@ __all__ = [
     "outcomes",
     "runs",
     "schema_version",
+    "sessions",
     "sink_cursors",
     "sinks",
     "thread_meta",
@@ -461,6 +462,26 @@ def _v12_checkpoint_blobs(dialect: Dialect) -> list[str]:
     return [str(CreateTable(checkpoint_blobs, if_not_exists=True).compile(dialect=dialect))]
 
 
+# -- migration 13: dashboard sessions (renumber at merge if another took 13) ------------------
+
+sessions = Table(
+    "stageline_sessions",
+    metadata,
+    Column("session_hash", String(64), primary_key=True),
+    Column("token_hash", String(64), nullable=False, index=True),
+    Column("created_at", Float, nullable=False),
+    Column("last_seen_at", Float, nullable=False),
+)
+"""A dashboard session: the SHA-256 of its cookie's id (never the id) and its token's hash."""
+
+
+def _v13_sessions(dialect: Dialect) -> list[str]:
+    made = [str(CreateTable(sessions, if_not_exists=True).compile(dialect=dialect))]
+    return made + [
+        str(CreateIndex(i, if_not_exists=True).compile(dialect=dialect)) for i in sessions.indexes
+    ]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1,
     _v2,
@@ -473,5 +494,6 @@ MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v10_chat,
     _v11_checkpoints,
     _v12_checkpoint_blobs,
+    _v13_sessions,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

@@ -49,6 +49,7 @@ from stageline.ledger._schema import (
     schema_version,
 )
 from stageline.ledger._search import RunSearchSql
+from stageline.ledger._sessions import SessionsSql
 from stageline.ledger._sql_human import HumanSql, RoundMoved
 from stageline.ledger._sql_leases import LeaseSql
 from stageline.ledger._sql_staging import StagingSql, _noop
@@ -83,6 +84,7 @@ class SqlLedger(
     OutboxSql,
     LineageSql,
     TokensSql,
+    SessionsSql,
     RunSearchSql,
     ThreadsSql,
 ):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from stageline.ledger._schema import tokens as tokens_table
+from stageline.ledger._sessions import END_TOKEN_SESSIONS
 from stageline.ledger._tokens import Scope, Token, _matches, _taken, check_token_name, hash_token
 
 if TYPE_CHECKING:
@@ -51,8 +52,10 @@ class TokensSql:
         return [Token.from_row(r) for r in rows]
 
     async def revoke_token(self, name: str) -> bool:
-        """Revoke the named token; False when there is no active one by that name."""
+        """Revoke the named token, ending its dashboard sessions; False when there is no active
+        one by that name."""
         async with self._tx() as x:
+            await x.execute(self._sql(END_TOKEN_SESSIONS), {"name": name})
             count = await x.execute(self._sql(_REVOKE), {"name": name, "now": time.time()})
         return bool(count)
 

@@ -14,6 +14,7 @@ from stageline.server._advancer import Advancer
 from stageline.server._config import ServerConfig
 from stageline.server._docs import install_docs
 from stageline.server._errors import install_error_handlers
+from stageline.server._headers import SecurityHeaders
 from stageline.server._limits import BodyLimit
 from stageline.server._notify import RunNotifier
 from stageline.server.api import ROUTERS
@@ -86,4 +87,5 @@ def create_app(
     install_ui(app)  # the dashboard at /ui/ (its own session auth); / redirects there
     install_chat(app)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(SecurityHeaders)  # outermost: every response, a 413 too, gets them
     return app

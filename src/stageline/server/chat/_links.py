@@ -4,15 +4,16 @@ stale link gets a page saying so, with a 4xx status."""
 
 from __future__ import annotations
 
-import html
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup
 
 from stageline.errors import StagelineError
 from stageline.events._links import LinkClaim, LinkRefused
 from stageline.ledger import WaitStatus
+from stageline.server._headers import csp_hash
 from stageline.server._state import get_advancer
 from stageline.server.chat._runtime import ChatRuntime, get_chat
 
@@ -27,32 +28,41 @@ _VERBS = {
     "changes": "Request changes at",
     "takeover": "Take over at",
 }
-_TAKEOVER = (
+_TAKEOVER = Markup(
     "<p>Taking over ends the run <b>taken_over</b>: stageline stops, and its work (such as its "
     "branch and worktree) is left as it is for you to carry on.</p>"
 )
+_STYLE = (
+    "body{font:16px system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em}"
+    "button{font-size:1em;padding:.5em 1.2em}textarea{width:100%}"
+)
 _HEADERS = {
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "no-referrer",  # the address holds the link's token
     "X-Robots-Tag": "noindex",
+    "Content-Security-Policy": (
+        f"default-src 'none'; style-src {csp_hash(_STYLE)}; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
 }
 
 
-def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+def _page(title: str, body: Markup, status: int = 200) -> HTMLResponse:
+    """A page: ``title`` is text (escaped); ``body`` is markup built with ``Markup.format``, so
+    every value put into it is escaped too."""
     return HTMLResponse(
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        "<meta name=viewport content='width=device-width'><meta name=robots content=noindex>"
-        f"<title>{html.escape(title)} · stageline</title>"
-        "<style>body{font:16px system-ui,sans-serif;max-width:40em;margin:3em auto;"
-        "padding:0 1em}button{font-size:1em;padding:.5em 1.2em}textarea{width:100%}</style>"
-        f"</head><body><h1>{html.escape(title)}</h1>{body}</body></html>",
+        Markup(
+            "<!doctype html><html lang=en><head><meta charset=utf-8>"
+            "<meta name=viewport content='width=device-width'><meta name=robots content=noindex>"
+            "<title>{} · stageline</title><style>{}</style></head><body><h1>{}</h1>{}</body></html>"
+        ).format(title, Markup(_STYLE), title, body),
         status_code=status,
         headers=_HEADERS,
     )
 
 
 def _refused(why: str, status: int) -> HTMLResponse:
-    return _page("This link cannot decide anything", f"<p>{html.escape(why)}</p>", status)
+    return _page("This link cannot decide anything", Markup("<p>{}</p>").format(why), status)
 
 
 async def _claim(chat: ChatRuntime, token: str) -> LinkClaim | HTMLResponse:
@@ -92,7 +102,7 @@ async def confirm(token: str, chat: Chat) -> HTMLResponse:
     if why is not None:
         return _refused(why, 409)
     verb = _VERBS[claim.decision]
-    note = (
+    note = Markup(
         "<p><label>What should change?<br><textarea name=note rows=5 required>"
         "</textarea></label></p>"
         if claim.decision == "changes"
@@ -100,12 +110,18 @@ async def confirm(token: str, chat: Chat) -> HTMLResponse:
     )
     return _page(
         f"{verb} gate {claim.gate}?",
-        f"<p>Run <code>{html.escape(claim.run_id)}</code>, gate <b>{html.escape(claim.gate)}"
-        f"</b>, attempt {claim.attempt}.</p>"
-        f"{_TAKEOVER if claim.decision == 'takeover' else ''}"
-        "<p>Nothing is decided until you confirm.</p>"
-        f"<form method=post>{note}<button type=submit>Confirm: "
-        f"{html.escape(verb.lower())}</button></form>",
+        Markup(
+            "<p>Run <code>{}</code>, gate <b>{}</b>, attempt {}.</p>{}"
+            "<p>Nothing is decided until you confirm.</p>"
+            "<form method=post>{}<button type=submit>Confirm: {}</button></form>"
+        ).format(
+            claim.run_id,
+            claim.gate,
+            claim.attempt,
+            _TAKEOVER if claim.decision == "takeover" else "",
+            note,
+            verb.lower(),
+        ),
     )
 
 
@@ -149,8 +165,7 @@ async def decide(
         return _refused(f"Nothing was changed: {exc}", 409)
     return _page(
         "Done",
-        f"<p>{html.escape(_VERBS[claim.decision])} gate "
-        f"<b>{html.escape(claim.gate)}</b> of run <code>"
-        f"{html.escape(claim.run_id)}</code>: recorded. The run is now "
-        f"{html.escape(str(summary.run.status))}.</p>",
+        Markup(
+            "<p>{} gate <b>{}</b> of run <code>{}</code>: recorded. The run is now {}.</p>"
+        ).format(_VERBS[claim.decision], claim.gate, claim.run_id, summary.run.status),
     )

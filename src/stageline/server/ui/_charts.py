@@ -71,7 +71,7 @@ def timeline(
         parts.append(
             f'<line x1="{x(e.ts):.1f}" x2="{x(e.ts):.1f}" y1="{top - 6}" '
             f'y2="{height - 6}" class="restart {word}" data-restart="{word}">'
-            f"<title>run {word} (attempt {e.data.get('attempt', '?')})</title></line>"
+            f"<title>run {word} (attempt {escape(str(e.data.get('attempt', '?')))})</title></line>"
         )
     for i, r in enumerate(ordered):
         y = top + i * row_h
@@ -89,8 +89,8 @@ def timeline(
             f"{fmt_seconds(r.duration)}" + (f" · {r.error}" if r.error else "")
         )
         parts.append(
-            f'<g class="bar st-{r.status}" data-bar-node="{escape(r.node)}" '
-            f'data-bar-status="{r.status}"'
+            f'<g class="bar st-{escape(r.status)}" data-bar-node="{escape(r.node)}" '
+            f'data-bar-status="{escape(r.status)}"'
             f' data-try="{r.try_no}" data-attempt="{r.attempt}"><title>{escape(tip)}</title>'
             + _text(label_w - 8, y + 14, name, "bar-label", "end")
             + f'<rect x="{x1:.1f}" y="{y + 3:.1f}" width="{max(x2 - x1, 3):.1f}" '

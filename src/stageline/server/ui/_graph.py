@@ -192,7 +192,7 @@ def _node(g: GraphLayout, n: Node, status: str, note: str | None, href: str | No
     if n.id in (START, END):
         word = "start" if n.id == START else "end"
         return (
-            f'<g class="node terminal st-{status}" {attrs}><title>{escape(title)}</title>'
+            f'<g class="node terminal st-{escape(status)}" {attrs}><title>{escape(title)}</title>'
             f'<rect x="{x - 34:.1f}" y="{y - 14:.1f}" width="68" height="28" rx="14"/>'
             f"{_label(x, y + 4, word, 'node-label')}</g>"
         )

@@ -102,9 +102,8 @@ def run_graph(
         g = template_layout(runner, run.template)
     except Exception as exc:  # the template is gone or broken: the rest of the page still works
         return Markup(
-            f'<p class="notice error">No graph: template {run.template!r} cannot be '
-            f"loaded ({type(exc).__name__}).</p>"
-        ), {}
+            '<p class="notice error" data-no-graph>No graph: template {} cannot be loaded ({}).</p>'
+        ).format(repr(run.template), type(exc).__name__), {}
     statuses = node_statuses(g, run, records, waits)
     svg = draw_graph(
         g,

@@ -1,42 +1,44 @@
 """Dashboard sessions: sign in with an API token; an HttpOnly, SameSite=Strict cookie after.
 
-The cookie holds only a random session id; the server keeps the token (in memory, so a restart
-signs everyone out) and checks it against the ledger on every request, so a revoked token ends
-its sessions at once. Every form that changes something carries the session's CSRF token in a
-hidden field, and a request whose ``Origin`` (or ``Referer``) names another site is refused.
+The cookie holds only a random session id. The ledger keeps the session (a hash of its id and
+of its token, see ``stageline.ledger._sessions``), so sessions outlive a restart, are shared by
+every server over the database, end when idle, when too old or when their token is revoked,
+and are capped per token. Every form that changes something carries the session's CSRF token
+(derived from the session id, so every process knows it) in a hidden field, and a request
+whose ``Origin`` (or ``Referer``) names another site is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
-import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request
 
-from stageline.ledger import Scope
+from stageline.ledger import Scope, SessionPolicy, Token, hash_token
 
 if TYPE_CHECKING:
+    from stageline.ledger import LedgerStore
     from stageline.runner import Runner
 
 __all__ = [
     "COOKIE",
+    "Notices",
     "Session",
     "SessionStore",
     "SignInRequired",
     "check_form",
     "current_session",
     "same_origin",
+    "store_of",
 ]
 
 COOKIE = "stageline_session"
-TTL = 12 * 3600.0
-"""A session ends this long after sign-in."""
-MAX_SESSIONS = 10_000
 
 
 class SignInRequired(Exception):
@@ -47,73 +49,89 @@ class SignInRequired(Exception):
         self.next_url = next_url
 
 
+class Notices:
+    """What each session is told once on its next page (kept in this process: a notice is
+    made by a form post and shown by the page it redirects to)."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._by: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()
+
+    def add(self, key: str, kind: str, text: str) -> None:
+        self._by.setdefault(key, []).append((kind, text))
+        self._by.move_to_end(key)
+        while len(self._by) > self.LIMIT:
+            self._by.popitem(last=False)
+
+    def take(self, key: str) -> list[tuple[str, str]]:
+        return self._by.pop(key, [])
+
+
 @dataclass
 class Session:
+    """A signed-in browser: its token's name and scope, and its CSRF token."""
+
     sid: str
-    secret: str
     name: str
     scope: Scope
-    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    created_at: float = field(default_factory=time.time)
-    notices: list[tuple[str, str]] = field(default_factory=list)
-    """(kind, text) shown once on the next page: ``ok``, ``info`` or ``error``."""
+    notices: Notices
+
+    @property
+    def key(self) -> str:
+        """What the ledger keeps of the session id."""
+        return hash_token(self.sid)
+
+    @property
+    def csrf(self) -> str:
+        return hmac.new(self.sid.encode(), b"stageline csrf", hashlib.sha256).hexdigest()
 
     def can(self, needed: Scope | str) -> bool:
         return self.scope.allows(needed)
 
     def notice(self, kind: str, text: str) -> None:
-        self.notices.append((kind, text))
+        """Say ``text`` on the next page: ``ok``, ``info`` or ``error``."""
+        self.notices.add(self.key, kind, text)
 
     def take_notices(self) -> list[tuple[str, str]]:
-        taken, self.notices = self.notices, []
-        return taken
+        return self.notices.take(self.key)
 
 
 class SessionStore:
-    """Sessions by id, oldest dropped first past ``MAX_SESSIONS``."""
+    """Sessions in the ledger, as ``policy`` says they last; notices in this process."""
 
-    def __init__(self) -> None:
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+    def __init__(self, policy: SessionPolicy | None = None) -> None:
+        self.policy = policy or SessionPolicy()
+        self.notices = Notices()
 
-    def create(self, secret: str, name: str, scope: Scope) -> Session:
-        session = Session(sid=secrets.token_urlsafe(32), secret=secret, name=name, scope=scope)
-        self._sessions[session.sid] = session
-        while len(self._sessions) > MAX_SESSIONS:
-            self._sessions.popitem(last=False)
-        return session
+    async def create(self, ledger: LedgerStore, token: Token) -> Session:
+        sid = secrets.token_urlsafe(32)
+        await ledger.start_session(hash_token(sid), token.token_hash, self.policy)
+        return Session(sid=sid, name=token.name, scope=Scope(token.scope), notices=self.notices)
 
-    def get(self, sid: str | None) -> Session | None:
+    async def get(self, ledger: LedgerStore, sid: str | None) -> Session | None:
+        """The live session of cookie value ``sid``, its token checked again (None: none)."""
         if not sid or len(sid) > 100:
             return None
-        found = self._sessions.get(sid)
-        if found is not None and time.time() - found.created_at > TTL:
-            self.drop(sid)
+        token = await ledger.session_token(hash_token(sid), self.policy)
+        if token is None:
             return None
-        return found
+        return Session(sid=sid, name=token.name, scope=Scope(token.scope), notices=self.notices)
 
-    def drop(self, sid: str | None) -> None:
-        if sid:
-            self._sessions.pop(sid, None)
+    async def end(self, ledger: LedgerStore, sid: str | None) -> None:
+        if sid and len(sid) <= 100:
+            await ledger.end_session(hash_token(sid))
+            self.notices.take(hash_token(sid))
 
 
-def _store(request: Request) -> SessionStore:
+def store_of(request: Request) -> SessionStore:
     store: SessionStore = request.app.state.sessions
     return store
 
 
 async def current_session(request: Request, runner: Runner) -> Session | None:
-    """The signed-in session of this request, its token checked again (None: signed out)."""
-    store = _store(request)
-    sid = request.cookies.get(COOKIE)
-    session = store.get(sid)
-    if session is None:
-        return None
-    token = await runner.ledger.authenticate(session.secret)
-    if token is None or not token.active:
-        store.drop(sid)
-        return None
-    session.name, session.scope = token.name, Scope(token.scope)
-    return session
+    """The signed-in session of this request (None: signed out)."""
+    return await store_of(request).get(runner.ledger, request.cookies.get(COOKIE))
 
 
 def same_origin(request: Request) -> bool:

@@ -33,17 +33,9 @@ __all__ = [
 ]
 
 PREFIX = "/ui"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
-"""Every page: its own scripts and styles only, never framed, never cached."""
+SECURITY_HEADERS = {"Cache-Control": "no-store"}
+"""What the dashboard's answers add to the headers every response gets (``server._headers``:
+content type, CSP, no framing, no sniffing): they are never cached."""
 
 templates = Jinja2Templates(directory=str(resources.files("stageline.server.ui") / "templates"))
 

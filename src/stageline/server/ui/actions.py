@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
 from stageline.errors import (
     AlreadyDecided,
@@ -52,16 +52,16 @@ async def _act(
     act: Callable[[dict[str, str], str], Awaitable[Any]],
 ) -> Response:
     """Check the form, do ``act(form, actor)``, and say how it went on the run page."""
+    form = await check_form(request, session, needed)  # origin and CSRF before anything else
     if not RUN_ID_PATTERN.fullmatch(run_id):
-        return Response(f"{run_id[:40]!r} is not a run id", status_code=404)
-    form = await check_form(request, session, needed)
+        return PlainTextResponse(f"{run_id[:40]!r} is not a run id", status_code=404)
     assert session is not None
     try:
         done = await act(form, session.name)
     except (AlreadyDecided, StaleDecision) as exc:
         session.notice("info", str(exc))
     except RunNotFound as exc:
-        return Response(str(exc), status_code=404)
+        return PlainTextResponse(str(exc), status_code=404)
     except ConflictError as exc:
         session.notice("info", str(exc))
     except (UsageError, StagelineError) as exc:

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
-from stageline.server.ui._session import COOKIE, TTL, SessionStore, same_origin
+from stageline.server.ui._session import COOKIE, same_origin, store_of
 from stageline.server.ui._web import PREFIX, MaybeSession, render, runner_of
 
 __all__ = ["router"]
@@ -51,13 +51,14 @@ async def login(request: Request) -> Response:
             error="That token is unknown or revoked. Make one with "
             "`stageline token create NAME --scope read|decide|admin`.",
         )
-    store: SessionStore = request.app.state.sessions
-    session = store.create(secret.strip(), token.name, token.scope)  # type: ignore[union-attr]
+    store, ledger = store_of(request), runner_of(request).ledger
+    await store.end(ledger, request.cookies.get(COOKIE))  # a session this browser had ends
+    session = await store.create(ledger, token)
     answer = RedirectResponse(target, status_code=303)
     answer.set_cookie(
         COOKIE,
         session.sid,
-        max_age=int(TTL),
+        max_age=int(store.policy.max_age),
         path=PREFIX,
         httponly=True,
         samesite="strict",
@@ -67,12 +68,15 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-async def logout(request: Request, session: MaybeSession) -> Response:
+async def logout(request: Request) -> Response:
+    """End this browser's session in the ledger and forget its cookie.
+
+    A cross-site post is refused; a same-site one ends the session whose cookie it carries
+    with or without the form's CSRF token: the worst a forged sign-out can do is sign out.
+    """
     if not same_origin(request):
         raise HTTPException(403, "refused: this form was posted from another site")
-    form = await request.form()
-    if session is not None and form.get("csrf") == session.csrf:
-        request.app.state.sessions.drop(session.sid)
+    await store_of(request).end(runner_of(request).ledger, request.cookies.get(COOKIE))
     answer = RedirectResponse(f"{PREFIX}/login", status_code=303)
     answer.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
     return answer
