@@ -255,6 +255,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         """Record a queued run after checking its inputs; nothing runs yet."""
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
+        made.check_required(inputs)  # a new run's own check (a fork or an edit changes some)
         inputs = self._check_inputs(made, inputs)
         ref = template if isinstance(template, str) else made.name
         run = Run(
@@ -294,6 +295,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         """
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
+        made.check_required(inputs)  # a new run's own check (a fork or an edit changes some)
         inputs = self._check_inputs(made, inputs)
         services = await self._services(services)
         ref = template if isinstance(template, str) else made.name

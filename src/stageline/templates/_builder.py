@@ -26,6 +26,7 @@ from stageline.templates._graphs import (
     _stable_repr,
     _with_loops,
 )
+from stageline.templates._inputs import check_required, required_keys
 
 if typing.TYPE_CHECKING:
     from stageline.templates._human import GateSpec, QuestionSpec
@@ -116,6 +117,7 @@ class Template:
         self._gates: dict[str, GateSpec] = {}
         self._questions: dict[str, QuestionSpec] = {}
         self._input_checks: list[Callable[[Mapping[str, Any]], None]] = []
+        self._required: dict[str, str] = {}
 
     # -- building ---------------------------------------------------------------------------
 
@@ -240,6 +242,21 @@ class Template:
         """Run the template's input checks (the runner calls this before creating a run)."""
         for check in self._input_checks:
             check(inputs)
+
+    def require_input(self, key: str, what: str = "") -> Template:
+        """Declare ``key`` an input every run needs (``what`` it is, for the error); the state
+        schema's required keys are required too (see ``templates._inputs``)."""
+        self._required[key] = what
+        return self
+
+    @property
+    def required_inputs(self) -> dict[str, str]:
+        """The inputs a run cannot start without: key -> what it is (may be empty)."""
+        return {**dict.fromkeys(required_keys(self.state), ""), **self._required}
+
+    def check_required(self, inputs: Mapping[str, Any]) -> None:
+        """``InputError`` naming every required input missing from a new run's ``inputs``."""
+        check_required(self.name, self.required_inputs, inputs)
 
     def add_gate(self, name: str, **options: Any) -> Template:
         """Add a gate node (approve, reject, request changes); see ``templates._human.add_gate``."""
