@@ -391,8 +391,10 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         """Re-run a failed run's failed node from the checkpoint, as attempt + 1."""
         run = await self.ledger.get_run(run_id)
         if run.status is not RunStatus.FAILED:
+            resumable = run.status in (RunStatus.STOPPED, RunStatus.QUEUED)
             raise InvalidTransition(
                 f"run {run_id} is {run.status}; only a failed run can be retried"
+                + (f" (continue it with `stageline resume {run_id}`)" if resumable else "")
             )
         made = self._checked_template(run, force)
         services = await self._services(services)
@@ -424,6 +426,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 RunStatus.WAITING,
                 RunStatus.FAILED,
                 RunStatus.PARKED,
+                RunStatus.STOPPED,
             ],
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )
@@ -549,7 +552,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         run_id = run.run_id
         ttl = self.settings.lease_ttl
         finished: Run | None = None
-        unreadable = False
+        unreadable = cut_short = False
         try:
             control = RunControl()
             self._controls.add(control)
@@ -613,6 +616,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                 finished = await finish_run(
                     self.ledger, run_id, outcome, journal, self._where(settled)
                 )
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            cut_short = True
+            raise
         finally:
             if finished is None:
                 with contextlib.suppress(StagelineError):
@@ -621,6 +627,8 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
                         await self.ledger.transition(
                             run_id, run.status, expect=[RunStatus.RUNNING], release=True
                         )
+                    elif cut_short:
+                        await self._cut_short(run_id, holder)
                     else:
                         await self.ledger.release_lease(run_id, holder)
         assert finished is not None  # the second try has no changes that can be refused
@@ -636,6 +644,29 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         return RunSummary(
             run=finished, records=_records(earlier, journal), state=state, waits=waits
         )
+
+    async def _cut_short(self, run_id: str, holder: str) -> None:
+        """The advance was cancelled mid-step (Ctrl-C or SIGTERM in the foreground, a caller's
+        cancel): the run is ``stopped`` until a person resumes it; while this runner drains (a
+        shutdown that could not wait for the step), ``queued`` for the next process."""
+        draining = self._drain_reason
+        status = RunStatus.QUEUED if draining else RunStatus.STOPPED
+        said = "stopped mid-step: its process was stopped; `resume` continues it"
+        try:
+            await self.ledger.transition(
+                run_id,
+                status,
+                expect=[RunStatus.RUNNING],
+                release=True,
+                lease=(holder, self.settings.lease_ttl),  # only a run this advance still holds
+                events=[
+                    Event(run_id=run_id, kind="run.drained", message=draining)
+                    if draining
+                    else Event(run_id=run_id, kind="run.stopped", level="warning", message=said)
+                ],
+            )
+        except StagelineError:  # it moved on meanwhile: only let go of the lease
+            await self.ledger.release_lease(run_id, holder)
 
     def _where(self, settled: Settled) -> Settled:
         """``settled``, saying where the taken-over work is (when a takeover ends the run)."""
