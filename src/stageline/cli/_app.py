@@ -236,8 +236,8 @@ def _agent_services(fresh: bool) -> dict[str, object]:
 
 @app.command(epilog=ADVANCE_EPILOG)
 def resume(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) -> None:
-    """Continue a run from its last checkpoint (a queued run, or one whose process died); an
-    agent that was interrupted continues its own session unless --fresh."""
+    """Continue a run from its last checkpoint (a stopped or queued run, or one whose process
+    died); an agent that was interrupted continues its own session unless --fresh."""
     _advance(
         run_id, lambda runner: runner.resume(run_id, force=force, services=_agent_services(fresh))
     )
