@@ -216,11 +216,13 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             [(t.__module__, t.__qualname__) for t in template.checkpoint_types]
         )
 
-    def _check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def _check_inputs(
+        self, template: Template, inputs: Mapping[str, Any], *, new_run: bool = False
+    ) -> dict[str, Any]:
         """The inputs, checked against the template's state (names, types, checkpointability)
-        and converted to the declared types (see ``_input_types``)."""
+        and converted to the declared types (see ``_input_types``). A ``new_run`` must have the
+        template's required inputs (a fork or a state edit changes some keys only)."""
         check_plain_inputs(inputs)  # what JSON cannot hold never reaches the ledger
-        template.check_inputs(inputs)  # the template's own checks (paths, required inputs)
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
         if unknown:
@@ -230,6 +232,9 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
             )
         if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
             raise InputError(f"{reserved[0]!r} is reserved for stageline")
+        if new_run:
+            template.check_required(inputs)
+        template.check_inputs(inputs)  # the template's own checks (paths, git, harness)
         inputs = typed_inputs(template.state, inputs, template.name)
         serde = self._saver(template).serde
         for key, value in inputs.items():
@@ -255,8 +260,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         """Record a queued run after checking its inputs; nothing runs yet."""
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
-        made.check_required(inputs)  # a new run's own check (a fork or an edit changes some)
-        inputs = self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs, new_run=True)
         ref = template if isinstance(template, str) else made.name
         run = Run(
             run_id=run_id or new_run_id(),
@@ -295,8 +299,7 @@ class Runner(HumanMixin, RetentionMixin, HistoryMixin, EditMixin, ServicesMixin)
         """
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.load(template)
-        made.check_required(inputs)  # a new run's own check (a fork or an edit changes some)
-        inputs = self._check_inputs(made, inputs)
+        inputs = self._check_inputs(made, inputs, new_run=True)
         services = await self._services(services)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
