@@ -153,7 +153,7 @@ def test_a_write_command_in_the_same_project_does_import_langgraph(
 ) -> None:
     """The probe can fail: advancing a run needs LangGraph, and the probe sees it."""
     code, heavy, _ = _probe(tmp_path, cli_env, "reject", blog_waiting)
-    assert code == 0
+    assert code == 1  # the run ends rejected
     assert "langgraph" in heavy
 
 

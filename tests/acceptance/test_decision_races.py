@@ -150,7 +150,8 @@ def test_two_processes_deciding_at_once_record_exactly_one_decision(
     try:
         for i, run_id in enumerate(gates + questions):
             got = sorted((codes["a"][i], codes["b"][i]))
-            assert got == [0, 5], (run_id, got)  # one did it; the other was told it came second
+            # One did it (a rejected run exits 1); the other was told it came second.
+            assert got in ([0, 5], [1, 5]) and codes["a"][i] != 1, (run_id, got)
             winner = "a" if codes["a"][i] == 0 else "b"
             taken = db.execute(
                 "SELECT actor, status, response FROM stageline_waits WHERE run_id = ? "
@@ -176,9 +177,8 @@ def test_two_processes_deciding_at_once_record_exactly_one_decision(
                 assert json.loads(response)["answers"] == {"q1": f"from {winner}"}
     finally:
         db.close()
-    assert {codes["a"][i] for i in range(len(plan))} | {
-        codes["b"][i] for i in range(len(plan))
-    } == {0, 5}
+    seen = {codes["a"][i] for i in range(len(plan))} | {codes["b"][i] for i in range(len(plan))}
+    assert {0, 5} <= seen <= {0, 1, 5}, seen
 
 
 VISIT_TRIALS = int(os.environ.get("STAGELINE_VISIT_RACE_TRIALS", "50"))

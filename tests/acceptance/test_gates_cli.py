@@ -162,7 +162,7 @@ def test_blog_post_stops_for_the_editor_who_asks_for_changes_then_approves(
     assert "already approved by ed" in second.stderr
 
     cli("run", "blog_post", "-i", "topic=gates", "--run-id", "b2", code=3)
-    rejected = cli("reject", "b2", "--note", "off topic").stdout
+    rejected = cli("reject", "b2", "--note", "off topic", code=1).stdout
     assert "rejected" in rejected
     assert show(cli, "b2")["run"]["status"] == "rejected"
     assert not (tmp_path / "home" / "runs" / "b2" / "post.md").exists()

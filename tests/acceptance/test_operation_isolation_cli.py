@@ -189,7 +189,7 @@ def test_apply_flag_brings_the_result_in_at_once_and_prune_removes_worktree_and_
     # a branch a person checked out to review is theirs: prune leaves it
     agents.scenario("claude", streams=["claude_session.jsonl"], writes={"docs/b.md": "# B\n"})
     assert start(cli, tmp_path, "u4").returncode == 3
-    assert cli("reject", "u4").returncode == 0
+    assert cli("reject", "u4").returncode == 1  # the run ends rejected
     review = tmp_path / "review"
     git(repo, "worktree", "add", "--force", str(review), "stageline/u4")
     time.sleep(1.1)  # the runs are older than the second `--older-than` allows

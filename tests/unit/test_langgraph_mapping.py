@@ -31,6 +31,9 @@ def _run(status: RunStatus, template: str = "blog_post") -> Run:
         (RunStatus.FAILED, "error", ApiRunStatus.ERROR),
         (RunStatus.CANCELLED, "idle", ApiRunStatus.INTERRUPTED),
         (RunStatus.REJECTED, "idle", ApiRunStatus.SUCCESS),
+        (RunStatus.TAKEN_OVER, "idle", ApiRunStatus.SUCCESS),
+        (RunStatus.PARKED, "interrupted", ApiRunStatus.INTERRUPTED),
+        (RunStatus.STOPPED, "idle", ApiRunStatus.INTERRUPTED),
     ],
 )
 def test_run_statuses_map_to_thread_and_run_statuses(
@@ -39,6 +42,12 @@ def test_run_statuses_map_to_thread_and_run_statuses(
     assert thread_status(_run(status)) == thread
     assert api_status_of(_run(status)) is api
     assert status in runs_of_thread_status(thread)
+
+
+def test_every_run_status_has_a_thread_and_a_run_status() -> None:
+    for status in RunStatus:
+        assert thread_status(_run(status)) in ("idle", "busy", "interrupted", "error")
+        assert api_status_of(_run(status)) in ApiRunStatus
 
 
 def test_a_thread_with_no_run_is_idle_and_one_being_advanced_busy() -> None:

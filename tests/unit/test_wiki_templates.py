@@ -107,7 +107,7 @@ async def test_ingest_strips_links_an_excerpt_would_break(runner: Runner, repo: 
         ({"source": "README.md"}, "missing required input 'wiki'"),
         ({"source": "README.md", "wiki": "README.md"}, "input 'wiki': README.md is a file"),
         ({"source": "README.md", "wiki": "wiki", "harness": "robot"}, "unknown harness 'robot'"),
-        ({"source": "README.md", "wiki": 5}, "input 'wiki' must be text"),
+        ({"source": "README.md", "wiki": 5}, "input 'wiki' must be a path"),
     ],
 )
 async def test_input_errors_are_caught_before_a_run_exists(

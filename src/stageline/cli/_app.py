@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from stageline.cli._args import RunArg
-from stageline.cli._codes import EPILOG
+from stageline.cli._codes import ADVANCE_EPILOG, EPILOG
 from stageline.cli._config import load_settings
 from stageline.cli._db import db_app, use_memory
 from stageline.cli._detach import detach as _detach
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._harness import transcript
 from stageline.cli._history import fork, history, lineage_lines
+from stageline.cli._human import ADVANCING
 from stageline.cli._human import COMMANDS as HUMAN_COMMANDS
 from stageline.cli._inputs import parse_deadlines, parse_inputs
 from stageline.cli._render import (
@@ -123,7 +124,7 @@ def _advance(run_id: str, action: Callable[[Runner], Awaitable[RunSummary]]) -> 
     advance_in_foreground(run_id, action)
 
 
-@app.command()
+@app.command(epilog=ADVANCE_EPILOG)
 def run(
     template: Annotated[
         str, typer.Argument(metavar="TEMPLATE", help="A template name or file (.yaml, .py).")
@@ -233,16 +234,16 @@ def _agent_services(fresh: bool) -> dict[str, object]:
     return {SERVICE_FRESH: True} if fresh else {}
 
 
-@app.command()
+@app.command(epilog=ADVANCE_EPILOG)
 def resume(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) -> None:
-    """Continue a run from its last checkpoint (a queued run, or one whose process died); an
-    agent that was interrupted continues its own session unless --fresh."""
+    """Continue a run from its last checkpoint (a stopped or queued run, or one whose process
+    died); an agent that was interrupted continues its own session unless --fresh."""
     _advance(
         run_id, lambda runner: runner.resume(run_id, force=force, services=_agent_services(fresh))
     )
 
 
-@app.command()
+@app.command(epilog=ADVANCE_EPILOG)
 def retry(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) -> None:
     """Re-run a failed run from its failed node, as the next attempt; an agent that failed
     continues its own session (claude --resume, codex exec resume) unless --fresh."""
@@ -426,7 +427,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
 app.command()(transcript)
 
 for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, sweep, effect
-    app.command()(_human)
+    app.command(epilog=ADVANCE_EPILOG if _human in ADVANCING else None)(_human)
 
 app.command()(stats)
 app.command()(history)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import typer
 
-from stageline.cli._codes import EXIT_INTERRUPTED, EXIT_OK, exit_code_for
+from stageline.cli._codes import EXIT_INTERRUPTED, exit_code_for
+from stageline.cli._hints import PREFIXES as HINTS
 from stageline.cli._render import ProgressSink, console, result_lines
 from stageline.cli._render_waits import waiting_lines
 from stageline.ledger import RunStatus
@@ -26,10 +27,9 @@ __all__ = ["advance_in_foreground"]
 def advance_in_foreground(
     run_id: str,
     action: Callable[[Runner], Awaitable[RunSummary]],
-    *,
-    ok: Iterable[RunStatus] = (),
 ) -> None:
-    """Advance one run with live progress; exit with its outcome (0 for ``ok`` statuses too).
+    """Advance one run with live progress; exit by where the run stopped (``exit_code_for``:
+    the same table for every command that advances a run, ``reject`` included).
 
     A run that stops at a gate or question says what it waits on and how to decide.
     """
@@ -79,8 +79,7 @@ def advance_in_foreground(
         ]
     for line in shown:
         out.print(line)
-    code = EXIT_OK if summary.status in set(ok) else exit_code_for(summary.status)
-    raise typer.Exit(code)
+    raise typer.Exit(exit_code_for(summary.status))
 
 
 _COMMANDS = tuple(
@@ -91,8 +90,8 @@ _COMMANDS = tuple(
         "reject:",
         "answer:",
         "details:",
-        "retry with:",
         "continue with:",
+        *HINTS,
     )
 )
 """The lines that name a command to run next on the run: none works on a run kept in memory."""

@@ -20,10 +20,10 @@ from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
 from stageline.cli._render_waits import pending_table, waiting_lines
 from stageline.errors import AnswerInvalid, UsageError
-from stageline.ledger import RunStatus, Wait, WaitKind, open_ledger
+from stageline.ledger import Wait, WaitKind, open_ledger
 from stageline.runner import pending_waits, waiting_on
 
-__all__ = ["COMMANDS"]
+__all__ = ["ADVANCING", "COMMANDS"]
 
 GateOpt = Annotated[
     str | None, typer.Option("--gate", metavar="GATE", help="Which gate, if it waits at several.")
@@ -84,13 +84,12 @@ async def _pending(run_id: str | None, as_json: bool) -> None:
             out.print(line)
 
 
-def _decide(run_id: str, decision: str, *, ok: tuple[RunStatus, ...] = (), **options: Any) -> None:
-    """Advance RUN past its gate with ``Runner.<decision>``, bound to the visit waiting now."""
+def _decide(run_id: str, decision: str, **options: Any) -> None:
+    """Advance RUN past its gate with ``Runner.<decision>``, bound to the visit waiting now;
+    exit by where the run stopped, as every command that advances a run does (``_codes``)."""
     seen = began()  # binds the decision to the visit waiting then, not to a later one
     advance_in_foreground(
-        run_id,
-        lambda runner: getattr(runner, decision)(run_id, seen_at=seen, **options),
-        ok=ok,
+        run_id, lambda runner: getattr(runner, decision)(run_id, seen_at=seen, **options)
     )
 
 
@@ -125,11 +124,11 @@ def reject(
     state_hash: HashOpt = None,
     force: ForceOpt = False,
 ) -> None:
-    """Reject at the gate RUN waits at: the run ends rejected (or takes the reject route)."""
+    """Reject at the gate RUN waits at: the run ends rejected, exit 1 (or takes the reject
+    route, and exits by where the run stops then)."""
     _decide(
         run_id,
         "reject",
-        ok=(RunStatus.REJECTED,),
         gate=gate,
         note=note,
         actor=actor,
@@ -152,7 +151,6 @@ def takeover(
     _decide(
         run_id,
         "take_over",
-        ok=(RunStatus.TAKEN_OVER,),
         gate=gate,
         note=note,
         actor=actor,
@@ -343,3 +341,5 @@ async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> N
 
 
 COMMANDS = (pending, approve, reject, takeover, changes, answer, sweep, effect)
+ADVANCING = (approve, reject, takeover, changes, answer)
+"""The commands that advance the run they decide on, and exit by where it stopped."""

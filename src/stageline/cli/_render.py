@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from stageline.cli._hints import failure_hint
 from stageline.ledger import Event, NodeRecord, Run, RunStatus
 
 if TYPE_CHECKING:
@@ -235,7 +236,7 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
         where = f" at node {run.failed_node}" if run.failed_node else ""
         phase = f" ({run.failure_phase})" if run.failure_phase else ""
         lines.append(Text(f"  failed{where}{phase}: {(run.error or '').strip()}", style="red"))
-        lines.append(Text(f"  retry with: stageline retry {run.run_id}", style="dim"))
+        lines.append(Text(f"  {failure_hint(run)}", style="dim"))
     if status is RunStatus.QUEUED:
         lines.append(Text(f"  continue with: stageline resume {run.run_id}", style="dim"))
     if status is RunStatus.PARKED:

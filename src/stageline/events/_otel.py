@@ -29,6 +29,7 @@ _RUN_CLOSE = {
     "run.rejected": "rejected",
     "run.parked": "parked",
     "run.taken_over": "taken_over",
+    "run.stopped": "stopped",
 }
 _NODE_CLOSE = {"node.succeeded": "succeeded", "node.failed": "failed", "node.waiting": "waiting"}
 _TOKEN_KEYS = ("input_tokens", "output_tokens")

@@ -31,6 +31,7 @@ class RunStatus(StrEnum):
     REJECTED = "rejected"  # a gate rejected it
     PARKED = "parked"  # out of rounds (reviews, builds): waits at a gate for a person to decide
     TAKEN_OVER = "taken_over"  # a person took the parked work over (its branch stays theirs)
+    STOPPED = "stopped"  # its process was stopped (Ctrl-C, SIGTERM) mid-step; `resume` continues
 
     @property
     def waits_for_person(self) -> bool:

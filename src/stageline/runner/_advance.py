@@ -146,7 +146,7 @@ class Advancer:
         run_id = run.run_id
         ttl = self.settings.lease_ttl
         finished: Run | None = None
-        unreadable = False
+        unreadable = cut_short = False
         try:
             control = RunControl()
             self._controls.add(control)
@@ -210,6 +210,9 @@ class Advancer:
                 finished = await finish_run(
                     self.ledger, run_id, outcome, journal, self._where(settled)
                 )
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            cut_short = True
+            raise
         finally:
             if finished is None:
                 with contextlib.suppress(StagelineError):
@@ -218,6 +221,8 @@ class Advancer:
                         await self.ledger.transition(
                             run_id, run.status, expect=[RunStatus.RUNNING], release=True
                         )
+                    elif cut_short:
+                        await self._cut_short(run_id, holder)
                     else:
                         await self.ledger.release_lease(run_id, holder)
         assert finished is not None  # the second try has no changes that can be refused
@@ -233,6 +238,29 @@ class Advancer:
         return RunSummary(
             run=finished, records=_records(earlier, journal), state=state, waits=waits
         )
+
+    async def _cut_short(self, run_id: str, holder: str) -> None:
+        """The advance was cancelled mid-step (Ctrl-C or SIGTERM in the foreground, a caller's
+        cancel): the run is ``stopped`` until a person resumes it; while this runner drains (a
+        shutdown that could not wait for the step), ``queued`` for the next process."""
+        draining = self._drain_reason
+        status = RunStatus.QUEUED if draining else RunStatus.STOPPED
+        said = "stopped mid-step: its process was stopped; `resume` continues it"
+        try:
+            await self.ledger.transition(
+                run_id,
+                status,
+                expect=[RunStatus.RUNNING],
+                release=True,
+                lease=(holder, self.settings.lease_ttl),  # only a run this advance still holds
+                events=[
+                    Event(run_id=run_id, kind="run.drained", message=draining)
+                    if draining
+                    else Event(run_id=run_id, kind="run.stopped", level="warning", message=said)
+                ],
+            )
+        except StagelineError:  # it moved on meanwhile: only let go of the lease
+            await self.ledger.release_lease(run_id, holder)
 
     def _where(self, settled: Settled) -> Settled:
         """``settled``, saying where the taken-over work is (when a takeover ends the run)."""

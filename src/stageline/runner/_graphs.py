@@ -93,11 +93,13 @@ class Graphs:
             [(t.__module__, t.__qualname__) for t in template.checkpoint_types]
         )
 
-    def check_inputs(self, template: Template, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def check_inputs(
+        self, template: Template, inputs: Mapping[str, Any], *, new_run: bool = False
+    ) -> dict[str, Any]:
         """The inputs, checked against the template's state (names, types, checkpointability)
-        and converted to the declared types (see ``_input_types``)."""
+        and converted to the declared types (see ``_input_types``). A ``new_run`` must have the
+        template's required inputs (a fork or a state edit changes some keys only)."""
         check_plain_inputs(inputs)  # what JSON cannot hold never reaches the ledger
-        template.check_inputs(inputs)  # the template's own checks (paths, required inputs)
         hints = _schema_keys(template.state)
         unknown = [k for k in inputs if hints and k not in hints]
         if unknown:
@@ -107,6 +109,9 @@ class Graphs:
             )
         if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
             raise InputError(f"{reserved[0]!r} is reserved for stageline")
+        if new_run:
+            template.check_required(inputs)
+        template.check_inputs(inputs)  # the template's own checks (paths, git, harness)
         inputs = typed_inputs(template.state, inputs, template.name)
         serde = self.saver(template).serde
         for key, value in inputs.items():

@@ -52,9 +52,21 @@ def typed_inputs(state: type[Any], inputs: Mapping[str, Any], template: str) -> 
 
 def _hints(state: type[Any]) -> dict[str, Any]:
     try:
-        return typing.get_type_hints(state, include_extras=True)
+        hints = typing.get_type_hints(state, include_extras=True)
     except Exception:
-        return dict(getattr(state, "__annotations__", {}))
+        hints = dict(getattr(state, "__annotations__", {}))
+    return {key: _checked_type(hint) for key, hint in hints.items()}
+
+
+def _checked_type(hint: Any) -> Any:
+    """``hint`` without ``Required``/``NotRequired``: they say whether a key may be missing (the
+    template checks that), not what its value is."""
+    if typing.get_origin(hint) is typing.Annotated:
+        inner, *meta = typing.get_args(hint)
+        return typing.Annotated[(_checked_type(inner), *meta)] if meta else inner
+    if typing.get_origin(hint) in (typing.Required, typing.NotRequired):
+        return typing.get_args(hint)[0]
+    return hint
 
 
 @functools.lru_cache(maxsize=512)

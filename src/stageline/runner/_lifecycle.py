@@ -55,7 +55,7 @@ class Lifecycle:
         """Record a queued run after checking its inputs; nothing runs yet."""
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.graphs.load(template)
-        inputs = self.graphs.check_inputs(made, inputs)
+        inputs = self.graphs.check_inputs(made, inputs, new_run=True)
         ref = template if isinstance(template, str) else made.name
         run = Run(
             run_id=run_id or new_run_id(),
@@ -88,7 +88,7 @@ class Lifecycle:
         """Create a run and advance it until it ends or waits (see ``Runner.start``)."""
         run_id = check_run_id(run_id) if run_id is not None else None
         made = self.graphs.load(template)
-        inputs = self.graphs.check_inputs(made, inputs)
+        inputs = self.graphs.check_inputs(made, inputs, new_run=True)
         services = await self.services.resolve(services)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
@@ -183,8 +183,10 @@ class Lifecycle:
         """Re-run a failed run's failed node from the checkpoint, as attempt + 1."""
         run = await self.ledger.get_run(run_id)
         if run.status is not RunStatus.FAILED:
+            resumable = run.status in (RunStatus.STOPPED, RunStatus.QUEUED)
             raise InvalidTransition(
                 f"run {run_id} is {run.status}; only a failed run can be retried"
+                + (f" (continue it with `stageline resume {run_id}`)" if resumable else "")
             )
         made = self.graphs.checked(run, force)
         services = await self.services.resolve(services)
@@ -216,6 +218,7 @@ class Lifecycle:
                 RunStatus.WAITING,
                 RunStatus.FAILED,
                 RunStatus.PARKED,
+                RunStatus.STOPPED,
             ],
             events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
         )

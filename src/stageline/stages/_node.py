@@ -12,7 +12,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp, NodeTimeoutError
 from langgraph.runtime import Runtime
 
-from stageline.errors import LoopBoundExceeded
+from stageline.errors import InputError, LoopBoundExceeded
 from stageline.stages._budget import enforce_budget
 from stageline.stages._context import RunContext, StageContext
 from stageline.stages._stage import Stage
@@ -32,12 +32,15 @@ def merge_loop_counts(
 
 
 def failure_phase(exc: BaseException) -> str:
-    """The phase a node failed in: what the error names, ``timeout``, or ``stage``."""
+    """The phase a node failed in: what the error names, ``timeout``, ``input`` (the run's
+    inputs do not fit: a retry fails the same way), or ``stage``."""
     phase = getattr(exc, "failure_phase", None)
     if isinstance(phase, str):
         return phase
     if isinstance(exc, TimeoutError | NodeTimeoutError):
         return "timeout"
+    if isinstance(exc, InputError):
+        return "input"
     return "stage"
 
 

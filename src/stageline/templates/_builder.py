@@ -17,6 +17,7 @@ from stageline.errors import TemplateError
 from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
 from stageline.templates._graphs import _get, _hints, _stable_repr, _with_loops
 from stageline.templates._human import WaitNode, gate_node, question_node
+from stageline.templates._inputs import check_required, required_keys
 from stageline.templates._shape import (
     GateSpec,
     Loop,
@@ -77,6 +78,7 @@ class Template:
         self._gates: dict[str, GateSpec] = {}
         self._questions: dict[str, QuestionSpec] = {}
         self._input_checks: list[Callable[[Mapping[str, Any]], None]] = []
+        self._required: dict[str, str] = {}
 
     # -- building ---------------------------------------------------------------------------
 
@@ -201,6 +203,21 @@ class Template:
         """Run the template's input checks (the runner calls this before creating a run)."""
         for check in self._input_checks:
             check(inputs)
+
+    def require_input(self, key: str, what: str = "") -> Template:
+        """Declare ``key`` an input every run needs (``what`` it is, for the error); the state
+        schema's required keys are required too (see ``templates._inputs``)."""
+        self._required[key] = what
+        return self
+
+    @property
+    def required_inputs(self) -> dict[str, str]:
+        """The inputs a run cannot start without: key -> what it is (may be empty)."""
+        return {**dict.fromkeys(required_keys(self.state), ""), **self._required}
+
+    def check_required(self, inputs: Mapping[str, Any]) -> None:
+        """``InputError`` naming every required input missing from a new run's ``inputs``."""
+        check_required(self.name, self.required_inputs, inputs)
 
     def add_gate(self, name: str, **options: Any) -> Template:
         """Add a gate node (approve, reject, request changes); see ``_human.gate_node``."""

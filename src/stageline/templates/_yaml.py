@@ -5,7 +5,8 @@ name: review_pipeline         # required
 version: "2"                  # optional, default "1" (a string or an integer)
 description: ...              # optional
 state:                        # the state schema; each key: a type name or a mapping
-  topic: str                  # types: str, int, float, bool, list, dict, any
+  topic: {type: str, required: true}       # types: str, int, float, bool, list, dict, any;
+                                           # required: a run cannot start without it
   reviews: {type: list, reducer: append}   # append (operator.add), merge (dict merge),
                                            # or an import path to a (current, update) callable
 stages:                       # node name -> stage reference, or a mapping
@@ -45,7 +46,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Required, TypedDict
 
 import yaml
 from langgraph.types import RetryPolicy
@@ -138,16 +139,20 @@ class _TemplateReader(_Reader):
                     at,
                 )
             type_name, reducer, type_at, reducer_at = decl, None, at, at
+            required = False
             if isinstance(decl, _Map):
-                decl = self.mapping(decl, f"state key {key!r}", at, ("type", "reducer"))
+                decl = self.mapping(decl, f"state key {key!r}", at, ("type", "reducer", "required"))
                 type_name, reducer = decl.get("type", "any"), decl.get("reducer")
                 type_at, reducer_at = decl.at("type"), decl.at("reducer")
+                required = decl.get("required", False)
+                if not isinstance(required, bool):
+                    self.fail(f"state key {key!r}: `required` must be true or false", at)
             if not isinstance(type_name, str) or type_name not in TYPES:
                 self.fail(
                     f"state key {key!r} has unknown type {type_name!r}; types: {', '.join(TYPES)}",
                     type_at,
                 )
-            fields[key] = TYPES[type_name]
+            fields[key] = Required[TYPES[type_name]] if required else TYPES[type_name]
             if reducer is not None:
                 fields[key] = Annotated[fields[key], self.reducer(reducer, key, reducer_at)]
         return TypedDict(name, fields, total=False)  # type: ignore[operator,no-any-return]

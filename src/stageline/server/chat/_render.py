@@ -33,6 +33,7 @@ _ICONS = {
     "rejected": "⛔",
     "parked": "🅿️",
     "taken_over": "🙋",
+    "stopped": "⏏️",
 }
 _SAID = {
     "approve": "Approved",

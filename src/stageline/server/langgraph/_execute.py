@@ -187,7 +187,7 @@ async def plan(
         )
     if run.status is RunStatus.FAILED:
         return lambda: advancer.run(runner.retry(thread_id))
-    if run.status is RunStatus.QUEUED:
+    if run.status in (RunStatus.QUEUED, RunStatus.STOPPED):  # a stopped run continues
         return lambda: advancer.advance(thread_id)
     raise HTTPException(409, f"{said}; there is nothing to run")
 

@@ -40,6 +40,10 @@ THREAD_STATUS: dict[RunStatus, str] = {
     RunStatus.CANCELLED: "idle",
     RunStatus.REJECTED: "idle",
     RunStatus.TAKEN_OVER: "idle",
+    RunStatus.PARKED: "interrupted",
+    # Nothing runs and nothing waits for a person: a new run on the thread (no input) continues
+    # it. Not "interrupted", which LangGraph clients read as "resume me with a Command".
+    RunStatus.STOPPED: "idle",
 }
 """A run's status as a thread's (``idle``, ``busy``, ``interrupted``, ``error``)."""
 
@@ -52,6 +56,8 @@ _API_STATUS: dict[RunStatus, ApiRunStatus] = {
     RunStatus.CANCELLED: ApiRunStatus.INTERRUPTED,
     RunStatus.REJECTED: ApiRunStatus.SUCCESS,
     RunStatus.TAKEN_OVER: ApiRunStatus.SUCCESS,
+    RunStatus.PARKED: ApiRunStatus.INTERRUPTED,
+    RunStatus.STOPPED: ApiRunStatus.INTERRUPTED,  # as LangGraph's run cut short (a cancel)
 }
 
 

@@ -1,8 +1,9 @@
 """Input checks of the built-in templates, run before a run exists (``add_input_check``).
 
-Each raises ``InputError`` naming the input at fault: a missing required input, a path that
-does not exist or is of the wrong kind, a folder outside any git repository, an unknown
-harness. Relative paths are from the working folder, as the templates resolve them.
+Each raises ``InputError`` naming the input at fault: a path that does not exist or is of the
+wrong kind, a folder outside any git repository, an unknown harness (required inputs are
+declared with ``Template.require_input`` and checked before these). Relative paths are from
+the working folder, as the templates resolve them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from stageline.errors import HarnessNotReady, InputError
 from stageline.harnesses import make_harness
 
-__all__ = ["Check", "git_folder", "harness_spec", "path_input", "required_text"]
+__all__ = ["Check", "git_folder", "harness_spec", "path_input"]
 
 Check = Callable[[Mapping[str, Any]], None]
 
@@ -23,17 +24,6 @@ Check = Callable[[Mapping[str, Any]], None]
 def _path(value: Any) -> Path:
     path = Path(str(value)).expanduser()
     return (path if path.is_absolute() else Path.cwd() / path).resolve()
-
-
-def required_text(key: str, what: str) -> Check:
-    def check(inputs: Mapping[str, Any]) -> None:
-        value = inputs.get(key)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise InputError(f"missing required input {key!r}: {what} (-i {key}=...)")
-        if not isinstance(value, str):
-            raise InputError(f"input {key!r} must be text, got {type(value).__name__}")
-
-    return check
 
 
 def path_input(key: str, *, kind: str | None = None, must_exist: bool = True) -> Check:

@@ -12,7 +12,6 @@ from stageline.templates.builtin._checks import (
     git_folder,
     harness_spec,
     path_input,
-    required_text,
 )
 
 __all__ = ["add_apply"]
@@ -21,7 +20,7 @@ __all__ = ["add_apply"]
 def add_apply(template: Template, after: str) -> Template:
     """``after`` -> (``apply`` gate unless the ``apply`` input) -> ``apply_changes``; and the
     input checks every wiki template makes before a run exists."""
-    template.add_input_check(required_text("wiki", "the wiki folder"))
+    template.require_input("wiki", "the wiki folder")
     template.add_input_check(path_input("wiki", kind="folder", must_exist=False))
     template.add_input_check(git_folder("wiki", needs_commit=True))
     template.add_input_check(harness_spec)

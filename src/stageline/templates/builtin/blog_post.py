@@ -190,6 +190,7 @@ template = Template(
     description="Research, outline and draft a blog post, review it twice, an editor approves, "
     "publish Markdown.",
 )
+template.require_input("topic", "what the post is about")
 template.add_stage(research).add_stage(outline).add_stage(draft)
 template.add_stage(critic_a).add_stage(critic_b).add_stage(aggregate)
 template.add_gate(

@@ -24,7 +24,6 @@ from stageline.errors import InputError
 from stageline.stages import StageContext, stage
 from stageline.templates._builder import Template
 from stageline.templates._park import add_park
-from stageline.templates.builtin._checks import required_text
 from stageline.templates.builtin._sdlc_build import BuildInputs, add_build_half
 
 __all__ = ["SdlcState", "author_questions", "template"]
@@ -280,5 +279,5 @@ add_park(
     rounds=MAX_PLANS,
     show=["plan", "feedback"],
 )
-template.add_input_check(required_text("task", "what the team should do"))
+template.require_input("task", "what the team should do")
 add_build_half(template)  # plan_approved -> build -> dispatch -> verify (when given a repo)

@@ -6,7 +6,7 @@ from typing import Any
 
 from stageline.operations import OperationContext, operation_stage
 from stageline.templates._builder import Template
-from stageline.templates.builtin._checks import path_input, required_text
+from stageline.templates.builtin._checks import path_input
 from stageline.templates.builtin._wiki import POST_STEPS, WikiState, prepare_wiki, wiki_path
 from stageline.templates.builtin._wiki_apply import add_apply
 from stageline.templates.builtin._wiki_scripts import ingest_script, ingest_sources, rules
@@ -46,6 +46,6 @@ template = Template(
     "index and validate it, then apply it to the checkout at a gate (or with --apply).",
 )
 template.add_stage("ingest", ingest)
-template.add_input_check(required_text("source", "a file or folder to ingest"))
+template.require_input("source", "a file or folder to ingest")
 template.add_input_check(path_input("source"))
 add_apply(template, after="ingest")  # the result comes into the checkout by the apply gate
