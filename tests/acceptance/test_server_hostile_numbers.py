@@ -5,6 +5,7 @@ a 4xx whose body is strict JSON, and changes nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -101,7 +102,33 @@ def test_a_non_finite_time_in_a_query_gets_422(server: Server, since: str) -> No
 
 
 def test_integers_past_any_column_get_4xx(server: Server, waiting: dict[str, Any]) -> None:
-    run_id = waiting["run"]["run_id"]
+    _huge_integers_are_refused(server, waiting["run"]["run_id"])
+
+
+def test_integers_past_any_column_get_4xx_on_postgres(
+    serve_project: Callable[..., Server], postgres_url: str
+) -> None:
+    server = serve_project(database_url=postgres_url, templates=("ten_nodes.py",))
+    with server.client("admin") as client:
+        run = client.post(
+            "/v1/runs", json={"template": "blog_post", "inputs": {"topic": "pg"}, "wait": True}
+        ).json()
+        run_id = run["run"]["run_id"]
+        stored = [  # where any JSON is taken, a huge integer is kept, or refused: never a 500
+            client.post("/threads", json={"metadata": {"n": HUGE}}),
+            client.post("/v1/runs", json={"template": "ten_nodes", "budget": {"tokens": HUGE}}),
+            client.post(f"/threads/{run_id}/state", json={"values": {"draft": HUGE}}),
+        ]
+        stream = client.get(f"/v1/runs/{run_id}/events/stream", headers={"Last-Event-ID": "1" * 23})
+    for answer in stored:
+        assert answer.status_code < 500, (answer.request.url, answer.text)
+        _strict(answer)
+    assert stream.status_code == 422, stream.text
+    _huge_integers_are_refused(server, run_id)
+
+
+def _huge_integers_are_refused(server: Server, run_id: str) -> None:
+    """On ``server``, where ``run_id`` waits at a gate."""
     with server.client("admin") as client:
         done = client.post("/v1/runs", json={"template": "ten_nodes", "wait": True}).json()
         done_id = done["run"]["run_id"]
