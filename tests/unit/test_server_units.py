@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from stageline.cli._serve import is_loopback
 from stageline.errors import AlreadyDecided, InputError, RunNotFound, StorageError
 from stageline.server._errors import install_error_handlers
+from stageline.server._headers import SecurityHeaders
 from stageline.server._limits import BodyLimit
 
 
@@ -81,6 +82,19 @@ async def test_errors_are_json_with_their_status_and_no_traceback(what: str, sta
     assert answer.status_code == status
     assert "detail" in answer.json()
     assert "Traceback" not in answer.text and "secret internals" not in answer.text
+
+
+async def test_an_unexpected_500_carries_the_safe_headers_itself() -> None:
+    """Starlette answers an unexpected error outside the app's middleware (SecurityHeaders
+    never sees it), so the handler's response brings the headers along."""
+    app = _app(100)
+    app.add_middleware(SecurityHeaders)
+    async with _client(app) as client:
+        answer = await client.get("/fail/bug")
+    assert answer.status_code == 500
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from stageline.errors import AnswerInvalid, InputError, StagelineError
+from stageline.server._headers import SAFE_HEADERS
 
 __all__ = ["ErrorBody", "install_error_handlers", "strict_json"]
 
@@ -80,6 +81,7 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
             "error": "InternalError",
         },
         status_code=500,
+        headers=SAFE_HEADERS,  # made outside the app's middleware: it must carry them itself
     )
 
 
