@@ -294,7 +294,8 @@ def runs(
     ] = 50,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first. A run's duration runs from its creation to its end, or to
+    where it stopped (waiting, failed): what the command that advanced it printed last."""
     asyncio.run(_runs(status, template, limit, as_json))
 
 

@@ -23,6 +23,9 @@ __all__ = ["Col", "console_width", "fitted", "plain_table"]
 GAP = 2
 """Spaces between two columns."""
 
+READABLE = 20
+"""A column that may go under the table does, rather than wrap its text narrower than this."""
+
 MUST = 100
 """A column this important is never left out (the table is printed as blocks instead)."""
 
@@ -80,12 +83,44 @@ def _layout(cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int) -> l
     def need() -> int:
         return sum(least[i] for i in shown) + GAP * (len(shown) - 1)
 
+    dropped: list[int] = []
     while need() > width:
         optional = [i for i in shown if cols[i].keep < MUST]
         if not optional:
             return None
-        shown.remove(min(reversed(optional), key=lambda i: cols[i].keep))
+        dropped.append(min(reversed(optional), key=lambda i: cols[i].keep))
+        shown.remove(dropped[-1])
+    for i in sorted(dropped[:-1], key=lambda i: -cols[i].keep):  # back, if it fits after all
+        if need() + least[i] + GAP <= width:
+            shown = sorted([*shown, i])
     return shown
+
+
+def _natural(col: Col, rows: Sequence[Sequence[Any]], i: int) -> int:
+    """The column's width with no line of it wrapped."""
+    from rich.cells import cell_len
+
+    lines = [line for r in rows for line in _plain(r[i]).splitlines()]
+    return max([_least(col, [r[i] for r in rows]), *(cell_len(line) for line in lines)])
+
+
+def _widths(cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int) -> list[int]:
+    """Each column's width: its least, then what is left shared among the columns that wrap,
+    each up to its widest line (rich's own sharing can squeeze a column below a word)."""
+    least = [_least(c, [r[i] for r in rows]) for i, c in enumerate(cols)]
+    natural = [_natural(c, rows, i) for i, c in enumerate(cols)]
+    widths = list(least)
+    spare = width - sum(widths) - GAP * (len(cols) - 1)
+    while spare > 0:
+        short = [i for i in range(len(cols)) if widths[i] < natural[i]]
+        if not short:
+            break
+        share = max(1, spare // len(short))
+        for i in short:
+            grow = min(share, natural[i] - widths[i], spare)
+            widths[i] += grow
+            spare -= grow
+    return widths
 
 
 def fitted(
@@ -106,16 +141,25 @@ def fitted(
     names = list(labels) if labels is not None else [_plain(r[0]) for r in rows]
     shown = _layout(cols, rows, width)
     if shown is None:
-        return Group(*_blocks(cols, rows))
+        return Group(*_wrapped(_blocks(cols, rows), width))
+    widths = _widths([cols[i] for i in shown], [[r[i] for i in shown] for r in rows], width)
+    cramped = [
+        i
+        for i, w in zip(shown, widths, strict=True)
+        if cols[i].under and cols[i].wrap and w < min(READABLE, _natural(cols[i], rows, i))
+    ]
+    if cramped:  # a long text in a column a few words wide reads better under the table
+        shown = [i for i in shown if i not in cramped]
+        widths = _widths([cols[i] for i in shown], [[r[i] for i in shown] for r in rows], width)
     table = plain_table()
-    for i in shown:
+    for i, w in zip(shown, widths, strict=True):
         col = cols[i]
         table.add_column(
             col.name,
             no_wrap=not col.wrap,
             overflow="fold",
             justify="right" if col.right else "left",
-            min_width=_least(col, [r[i] for r in rows]),
+            width=w,
         )
     for row in rows:
         table.add_row(*(row[i] for i in shown))
@@ -126,7 +170,29 @@ def fitted(
         for name, row in zip(names, rows, strict=True)
         if _plain(row[i]).strip()
     ]
-    return Group(table, Text(""), *under) if under else table
+    return Group(table, Text(""), *_wrapped(under, width)) if under else table
+
+
+def _wrapped(lines: Sequence[Text], width: int) -> list[Text]:
+    """Lines wrapped at spaces to ``width`` (later parts indented two spaces); a word longer
+    than that stays whole on its own line: a terminal may wrap it, copying gives it whole."""
+    import re
+
+    from rich.text import Text
+
+    out: list[Text] = []
+    for line in lines:
+        breaks: list[int] = []
+        start = 0
+        for word in re.finditer(r"\S+", line.plain):
+            limit = width if not breaks else width - 2
+            if word.end() - start > limit and word.start() > start:
+                breaks.append(word.start())
+                start = word.start()
+        for i, part in enumerate(line.divide(breaks)):
+            part.rstrip()
+            out.append(part if i == 0 else Text.assemble("  ", part))
+    return out
 
 
 def _text(cell: Any) -> Text:
