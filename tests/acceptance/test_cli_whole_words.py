@@ -15,16 +15,9 @@ from pathlib import Path
 import pytest
 from _procs import cli, cli_env
 
-NODES = [
-    "research",
-    "outline",
-    "draft",
-    "critic_a",
-    "critic_b",
-    "aggregate",
-    "editor_approval",
-    "publish",
-]
+from stageline.templates.builtin.blog_post import template
+
+NODES = list(template.nodes)
 WIDTHS = {"COLUMNS=60": "60", "COLUMNS=80": "80", "piped": ""}
 """How each command is run: a narrow and a standard terminal, and piped (no COLUMNS: 80)."""
 

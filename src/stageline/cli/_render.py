@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stageline.cli._tables import Col, console_width, fitted
-from stageline.ledger import Event, EventCategory, NodeRecord, Run, RunStatus
+from stageline.ledger import Event, NodeRecord, Run, RunStatus
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -395,25 +395,10 @@ def event_line(event: Event, waited: float | None = None) -> Text:
             message = " ".join(message.split())
             message = message if len(message) <= 300 else message[:299] + "…"
         line.append(f"  {message}", style=style)
-    fields = _fields(event)
+    fields = event.fields()
     if fields:
-        line.append(f"  {fields}", style="dim")
+        line.append("  " + " ".join(f"{k}={_value(v)}" for k, v in fields.items()), style="dim")
     return line
-
-
-def _fields(event: Event) -> str:
-    """The event's data worth a reader's eye, as ``key=value``: every field of a stage's log
-    line, and a node's metrics and failure phase (the rest of the data is in ``--json``)."""
-    if event.category is EventCategory.LOG:
-        shown = dict(event.data)
-    elif event.kind.startswith("node."):
-        metrics = event.data.get("metrics")
-        shown = dict(metrics) if isinstance(metrics, Mapping) else {}
-        if event.data.get("failure_phase"):
-            shown["failure_phase"] = event.data["failure_phase"]
-    else:
-        return ""
-    return " ".join(f"{k}={_value(v)}" for k, v in shown.items())
 
 
 def _value(value: Any) -> str:
