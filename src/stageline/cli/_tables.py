@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-__all__ = ["Col", "console_width", "fitted", "plain_table"]
+__all__ = ["Col", "console_width", "fitted"]
 
 GAP = 2
 """Spaces between two columns."""
@@ -54,8 +54,8 @@ def console_width() -> int:
     return Console().width
 
 
-def plain_table() -> Table:
-    """An empty table in the CLI's style (for a caller that fills it itself)."""
+def _plain_table() -> Table:
+    """An empty table in the CLI's style."""
     from rich.table import Table
 
     return Table(box=None, pad_edge=False, padding=(0, GAP, 0, 0), header_style="bold")
@@ -123,6 +123,27 @@ def _widths(cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int) -> l
     return widths
 
 
+def _roomy(
+    cols: Sequence[Col], rows: Sequence[Sequence[Any]], shown: list[int], width: int
+) -> tuple[list[int], list[int]]:
+    """The columns shown and their widths, none that may go under the table squeezed below
+    ``READABLE``: a less important column makes room for it, else it goes under the table
+    (a long text reads better there than in a column a few words wide)."""
+    while True:
+        widths = _widths([cols[i] for i in shown], [[r[i] for i in shown] for r in rows], width)
+        cramped = [
+            i
+            for i, w in zip(shown, widths, strict=True)
+            if cols[i].under and cols[i].wrap and w < min(READABLE, _natural(cols[i], rows, i))
+        ]
+        if not cramped:
+            return shown, widths
+        first = max(cramped, key=lambda i: cols[i].keep)
+        lesser = [i for i in shown if cols[i].keep < cols[first].keep and i not in cramped]
+        gone = min(reversed(lesser), key=lambda i: cols[i].keep) if lesser else first
+        shown = [i for i in shown if i != gone]
+
+
 def fitted(
     cols: Sequence[Col],
     rows: Sequence[Sequence[Any]],
@@ -142,16 +163,8 @@ def fitted(
     shown = _layout(cols, rows, width)
     if shown is None:
         return Group(*_wrapped(_blocks(cols, rows), width))
-    widths = _widths([cols[i] for i in shown], [[r[i] for i in shown] for r in rows], width)
-    cramped = [
-        i
-        for i, w in zip(shown, widths, strict=True)
-        if cols[i].under and cols[i].wrap and w < min(READABLE, _natural(cols[i], rows, i))
-    ]
-    if cramped:  # a long text in a column a few words wide reads better under the table
-        shown = [i for i in shown if i not in cramped]
-        widths = _widths([cols[i] for i in shown], [[r[i] for i in shown] for r in rows], width)
-    table = plain_table()
+    shown, widths = _roomy(cols, rows, shown, width)
+    table = _plain_table()
     for i, w in zip(shown, widths, strict=True):
         col = cols[i]
         table.add_column(
