@@ -297,7 +297,8 @@ def runs(
     ] = 50,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first. A run's duration runs from its creation to its end, or to
+    where it stopped (waiting, failed): what the command that advanced it printed last."""
     run_async(_runs(status, template, limit, as_json))
 
 
@@ -326,6 +327,9 @@ async def _show(run_id: str, as_json: bool) -> None:
     settings = load_settings()
     async with open_ledger(settings.database_url) as ledger:
         summary = await quick_status(ledger, run_id, settings.home)
+        # node.* events say how long each run of a node's code took: its work, apart from
+        # the time it waited for a person (``show`` prints both).
+        ends = [] if as_json else await ledger.events(run_id, categories=["lifecycle", "error"])
     if summary is None:  # only LangGraph can read this checkpoint (or say what is wrong)
         from stageline.runner import Runner
 
@@ -340,7 +344,9 @@ async def _show(run_id: str, as_json: bool) -> None:
         out.print(lineage)
     out.print()
     if summary.records:
-        out.print(records_table(summary.records))
+        from stageline.cli._timing import node_times
+
+        out.print(records_table(summary.records, times=node_times(summary.records, ends)))
     else:
         out.print("no node has run yet")
     outputs = {k: v for k, v in summary.state.items() if k.endswith("_path") and v}
@@ -395,6 +401,9 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
     began = time.monotonic()
     hinted = False
     settings = load_settings()
+    from stageline.cli._timing import WaitClock
+
+    clock = WaitClock()
     async with open_ledger(settings.database_url) as ledger:
         while True:
             # The status is read before the events, so none written before it ended is missed.
@@ -408,7 +417,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
                     collected.append(event.to_dict())
                 else:
                     out = out or console()
-                    out.print(event_line(event))
+                    out.print(event_line(event, clock.waited(event)))
             if not follow or current.status not in _LIVE:
                 break
             if (

@@ -16,7 +16,7 @@ from stageline.errors import UsageError
 from stageline.names import check_run_id
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import RenderableType
 
     from stageline.runner import CheckpointInfo, RunSummary
 
@@ -47,22 +47,28 @@ async def _history(run_id: str, as_json: bool) -> None:
         console().print(_table(found))
 
 
-def _table(found: list[CheckpointInfo]) -> Table:
-    from rich.table import Table
+def _table(found: list[CheckpointInfo]) -> RenderableType:
+    """Every checkpoint, words whole: narrow, the time goes, then the ids go under the table."""
+    from stageline.cli._tables import Col, fitted
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("step", "node", "next", "time", "checkpoint"):
-        table.add_column(column, no_wrap=column in ("step", "time", "checkpoint"), overflow="fold")
-    for c in found:
-        node = ", ".join(c.nodes) or ("(input)" if c.source == "input" else f"({c.source})")
-        table.add_row(
+    cols = [
+        Col(name="step", right=True),
+        Col(name="node", wrap=True),
+        Col(name="next", wrap=True),
+        Col(name="time", keep=1),
+        Col(name="checkpoint", keep=2, under=True),
+    ]
+    rows = [
+        [
             str(c.step),
-            node,
+            ", ".join(c.nodes) or ("(input)" if c.source == "input" else f"({c.source})"),
             ", ".join(c.next) or "-",
             when(c.created_at, "%H:%M:%S"),
             c.checkpoint_id,
-        )
-    return table
+        ]
+        for c in found
+    ]
+    return fitted(cols, rows, labels=[f"step {c.step}" for c in found])
 
 
 def fork(

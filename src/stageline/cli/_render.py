@@ -5,18 +5,19 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stageline.cli._hints import failure_hint
+from stageline.cli._tables import Col, console_width, fitted
 from stageline.ledger import Event, NodeRecord, Run, RunStatus
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
-    from rich.table import Table
     from rich.text import Text
 
+    from stageline.cli._timing import NodeTime
     from stageline.templates import TemplateInfo
 
 # rich is imported where a table or a line is made, not here: `--help` and `--json` print
@@ -97,13 +98,6 @@ def metrics_text(metrics: Mapping[str, Any], sep: str = " ") -> str:
     return sep.join(f"{k}={_number(v)}" for k, v in metrics.items())
 
 
-def _table() -> Table:
-    """A borderless table, two spaces between columns, so it fits 80 columns."""
-    from rich.table import Table
-
-    return Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
-
-
 def status_text(status: str) -> Text:
     from rich.text import Text
 
@@ -119,21 +113,6 @@ def _first_line(text: str | None) -> str:
 WIDE = 120
 """Columns from which tables show errors in a column of their own; narrower, each error is
 printed whole on a line of its own under the table."""
-
-
-def _width() -> int:
-    return console().width
-
-
-def _with_errors(table: Table, errors: list[tuple[str, str]], wide: bool) -> RenderableType:
-    """The table, and under it (when it has no error column) each error on a line of its own."""
-    from rich.console import Group
-    from rich.text import Text
-
-    if wide or not errors:
-        return table
-    lines = [Text.assemble((f"{who}: ", "bold"), (error, "red")) for who, error in errors]
-    return Group(table, Text(""), *lines)
 
 
 # -- live progress ---------------------------------------------------------------------------
@@ -211,10 +190,19 @@ _AGENT_LINES = {
 
 
 def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Text]:
-    """The one-line outcome of a foreground run, and where to look next."""
+    """The one-line outcome of a foreground run, and where to look next.
+
+    The time printed is the run's duration as ``runs`` prints it (``run_duration``); when the
+    run began before this command (``elapsed`` seconds ago: it waited, or was queued), the
+    command's own time follows it."""
     from rich.text import Text
 
+    from stageline.cli._timing import run_duration
+
     status = run.status
+    took = run_duration(run)
+    this = time.time() - elapsed
+    own = f" (this command: {seconds(elapsed)})" if run.created_at < this - 1.0 else ""
     head = Text.assemble(
         (
             "✔ "
@@ -226,7 +214,7 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
         ),
         f"run {run.run_id} ",
         status_text(status),
-        f" in {seconds(elapsed)}",
+        f" in {seconds(took if took is not None else elapsed)}{own}",
     )
     for key, value in state.items():
         if key.endswith("_path") and value:
@@ -264,112 +252,130 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
 # -- tables ----------------------------------------------------------------------------------
 
 
-def templates_table(infos: Iterable[TemplateInfo]) -> Table:
-    table = _table()
-    for column in ("name", "origin", "source"):
-        table.add_column(column, overflow="fold")
-    for info in infos:
-        table.add_row(info.name, info.origin, info.source)
-    return table
+def templates_table(infos: Iterable[TemplateInfo]) -> RenderableType:
+    cols = [Col(name="name"), Col(name="origin", keep=5), Col(name="source", keep=1, under=True)]
+    return fitted(cols, [[i.name, i.origin, i.source] for i in infos])
 
 
 def runs_table(runs: Iterable[Run], width: int | None = None) -> RenderableType:
-    """Runs, one a row, readable at 80 columns: nothing is cut. Narrower than ``WIDE`` the
-    attempt column goes unless a run was retried, and errors go under the table."""
+    """Runs, one a row; nothing is cut (see ``_tables``). The attempt column shows when a run
+    was retried; errors get a column from ``WIDE`` columns on, and go under the table below.
+    The duration is ``run_duration``'s: what the command that advanced the run printed last."""
+    from stageline.cli._timing import run_duration
+
     rows = list(runs)
-    wide = (width or _width()) >= WIDE
+    width = width or console_width()
+    wide = width >= WIDE
     retried = wide or any(r.attempt > 1 for r in rows)
-    table = _table()
-    table.add_column("run", no_wrap=True)
-    table.add_column("template", overflow="fold", ratio=1)
-    table.add_column("status", no_wrap=True)
-    if retried:
-        table.add_column("attempt", no_wrap=True)
-    table.add_column("created", no_wrap=True)
-    table.add_column("duration", no_wrap=True)
-    if wide:
-        table.add_column("error", overflow="fold", ratio=1)
-    errors: list[tuple[str, str]] = []
-    for run in rows:
-        took = None if run.finished_at is None else run.finished_at - run.created_at
-        cells: list[Any] = [run.run_id, run.template, status_text(run.status)]
-        if retried:
-            cells.append(str(run.attempt))
-        cells += [when(run.created_at, "%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M"), seconds(took)]
-        if wide:
-            cells.append(_first_line(run.error))
-        elif run.error:
-            errors.append((run.run_id, _first_line(run.error)))
-        table.add_row(*cells)
-    return _with_errors(table, errors, wide)
+    cols = [
+        Col(name="run"),
+        Col(name="template", wrap=True),
+        Col(name="status"),
+        *([Col(name="attempt", keep=3, right=True)] if retried else []),
+        Col(name="created", keep=1),
+        Col(name="duration", keep=2, right=True),
+        Col(name="error", wrap=True, under=True, keep=0, at_least=WIDE),
+    ]
+    cells = [
+        [
+            run.run_id,
+            run.template,
+            status_text(run.status),
+            *([str(run.attempt)] if retried else []),
+            when(run.created_at, "%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M"),
+            seconds(run_duration(run)),
+            _first_line(run.error),
+        ]
+        for run in rows
+    ]
+    return fitted(cols, cells, width=width)
 
 
-def run_header(run: Run) -> Table:
-    from rich.table import Table
+def run_header(run: Run) -> RenderableType:
+    """The run's facts, one ``name  value`` line each; a value is never folded or cut (a
+    multi-line error continues on indented lines)."""
+    from rich.console import Group
     from rich.text import Text
 
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column(overflow="fold")
-    grid.add_row("run", run.run_id)
-    grid.add_row("template", run.template)
-    grid.add_row("version", run.template_version)
-    grid.add_row("status", status_text(run.status))
-    grid.add_row("attempt", str(run.attempt))
-    grid.add_row("created", when(run.created_at))
-    grid.add_row("updated", when(run.updated_at))
-    grid.add_row("finished", when(run.finished_at))
-    if run.cancel_requested:
-        grid.add_row("cancel", "requested")
-    if run.status is RunStatus.FAILED or run.error:
-        grid.add_row("error", Text(run.error or "-", style="red"))
-        grid.add_row("phase", run.failure_phase or "-")
-        grid.add_row("failed node", run.failed_node or "-")
-    return grid
+    from stageline.cli._timing import run_duration
 
-
-def records_table(records: Iterable[NodeRecord], width: int | None = None) -> RenderableType:
-    """One row per node attempt; as ``runs_table``, errors go under it when narrow."""
-    rows = list(records)
-    wide = (width or _width()) >= WIDE
-    retried = any(r.attempt > 1 for r in rows)
-    table = _table()
-    columns = [
-        "node",
-        *(["attempt"] if retried else []),
-        "try",
-        "status",
-        "started",
-        "duration",
-        "metrics",
-        *(["error"] if wide else []),
+    facts: list[tuple[str, str | Text]] = [
+        ("run", run.run_id),
+        ("template", run.template),
+        ("version", run.template_version),
+        ("status", status_text(run.status)),
+        ("attempt", str(run.attempt)),
+        ("created", when(run.created_at)),
+        ("updated", when(run.updated_at)),
+        ("finished", when(run.finished_at)),
+        ("duration", seconds(run_duration(run))),
     ]
-    for column in columns:
-        table.add_column(
-            column, no_wrap=column not in ("node", "metrics", "error"), overflow="fold"
-        )
-    errors: list[tuple[str, str]] = []
-    for record in rows:
+    if run.cancel_requested:
+        facts.append(("cancel", "requested"))
+    if run.status is RunStatus.FAILED or run.error:
+        facts.append(("error", Text(run.error or "-", style="red")))
+        facts.append(("phase", run.failure_phase or "-"))
+        facts.append(("failed node", run.failed_node or "-"))
+    pad = max(len(name) for name, _ in facts) + 2
+    lines: list[Text] = []
+    for name, value in facts:
+        text = value if isinstance(value, Text) else Text(value)
+        for i, part in enumerate(text.split("\n") or [text]):
+            lines.append(Text.assemble((f"{name if i == 0 else '':<{pad}}", "bold"), part))
+    return Group(*lines)
+
+
+def records_table(
+    records: Iterable[NodeRecord],
+    width: int | None = None,
+    *,
+    times: Sequence[NodeTime] | None = None,
+) -> RenderableType:
+    """One row per node attempt: its work and the time it waited for a person apart (``times``,
+    from ``node_times``); as ``runs_table``, errors and what does not fit go under it."""
+    rows = list(records)
+    width = width or console_width()
+    split = times if times is not None else [None] * len(rows)
+    retried = any(r.attempt > 1 for r in rows)
+    waited = any(t is not None and t.waited is not None for t in split)
+    cols = [
+        Col(name="node", wrap=True),
+        *([Col(name="attempt", right=True)] if retried else []),
+        Col(name="try", keep=4, right=True),
+        Col(name="status"),
+        Col(name="started", keep=1),
+        Col(name="work", keep=6, right=True),
+        *([Col(name="waited", keep=5, right=True)] if waited else []),
+        Col(name="metrics", wrap=True, under=True, keep=3),
+        Col(name="error", wrap=True, under=True, keep=0, at_least=WIDE),
+    ]
+    cells: list[list[Any]] = []
+    labels: list[str] = []
+    for record, took in zip(rows, split, strict=True):
         error = _first_line(record.error)
         if error and record.failure_phase:
             error = f"[{record.failure_phase}] {error}"
-        if error and not wide:
-            errors.append((f"{record.node} (try {record.try_no})", error))
-        table.add_row(
-            record.node,
-            *([str(record.attempt)] if retried else []),
-            str(record.try_no),
-            status_text(record.status),
-            when(record.started_at, "%H:%M:%S"),
-            seconds(record.duration),
-            metrics_text(record.metrics, "\n"),
-            *([error] if wide else []),
+        labels.append(f"{record.node} (try {record.try_no})")
+        cells.append(
+            [
+                record.node,
+                *([str(record.attempt)] if retried else []),
+                str(record.try_no),
+                status_text(record.status),
+                when(record.started_at, "%H:%M:%S"),
+                seconds(record.duration if took is None else took.work),
+                *([seconds(None if took is None else took.waited)] if waited else []),
+                metrics_text(record.metrics),
+                error,
+            ]
         )
-    return _with_errors(table, errors, wide)
+    return fitted(cols, cells, width=width, labels=labels)
 
 
-def event_line(event: Event) -> Text:
-    """One event as a log line: time, sequence, category, kind, node, message."""
+def event_line(event: Event, waited: float | None = None) -> Text:
+    """One event as a log line: time, sequence, category, kind, node, the work a node's code
+    took (and ``waited`` for a person before it, from ``WaitClock``), message, then the
+    event's fields as ``key=value`` (a node's metrics; a stage log's own fields)."""
     from rich.text import Text
 
     stamp = datetime.fromtimestamp(event.ts).strftime("%H:%M:%S.%f")[:-3]
@@ -382,10 +388,23 @@ def event_line(event: Event) -> Text:
     took = event.data.get("duration")
     if isinstance(took, int | float):
         line.append(f" {seconds(took)}", style="dim")
+    if waited is not None:
+        line.append(f" (waited {seconds(waited)})", style="dim")
     if event.message:
         message = event.message
         if event.kind.startswith("harness."):  # agent output: one line each, as it came
             message = " ".join(message.split())
             message = message if len(message) <= 300 else message[:299] + "…"
         line.append(f"  {message}", style=style)
+    fields = event.fields()
+    if fields:
+        line.append("  " + " ".join(f"{k}={_value(v)}" for k, v in fields.items()), style="dim")
     return line
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str):
+        return value if value and not any(c.isspace() for c in value) else json.dumps(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _number(value)
+    return json.dumps(value, default=str, ensure_ascii=False)

@@ -7,20 +7,15 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stageline.cli._render import console, seconds, status_text, when
+from stageline.cli._render import seconds, status_text, when
+from stageline.cli._tables import Col, fitted
 from stageline.ledger import Wait, WaitKind
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import RenderableType
     from rich.text import Text
 
-__all__ = ["decisions_table", "pending_table", "qa_lines", "waiting_lines"]
-
-
-def _table() -> Table:
-    from rich.table import Table
-
-    return Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+__all__ = ["decisions_table", "pending_table", "qa_lines", "question_text", "waiting_lines"]
 
 
 def _deadline(wait: Wait, now: float | None = None) -> str:
@@ -36,6 +31,17 @@ def _short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def question_text(head: str, text: Any, tail: str = "", style: str = "") -> list[Text]:
+    """A question whole, its own line breaks kept: the context it gives (``Task: ...``) stays
+    apart from what it asks; later lines are indented under the first."""
+    from rich.text import Text
+
+    parts = [" ".join(line.split()) for line in str(text).splitlines() if line.strip()] or [""]
+    parts[-1] += tail
+    pad = " " * len(head)
+    return [Text(f"{head if i == 0 else pad}{part}", style=style) for i, part in enumerate(parts)]
 
 
 def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
@@ -88,9 +94,7 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
                 else ""
             )
             optional = "" if q.get("required", True) else " (optional)"
-            lines.append(
-                Text(f"    {q['id']}: {_short(q['text'], 100)}{extra}{optional}", style="dim")
-            )
+            lines += question_text(f"    {q['id']}: ", q["text"], f"{extra}{optional}", "dim")
         example = " ".join(f"-a {q['id']}=..." for q in questions if q.get("required", True))
         which = f" --question {wait.wait_id}" if len(waits) > 1 else ""
         lines.append(
@@ -103,7 +107,7 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
     return lines
 
 
-def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> Table:
+def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> RenderableType:
     """Every pending gate and question set: run, what, age and deadline. Nothing is cut: short
     columns keep their width, the template and what it waits at wrap."""
     rows = list(waits)
@@ -130,45 +134,19 @@ def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> Table:
     asks = any(w.kind is WaitKind.QUESTION for w in rows)  # the id picks a question set
     if not asks:
         cells = [row[:-1] for row in cells]
-    columns = [
-        "run",
-        "template",
-        "waits at",
-        *(["attempt"] if retried else []),
-        "age",
-        "deadline",
-        *(["id"] if asks else []),
+    cols = [
+        Col(name="run"),
+        Col(name="template", wrap=True, keep=4, under=True),
+        Col(name="waits at", wrap=True),
+        *([Col(name="attempt", keep=3, right=True)] if retried else []),
+        Col(name="age", keep=2, right=True),
+        Col(name="deadline", keep=5, wrap=True, under=True),
+        *([Col(name="id")] if asks else []),
     ]
-    return _fitted(columns, cells, wrap=("template", "waits at"), keep=("template",))
+    return fitted(cols, cells)
 
 
-def _fitted(
-    columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    wrap: Sequence[str],
-    keep: Sequence[str] = (),
-) -> Table:
-    """A table whose ``wrap`` columns share what is left after the others take their width;
-    those also in ``keep`` wrap only past 24 characters, where the console is wide enough."""
-    widest = [max([len(c), *(len(str(r[i])) for r in rows)]) for i, c in enumerate(columns)]
-    least = [
-        min(w, max(8, len(c))) if c in wrap else w for c, w in zip(columns, widest, strict=True)
-    ]
-    kept = [min(w, 24) if c in keep else m for c, w, m in zip(columns, widest, least, strict=True)]
-    if sum(kept) + 2 * (len(columns) - 1) <= console().width:
-        least = kept
-    table = _table()
-    for i, column in enumerate(columns):
-        if column in wrap:
-            table.add_column(column, overflow="fold", ratio=1, min_width=least[i])
-        else:
-            table.add_column(column, no_wrap=True, min_width=widest[i])
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def decisions_table(waits: Iterable[Wait]) -> Table:
+def decisions_table(waits: Iterable[Wait]) -> RenderableType:
     """Each round of each gate: who decided what, and what became of it (notes whole).
 
     A gate's round counts every time it was asked in the attempt, oldest first: a request for
@@ -193,12 +171,17 @@ def decisions_table(waits: Iterable[Wait]) -> Table:
                 " ".join(note.split()),
             ]
         )
-    return _fitted(
-        ("gate", "attempt", "round", "status", "decision", "by", "at", "note"),
-        rows,
-        wrap=("gate", "by", "note"),
-        keep=("gate",),
-    )
+    cols = [
+        Col(name="gate", wrap=True),
+        Col(name="attempt", keep=2, right=True),
+        Col(name="round", keep=4, right=True),
+        Col(name="status", keep=3),
+        Col(name="decision"),
+        Col(name="by", wrap=True, keep=5, under=True),
+        Col(name="at", keep=1),
+        Col(name="note", wrap=True, keep=6, under=True),
+    ]
+    return fitted(cols, rows, labels=[f"{r[0]} round {r[2]}" for r in rows])
 
 
 def qa_lines(waits: Iterable[Wait]) -> list[Text]:
@@ -219,7 +202,7 @@ def qa_lines(waits: Iterable[Wait]) -> list[Text]:
         )
         answers = (wait.response or {}).get("answers", {})
         for q in wait.payload.get("question_set", {}).get("questions", []):
-            lines.append(Text(f"  Q {q['id']}: {_short(q['text'], 100)}"))
+            lines += question_text(f"  Q {q['id']}: ", q["text"])
             if q["id"] in answers:
                 lines.append(Text(f"  A {_short(answers[q['id']], 200)}", style="green"))
     return lines

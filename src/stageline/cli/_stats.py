@@ -12,7 +12,7 @@ from stageline.cli._render import console, print_json
 from stageline.ledger import open_ledger
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import RenderableType
 
 __all__ = ["stats"]
 
@@ -51,10 +51,11 @@ def stats(
         out.print()
 
 
-def stats_table(nodes: list[dict[str, Any]]) -> Table:
-    """One template's nodes (and their router alternatives): readable at 80 columns, nothing
-    cut. Token, cost, quality and failure-phase columns appear only where some row has one."""
-    from rich.table import Table
+def stats_table(nodes: list[dict[str, Any]]) -> RenderableType:
+    """One template's nodes (and their router alternatives), words whole at any width (see
+    ``_tables``). Token, cost, quality and failure-phase columns appear only where some row
+    has one; narrow, the least telling go first, failures by phase under the table."""
+    from stageline.cli._tables import Col, fitted
 
     rows = [
         r
@@ -71,43 +72,30 @@ def stats_table(nodes: list[dict[str, Any]]) -> Table:
         "quality": any(g["quality_mean"] is not None for g in groups),
         "failures by phase": any(g["failure_rate_by_phase"] for g in groups),
     }
-    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
-    table.add_column("node", overflow="fold")
-    for column in ("runs", "failed", "p50 s", "p95 s"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for column, shown in optional.items():
-        if shown:
-            table.add_column(
-                column,
-                overflow="fold",
-                justify="left" if column == "failures by phase" else "right",
-            )
-    for name, g in rows:
-        cells = dict(
-            zip(
-                (
-                    "runs",
-                    "failed",
-                    "p50 s",
-                    "p95 s",
-                    "failures by phase",
-                    "tokens",
-                    "cost",
-                    "quality",
-                ),
-                _cells(g),
-                strict=True,
-            )
-        )
-        table.add_row(
-            name,
-            *(cells[c] for c in ("runs", "failed", "p50 s", "p95 s")),
-            *(cells[c] for c, shown in optional.items() if shown),
-        )
-    return table
+    cols = [
+        Col(name="node", wrap=True),
+        Col(name="runs", right=True),
+        Col(name="failed", right=True, keep=6),
+        Col(name="p50 s", right=True, keep=5),
+        Col(name="p95 s", right=True, keep=4),
+        Col(name="tokens", right=True, keep=3),
+        Col(name="cost", right=True, keep=3),
+        Col(name="quality", right=True, keep=2),
+        Col(name="failures by phase", wrap=True, keep=1, under=True),
+    ]
+    shown = [
+        c.name in ("node", "runs", "failed", "p50 s", "p95 s") or optional[c.name] for c in cols
+    ]
+    cells = [[name, *_cells(g)] for name, g in rows]
+    return fitted(
+        [c for c, keep in zip(cols, shown, strict=True) if keep],
+        [[cell for cell, keep in zip(row, shown, strict=True) if keep] for row in cells],
+        labels=[name.strip() for name, _ in rows],
+    )
 
 
 def _cells(g: dict[str, Any]) -> list[str]:
+    """The cells after the node's name, in the order of ``stats_table``'s columns."""
     phases = ", ".join(f"{k} {v:.0%}" for k, v in g["failure_rate_by_phase"].items())
     quality = "" if g["quality_mean"] is None else f"{g['quality_mean']:.2f}"
     return [
@@ -115,10 +103,10 @@ def _cells(g: dict[str, Any]) -> list[str]:
         f"{g['failure_rate']:.0%}",
         f"{g['latency_p50']:.3f}",
         f"{g['latency_p95']:.3f}",
-        phases,
         f"{g['tokens']:g}",
         f"{g['cost']:.4g}",
         quality,
+        phases,
     ]
 
 

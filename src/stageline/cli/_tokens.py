@@ -76,14 +76,19 @@ def list_tokens(
     if not found:
         console().print("no tokens; create one with `stageline token create NAME --scope read`")
         return
-    from rich.table import Table
+    from stageline.cli._tables import Col, fitted
 
-    table = Table("name", "scope", "created", "revoked")
-    for t in found:
-        table.add_row(
-            t.name, str(t.scope), when(t.created_at), when(t.revoked_at) if t.revoked_at else ""
-        )
-    console().print(table)
+    cols = [
+        Col(name="name", wrap=True),
+        Col(name="scope"),
+        Col(name="created", keep=2),
+        Col(name="revoked", keep=1, under=True),
+    ]
+    rows = [
+        [t.name, str(t.scope), when(t.created_at), when(t.revoked_at) if t.revoked_at else ""]
+        for t in found
+    ]
+    console().print(fitted(cols, rows))
 
 
 @token_app.command("revoke")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import datetime
 from typing import Any
@@ -36,7 +37,7 @@ class ConsoleSink:
 
 
 def event_text(event: Event) -> Text:
-    """``HH:MM:SS run_id #seq kind node  message``, coloured by level."""
+    """``HH:MM:SS run_id #seq kind node  message  key=value...``, coloured by level."""
     stamp = datetime.fromtimestamp(event.ts).strftime("%H:%M:%S")
     style = _STYLES.get(event.level, "")
     line = Text.assemble((f"{stamp} {event.run_id} #{event.seq:<3} ", "dim"), (event.kind, style))
@@ -47,4 +48,16 @@ def event_text(event: Event) -> Text:
         line.append(f" {took:.2f}s", style="dim")
     if event.message:
         line.append(f"  {event.message}", style=style)
+    fields = event.fields()
+    if fields:
+        line.append("  " + " ".join(f"{k}={_value(v)}" for k, v in fields.items()), style="dim")
     return line
+
+
+def _value(value: Any) -> str:
+    """A field's value as a reader copies it: text bare unless it holds spaces, else JSON."""
+    if isinstance(value, str) and value and not any(c.isspace() for c in value):
+        return value
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.4g}"
+    return json.dumps(value, default=str, ensure_ascii=False)

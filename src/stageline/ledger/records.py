@@ -185,6 +185,19 @@ class Event:
         row["data"] = dict(self.data)
         return row
 
+    def fields(self) -> dict[str, Any]:
+        """The data a log line shows after the message: every field of a stage's log line; a
+        node's metrics and failure phase (the rest is in the JSON)."""
+        if self.category is EventCategory.LOG:
+            return dict(self.data)
+        if not self.kind.startswith("node."):
+            return {}
+        metrics = self.data.get("metrics")
+        shown = dict(metrics) if isinstance(metrics, Mapping) else {}
+        if self.data.get("failure_phase"):
+            shown["failure_phase"] = self.data["failure_phase"]
+        return shown
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunClaim:

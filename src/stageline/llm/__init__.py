@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,44 +35,17 @@ def _count_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-_WORDS = (
-    "durable",
-    "checkpoint",
-    "stage",
-    "gate",
-    "ledger",
-    "resume",
-    "pipeline",
-    "review",
-    "draft",
-    "signal",
-    "outline",
-    "evidence",
-    "reader",
-    "claim",
-    "example",
-    "trade-off",
-    "failure",
-    "retry",
-    "latency",
-    "budget",
-)
-
-
 class OfflineModel:
-    """A deterministic generator for running offline; its text says plainly it is offline."""
+    """A deterministic writer for running offline: sentences built from the prompt's subject
+    and sections (see ``_offline``); its text says plainly that no model wrote it."""
 
     name = "offline"
 
     async def complete(self, prompt: str, *, system: str | None = None) -> Completion:
+        from stageline.llm._offline import offline_text
+
         started = time.perf_counter()
-        digest = hashlib.sha256(f"{system or ''}\n{prompt}".encode()).digest()
-        words = [_WORDS[b % len(_WORDS)] for b in digest[:24]]
-        first_line = prompt.strip().splitlines()[0] if prompt.strip() else ""
-        text = (
-            f"[offline model: deterministic text, no LLM was called] {first_line[:120]}\n"
-            + " ".join(words)
-        )
+        text = offline_text(prompt)
         return Completion(
             text=text,
             model=self.name,
