@@ -135,6 +135,11 @@ def _collect_garbage(config: pytest.Config) -> list[str]:
     previous = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: leaks.append(_describe(unraisable))
     try:
+        # pytest keeps a failed test's exception (and through it the test's frames) until the
+        # next test's call: drop it now, so what the frames held open is found here.
+        for name in ("last_exc", "last_type", "last_value", "last_traceback"):
+            if hasattr(sys, name):
+                delattr(sys, name)
         gc.collect()
     finally:
         sys.unraisablehook = previous

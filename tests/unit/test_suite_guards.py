@@ -27,6 +27,11 @@ def test_leaves_a_file_open(tmp_path):
     cycle.append(cycle)  # only the garbage collector frees it: after this test, unless asked
 
 
+def test_fails_holding_a_file(tmp_path):
+    handle = open(tmp_path / "held-open.txt", "w")  # its frame, kept by the failure, holds it
+    raise AssertionError("fails before closing it")
+
+
 def test_after_it():
     pass
 
@@ -61,11 +66,14 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_file_left_open_fails_the_teardown_of_the_test_that_left_it(tmp_path: Path) -> None:
     done = _pytest(tmp_path, "-rA")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "ERROR at teardown of test_leaves_a_file_open" in done.stdout, done.stdout
-    assert "unclosed file" in done.stdout and "left-open.txt" in done.stdout, done.stdout
+    errors = done.stdout.split("= ERRORS =")[1].split("= FAILURES =")[0]
+    first, second = errors.split("ERROR at teardown of ")[1:]
+    assert first.startswith("test_leaves_a_file_open") and "left-open.txt" in first, errors
+    assert second.startswith("test_fails_holding_a_file") and "held-open.txt" in second, errors
+    assert "unclosed file" in first and "unclosed file" in second, errors
     for later in ("test_after_it", "test_serial", "test_last_in_the_file"):
         assert f"PASSED test_leaky.py::{later}" in done.stdout, done.stdout
-    assert "1 error" in done.stdout and "4 passed" in done.stdout, done.stdout
+    assert "1 failed, 4 passed, 2 errors" in done.stdout, done.stdout
 
 
 def test_serial_tests_are_collected_after_the_rest(tmp_path: Path) -> None:
@@ -73,6 +81,7 @@ def test_serial_tests_are_collected_after_the_rest(tmp_path: Path) -> None:
     names = [line.split("::")[1] for line in done.stdout.splitlines() if "::" in line]
     assert names == [
         "test_leaves_a_file_open",
+        "test_fails_holding_a_file",
         "test_after_it",
         "test_last_in_the_file",
         "test_serial",
