@@ -2,8 +2,8 @@
 
 - **Serial tests** (``@pytest.mark.serial``: they stop the shared Postgres server, or need the
   machine to themselves) run after the rest, and alone: every test holds a shared lock while
-  it runs, a serial test an exclusive one. The lock is a file per Postgres server, so it also
-  keeps other pytest sessions on this machine off the server while it is down. A serial test
+  it runs, a serial test an exclusive one. The lock is one file per machine, so it also keeps
+  other pytest sessions here off the Postgres server while it is down. A serial test
   waiting for the lock stops new tests from starting (a gate), so it is not starved.
 - **Leaks fail the test that leaks**: after a test's fixtures are torn down the garbage
   collector runs, so an unclosed file or socket it dropped warns (``ResourceWarning``, an error
