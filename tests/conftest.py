@@ -22,6 +22,8 @@ from stageline.checkpoints import checkpoint_serde
 from stageline.config import Settings, load_settings
 from stageline.ledger import Backend, open_backend
 
+pytest_plugins = ["suite_guards"]  # xdist workers, serial tests, a leak fails its own test
+
 POSTGRES_ADMIN_URL = os.environ.get(
     "STAGELINE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
 )

@@ -96,4 +96,4 @@ def together(
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            proc.communicate()  # reaps it and closes its pipes

@@ -85,6 +85,7 @@ def _start_server(cluster: list[str], url: str) -> None:
             time.sleep(0.2)
 
 
+@pytest.mark.serial  # it stops the shared server: after the rest, alone (tests/suite_guards.py)
 @pytest.mark.timeout(240)  # a hang guard: nothing here is timed
 def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
     tmp_path: Path,
