@@ -74,7 +74,7 @@ async def to_gate(settings: Settings) -> str:
     first = await step(settings, lambda r: r.start(TEMPLATE, {}))
     run_id: str = first.run.run_id
     [asked] = first.waiting
-    assert asked.wait_id == question_id(run_id, 0) == asked.payload["question_id"]
+    assert asked.wait_id == question_id(run_id, 0, node="ask") == asked.payload["question_id"]
     at_gate = await step(settings, lambda r: r.answer(run_id, {"q1": "editors"}))
     assert at_gate.status is RunStatus.WAITING and at_gate.waiting[0].name == "approval"
     history = rows(

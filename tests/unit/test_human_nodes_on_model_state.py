@@ -60,4 +60,4 @@ async def test_a_question_on_a_model_state_goes_on_from_its_history() -> None:
     run = DirectRun(reviewed())
     asked = await run.start({"qa_history": [earlier]})
     assert asked is not None
-    assert (asked["turn"], asked["question_id"]) == (1, question_id("run-1", 1))
+    assert (asked["turn"], asked["question_id"]) == (1, question_id("run-1", 1, node="ask"))

@@ -61,7 +61,7 @@ async def test_a_question_node_asks_with_the_set_and_its_id() -> None:
         "node": "ask",
         "run_id": "run-7",
         "thread_id": "run-7",
-        "question_id": question_id("run-7", 0),
+        "question_id": question_id("run-7", 0, node="ask"),
         "turn": 0,
         "attempt": 2,
         "question_set": {"questions": [GOAL, TONE]},
@@ -80,7 +80,7 @@ async def test_answers_land_in_the_history_and_the_answers_key() -> None:
     assert state["qa_history"] == [
         {
             "turn": 0,
-            "question_id": question_id("run-1", 0),
+            "question_id": question_id("run-1", 0, node="ask"),
             "questions": [GOAL, TONE],
             "answers": {"goal": "the API", "tone": "warm"},
             "actor": "ann",
@@ -155,7 +155,7 @@ async def test_an_author_asks_turn_after_turn_until_satisfied() -> None:
     assert asked["question_set"]["questions"][0]["text"] == "What about caching, ask?"
     asked = await run.respond(answer(asked, {"q1": "unsure"}))
     assert asked is not None and asked["turn"] == 1
-    assert asked["question_id"] == question_id("run-1", 1)
+    assert asked["question_id"] == question_id("run-1", 1, node="ask")
     assert asked["question_set"]["questions"][0]["text"] == "Say more."
     assert await run.respond(answer(asked, {"q1": "reads"})) is None
     state = await run.state()
@@ -190,7 +190,7 @@ async def test_turns_go_on_from_the_history_the_state_already_has() -> None:
     run = DirectRun(asking())
     asked = await run.start({"qa_history": [earlier]})
     assert asked is not None
-    assert (asked["turn"], asked["question_id"]) == (1, question_id("run-1", 1))
+    assert (asked["turn"], asked["question_id"]) == (1, question_id("run-1", 1, node="ask"))
     await run.respond(answer(asked, {"goal": "x"}))
     history = (await run.state())["qa_history"]
     assert history[0] == earlier and history[1]["turn"] == 1

@@ -9,6 +9,7 @@ import pytest
 
 from stageline.errors import AnswerInvalid, UsageError
 from stageline.stages import normalize_questions, question_id, validate_answers
+from stageline.stages._questions import legacy_question_id
 
 SCOPE = {"id": "scope", "text": "What is in scope?", "kind": "text", "required": True}
 SIZE = {
@@ -30,9 +31,14 @@ LIMITS = {
 
 def test_a_question_sets_id_is_stable_across_releases() -> None:
     """Each run's sets are looked up by id (answer links, replays after an upgrade)."""
-    assert question_id("run-1", 0) == "7e32bfe64c855376aa4f91ef3dcc36fc"
-    assert question_id("run-1", 1) == "f1ed9eca75b65dfbb739f295ad7e0d98"
-    assert question_id("run-2", 0) not in (question_id("run-1", 0), question_id("run-1", 1))
+    assert question_id("run-1", 0, node="ask") == "146a4f6090af53b5b148428dce91bd74"
+    assert question_id("run-1", 1, node="ask") == "deabfe0006665635892e0b0a3c423608"
+    ids = {question_id(r, t, node=n) for r in ("run-1", "run-2") for t in (0, 1) for n in "ab"}
+    assert len(ids) == 8
+    # the ids of sets asked before ids named their node, which such a set keeps
+    assert legacy_question_id("run-1", 0) == "7e32bfe64c855376aa4f91ef3dcc36fc"
+    assert legacy_question_id("run-1", 1) == "f1ed9eca75b65dfbb739f295ad7e0d98"
+    assert legacy_question_id("run-1", 0) not in ids
 
 
 @pytest.mark.parametrize(

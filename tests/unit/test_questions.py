@@ -77,7 +77,7 @@ async def test_a_question_set_waits_and_its_id_agrees_everywhere(runner: Runner)
     run_id = first.run.run_id
     assert first.status is RunStatus.WAITING
     [wait] = first.waiting
-    qid = question_id(run_id, 0)
+    qid = question_id(run_id, 0, node="ask")
     assert wait.kind is WaitKind.QUESTION and wait.wait_id == qid
     assert wait.payload["question_id"] == qid and wait.payload["turn"] == 0
     assert [q["kind"] for q in wait.payload["question_set"]["questions"]] == [
@@ -141,7 +141,7 @@ async def test_a_clarifier_asks_turn_after_turn_within_its_bound(runner: Runner)
     run_id = (await runner.start(template, {})).run.run_id
     second = await runner.answer(run_id, {"q1": "unsure"})
     [wait] = second.waiting
-    assert (wait.wait_id, wait.payload["turn"]) == (question_id(run_id, 1), 1)
+    assert (wait.wait_id, wait.payload["turn"]) == (question_id(run_id, 1, node="clarify"), 1)
     done = await runner.answer(run_id, {"q1": "unsure"})  # the bound: no third turn
     assert done.status is RunStatus.SUCCEEDED
     assert [e["turn"] for e in done.state["qa_history"]] == [0, 1]
@@ -183,7 +183,11 @@ def test_question_sets_are_checked_when_declared() -> None:
     assert validate_answers(qs, {"scope": "x"}, defaults=True) == {"scope": "x", "size": "small"}
     with pytest.raises(AnswerInvalid, match="'scope' needs an answer"):
         validate_answers(qs, {}, defaults=True)  # scope has no default
-    assert question_id("r", 0) == question_id("r", 0) != question_id("r", 1)
+    assert question_id("r", 0, node="a") == question_id("r", 0, node="a")
+    assert question_id("r", 0, node="a") not in (
+        question_id("r", 1, node="a"),
+        question_id("r", 0, node="b"),
+    )
 
 
 # -- the side-effect journal ----------------------------------------------------------------

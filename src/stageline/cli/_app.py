@@ -14,13 +14,20 @@ from stageline.cli._args import RunArg
 from stageline.cli._codes import ADVANCE_EPILOG, EPILOG
 from stageline.cli._config import load_settings
 from stageline.cli._db import db_app, use_memory
-from stageline.cli._detach import detach as _detach
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._harness import transcript
 from stageline.cli._history import fork, history, lineage_lines
 from stageline.cli._human import ADVANCING
 from stageline.cli._human import COMMANDS as HUMAN_COMMANDS
 from stageline.cli._inputs import parse_deadlines, parse_inputs
+from stageline.cli._launch import (
+    RunIdOpt,
+    chosen_run_id,
+    detach_option,
+    input_file_option,
+    inputs_option,
+    launch,
+)
 from stageline.cli._render import (
     console,
     event_line,
@@ -37,7 +44,6 @@ from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
 from stageline.ledger import EventCategory, RunStatus, WaitKind, open_ledger
-from stageline.names import check_run_id
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -131,30 +137,10 @@ def run(
     template: Annotated[
         str, typer.Argument(metavar="TEMPLATE", help="A template name or file (.yaml, .py).")
     ],
-    inputs: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--input",
-            "-i",
-            metavar="KEY=VALUE",
-            help="An input: key=value (a string) or key:=<json>. Repeatable.",
-        ),
-    ] = None,
-    input_file: Annotated[
-        str | None,
-        typer.Option(
-            "--input-file",
-            metavar="FILE",
-            help="A JSON or YAML mapping of inputs ('-' reads stdin); -i wins.",
-        ),
-    ] = None,
-    run_id: Annotated[
-        str | None,
-        typer.Option("--run-id", metavar="ID", help="The new run's id (default: generated)."),
-    ] = None,
-    detach: Annotated[
-        bool, typer.Option("--detach", help="Queue the run and advance it in the background.")
-    ] = False,
+    inputs: Annotated[list[str] | None, inputs_option("An input")] = None,
+    input_file: Annotated[str | None, input_file_option("inputs")] = None,
+    run_id: RunIdOpt = None,
+    detach: Annotated[bool, detach_option("the run")] = False,
     deadline: Annotated[
         list[str] | None,
         typer.Option(
@@ -201,24 +187,23 @@ def run(
     A run that reaches a gate or a question waits for a person and exits 3, saying how to
     decide (`stageline approve`, `reject`, `changes`, `answer`).
     """
-    from stageline.runner import new_run_id
-
     values = parse_inputs(inputs or (), input_file)
     if apply:
         values["apply"] = True
     deadlines = parse_deadlines(deadline or ())
-    rid = new_run_id() if run_id is None else check_run_id(run_id, "--run-id")
+    rid = chosen_run_id(run_id)
     budget = {k: v for k, v in (("tokens", budget_tokens), ("cost", budget_cost)) if v} or None
     if ephemeral:
         use_memory(detach=detach)
-    if detach:
-        run_async(_detach(template, values, rid, deadlines, budget))
-        return
-    _advance(
+    launch(
         rid,
         lambda runner: runner.start(
             template, values, run_id=rid, deadlines=deadlines, budget=budget
         ),
+        lambda runner: runner.create(
+            template, values, run_id=rid, deadlines=deadlines, budget=budget
+        ),
+        detach=detach,
     )
 
 

@@ -1,4 +1,4 @@
-"""``run --detach``: queue the run for a worker.
+"""``run --detach``, ``fork --detach``: queue the new run for a worker.
 
 On Postgres the run goes to the job queue, for any ``stageline worker``. On SQLite it goes to
 the project's one local worker (``stageline worker --local``), started here unless it runs.
@@ -8,36 +8,37 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stageline.cli._render import console
 
 if TYPE_CHECKING:
     from stageline.config import Settings
+    from stageline.runner import Runner
 
-__all__ = ["LOCAL_IDLE_EXIT", "detach", "hand_off", "spawn_local_worker"]
+__all__ = ["LOCAL_IDLE_EXIT", "hand_off", "queue_for_worker", "spawn_local_worker"]
 
 LOCAL_IDLE_EXIT = 60.0
 """Seconds a local worker started by ``run --detach`` waits for more work before it exits."""
 
 
-async def detach(
-    template: str,
-    values: dict[str, object],
+async def queue_for_worker(
     run_id: str,
-    deadlines: dict[str, str],
-    budget: dict[str, float] | None = None,
+    make: Callable[[Runner], Awaitable[Any]],
+    said: Callable[[Any], str | None] = lambda made: None,
 ) -> None:
-    """Queue a run and hand it to a worker; print how to follow it."""
+    """Make queued run ``run_id`` with ``make`` and hand it to a worker; print ``said(made)``
+    (when it says something), then how to follow it."""
     from stageline.runner import Runner
 
     async with Runner.open() as runner:  # delivers run.queued (and registers new sinks)
-        queued = await runner.create(
-            template, values, run_id=run_id, deadlines=deadlines, budget=budget
-        )
+        made = await make(runner)
         settings = runner.settings
-    await hand_off(settings, queued.run_id)
+    if (line := said(made)) is not None:
+        console().print(line)
+    await hand_off(settings, run_id)
 
 
 async def hand_off(settings: Settings, run_id: str) -> None:

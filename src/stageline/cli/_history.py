@@ -3,22 +3,29 @@ lineage lines ``show`` prints."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from stageline.cli._aio import run_async
 from stageline.cli._args import RunArg
-from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_inputs
+from stageline.cli._launch import (
+    RunIdOpt,
+    chosen_run_id,
+    detach_option,
+    input_file_option,
+    inputs_option,
+    launch,
+)
 from stageline.cli._render import console, print_json, when
 from stageline.errors import UsageError
-from stageline.names import check_run_id
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from stageline.runner import CheckpointInfo, RunSummary
+    from stageline.runner import CheckpointInfo, Runner, RunSummary
 
 __all__ = ["COMMANDS", "lineage_lines"]
 
@@ -85,30 +92,10 @@ def fork(
         str | None,
         typer.Option("--checkpoint", metavar="ID", help="Start from this checkpoint instead."),
     ] = None,
-    inputs: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--input",
-            "-i",
-            metavar="KEY=VALUE",
-            help="Change a state value: key=value (a string) or key:=<json>. Repeatable.",
-        ),
-    ] = None,
-    input_file: Annotated[
-        str | None,
-        typer.Option(
-            "--input-file",
-            metavar="FILE",
-            help="A JSON or YAML mapping of state changes ('-' reads stdin); -i wins.",
-        ),
-    ] = None,
-    new_id: Annotated[
-        str | None,
-        typer.Option("--run-id", metavar="ID", help="The new run's id (default: generated)."),
-    ] = None,
-    detach: Annotated[
-        bool, typer.Option("--detach", help="Queue the fork and advance it in the background.")
-    ] = False,
+    inputs: Annotated[list[str] | None, inputs_option("Change a state value")] = None,
+    input_file: Annotated[str | None, input_file_option("state changes")] = None,
+    new_id: RunIdOpt = None,
+    detach: Annotated[bool, detach_option("the fork")] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Fork even though the template changed since.")
     ] = False,
@@ -118,47 +105,32 @@ def fork(
     if at is not None and checkpoint is not None:
         raise UsageError("give --at STEP or --checkpoint ID, not both")
     changes = parse_inputs(inputs or (), input_file)
-    from stageline.runner import new_run_id
+    rid = chosen_run_id(new_id)
 
-    rid = new_run_id() if new_id is None else check_run_id(new_id, "--run-id")
-    if detach:
-        run_async(_fork_detached(run_id, at, checkpoint, changes, rid, force))
-        return
-    console().print(f"forking run {run_id} as run {rid}")
-    advance_in_foreground(
-        rid,
-        lambda runner: runner.fork(
-            run_id, at_step=at, checkpoint_id=checkpoint, changes=changes, fork_id=rid, force=force
-        ),
-    )
-
-
-async def _fork_detached(
-    run_id: str,
-    at: int | None,
-    checkpoint: str | None,
-    changes: dict[str, object],
-    rid: str,
-    force: bool,
-) -> None:
-    from stageline.cli._detach import hand_off
-    from stageline.runner import Runner
-
-    async with Runner.open() as runner:
-        made = await runner.fork(
+    def forked(runner: Runner, advance: bool = True) -> Awaitable[RunSummary]:
+        return runner.fork(
             run_id,
             at_step=at,
             checkpoint_id=checkpoint,
             changes=changes,
             fork_id=rid,
-            advance=False,
+            advance=advance,
             force=force,
         )
-        settings = runner.settings
+
+    launch(
+        rid,
+        forked,
+        lambda runner: forked(runner, advance=False),
+        detach=detach,
+        following=f"forking run {run_id} as run {rid}",
+        queued=lambda made: f"forked run {run_id}{_at_step(made)} as run {rid}",
+    )
+
+
+def _at_step(made: RunSummary) -> str:
     lineage = made.lineage
-    step = f" at step {lineage.parent_step}" if lineage else ""
-    console().print(f"forked run {run_id}{step} as run {rid}")
-    await hand_off(settings, rid)
+    return f" at step {lineage.parent_step}" if lineage else ""
 
 
 def lineage_lines(summary: RunSummary) -> list[str]:

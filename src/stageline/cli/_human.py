@@ -7,6 +7,7 @@ the run, and this command follows the run in the foreground like ``resume`` does
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -93,71 +94,48 @@ def _decide(run_id: str, decision: str, **options: Any) -> None:
     )
 
 
-def approve(
-    run_id: RunArg,
-    gate: GateOpt = None,
-    note: NoteOpt = None,
-    actor: AsOpt = None,
-    attempt: AttemptOpt = None,
-    state_hash: HashOpt = None,
-    force: ForceOpt = False,
-) -> None:
-    """Approve the gate RUN waits at; the run goes on, followed here."""
-    _decide(
-        run_id,
-        "approve",
-        gate=gate,
-        note=note,
-        actor=actor,
-        attempt=attempt,
-        state_hash=state_hash,
-        force=force,
-    )
+def _gate_command(name: str, decision: str, doc: str) -> Callable[..., None]:
+    """The command ``name``: the decision ``Runner.<decision>`` at a gate, help ``doc``."""
+
+    def command(
+        run_id: RunArg,
+        gate: GateOpt = None,
+        note: NoteOpt = None,
+        actor: AsOpt = None,
+        attempt: AttemptOpt = None,
+        state_hash: HashOpt = None,
+        force: ForceOpt = False,
+    ) -> None:
+        _decide(
+            run_id,
+            decision,
+            gate=gate,
+            note=note,
+            actor=actor,
+            attempt=attempt,
+            state_hash=state_hash,
+            force=force,
+        )
+
+    command.__name__ = command.__qualname__ = name
+    command.__doc__ = doc
+    return command
 
 
-def reject(
-    run_id: RunArg,
-    gate: GateOpt = None,
-    note: NoteOpt = None,
-    actor: AsOpt = None,
-    attempt: AttemptOpt = None,
-    state_hash: HashOpt = None,
-    force: ForceOpt = False,
-) -> None:
+approve = _gate_command(
+    "approve", "approve", "Approve the gate RUN waits at; the run goes on, followed here."
+)
+reject = _gate_command(
+    "reject",
+    "reject",
     """Reject at the gate RUN waits at: the run ends rejected, exit 1 (or takes the reject
-    route, and exits by where the run stops then)."""
-    _decide(
-        run_id,
-        "reject",
-        gate=gate,
-        note=note,
-        actor=actor,
-        attempt=attempt,
-        state_hash=state_hash,
-        force=force,
-    )
-
-
-def takeover(
-    run_id: RunArg,
-    gate: GateOpt = None,
-    note: NoteOpt = None,
-    actor: AsOpt = None,
-    attempt: AttemptOpt = None,
-    state_hash: HashOpt = None,
-    force: ForceOpt = False,
-) -> None:
-    """Take over a parked run: it ends taken_over, its branch and worktree left to you."""
-    _decide(
-        run_id,
-        "take_over",
-        gate=gate,
-        note=note,
-        actor=actor,
-        attempt=attempt,
-        state_hash=state_hash,
-        force=force,
-    )
+    route, and exits by where the run stops then).""",
+)
+takeover = _gate_command(
+    "takeover",
+    "take_over",
+    "Take over a parked run: it ends taken_over, its branch and worktree left to you.",
+)
 
 
 def changes(

@@ -168,7 +168,7 @@ class StageContext:
 
         ``questions``: strings (free text) or mappings (``text``, ``id``, ``choices``,
         ``schema``, ``default``). ``turn`` numbers the run's question sets (give each its own);
-        the set's id, ``question_id(run_id, turn)``, is the same on every replay. Returns
+        the set's id, ``question_id(run_id, turn, node=node)``, is the same on every replay. Returns
         ``{turn, question_id, questions, answers, actor}``. Side effects before it belong in
         ``effect``: LangGraph re-runs the node from its start once the answers come.
         """

@@ -115,7 +115,7 @@ def question_stage(
     """The stage of a question node: asks a fixed question set, or what ``ask`` authors, turn
     after turn until ``ask`` is satisfied or ``max_turns`` sets were asked.
 
-    Each set's id is ``question_id(run_id, turn)``, ``turn`` counting the sets already in
+    Each set's id is ``question_id(run_id, turn, node=node)``, ``turn`` counting the sets already in
     ``history_key``; what ``ask`` authors is kept by the side-effect journal, so a replay asks
     the same questions without calling it (a model) again.
     """

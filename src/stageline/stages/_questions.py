@@ -10,7 +10,13 @@ from typing import Any
 from stageline.errors import AnswerInvalid, UsageError
 from stageline.plaindata import plain_problem, shown
 
-__all__ = ["QUESTION_ID_NAMESPACE", "normalize_questions", "question_id", "validate_answers"]
+__all__ = [
+    "QUESTION_ID_NAMESPACE",
+    "legacy_question_id",
+    "normalize_questions",
+    "question_id",
+    "validate_answers",
+]
 
 QUESTION_ID_NAMESPACE = uuid.UUID("a7b9c1d2-3e4f-5061-7283-94a5b6c7d8e9")
 """The namespace of question ids, as seed 002's clarifier derives them."""
@@ -19,8 +25,14 @@ KINDS = ("text", "choice", "json")
 _KEYS = ("id", "text", "kind", "choices", "schema", "default", "required")
 
 
-def question_id(run_id: str, turn: int) -> str:
-    """The stable id of a run's question set number ``turn``: the same on every replay."""
+def question_id(run_id: str, turn: int, *, node: str) -> str:
+    """The stable id of question set number ``turn`` asked by ``node`` of a run: the same on
+    every replay, and its own for each node (parallel nodes may share a history key)."""
+    return uuid.uuid5(QUESTION_ID_NAMESPACE, f"{run_id}:{node}:{turn}").hex
+
+
+def legacy_question_id(run_id: str, turn: int) -> str:
+    """The id sets had before ids named their node: a set asked then still waits under it."""
     return uuid.uuid5(QUESTION_ID_NAMESPACE, f"{run_id}:{turn}").hex
 
 

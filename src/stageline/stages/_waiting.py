@@ -17,7 +17,12 @@ from typing import Any, Protocol, cast
 from langgraph.types import interrupt
 
 from stageline.errors import AnswerInvalid, UsageError
-from stageline.stages._questions import normalize_questions, question_id, validate_answers
+from stageline.stages._questions import (
+    legacy_question_id,
+    normalize_questions,
+    question_id,
+    validate_answers,
+)
 from stageline.statekeys import RESERVED_KEYS
 
 __all__ = [
@@ -164,10 +169,13 @@ def ask_person(
     """Ask a person question set number ``turn`` of the run, from inside a node; returns
     ``{turn, question_id, questions, answers, actor}`` once answered (the node waits till then).
 
-    The set's id is ``question_id(run_id, turn)``: give each set of a run its own ``turn``.
+    The set's id is ``question_id(run_id, turn, node=node)``: give each set a node asks its own
+    ``turn``. A set asked before ids named their node waits under ``legacy_question_id``; its
+    answer carries that id, and the set keeps it.
     """
     qs = normalize_questions(questions)
-    qid = question_id(ctx.run_id, turn)
+    qid = question_id(ctx.run_id, turn, node=ctx.node)
+    earlier = legacy_question_id(ctx.run_id, turn)
     payload: dict[str, Any] = {
         "kind": "question",
         "name": name or ctx.node,
@@ -184,6 +192,8 @@ def ask_person(
     asked = payload
     while True:
         response = interrupt(asked)
+        if isinstance(response, Mapping) and response.get("question_id") == earlier:
+            qid = payload["question_id"] = earlier
         answers, why = _take_answers(response, qid, qs)
         if why is None:
             break
