@@ -10,6 +10,7 @@ changed graph is "template changed" for the runs in flight.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import inspect
@@ -88,10 +89,8 @@ class GraphTemplate(Template):
         typed: dict[str, Any] = {}
         for key, value in inputs.items():
             if isinstance(value, str) and hints.get(key) is not str:
-                try:
+                with contextlib.suppress(ValueError):
                     value = json.loads(value)
-                except ValueError:
-                    pass
             typed[key] = value
         return typed
 
