@@ -183,6 +183,8 @@ def test_sigkill_mid_run_then_resume_runs_no_completed_node_again(
         text=True,
     )
     _wait_for(trail, "two:start", proc)
+    second = cli(project, url, "resume", "victim")  # one advancer per run: the lease is held
+    assert second.returncode != 0 and "error:" in second.stderr, second.stdout + second.stderr
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
