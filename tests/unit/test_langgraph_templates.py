@@ -3,6 +3,7 @@ entries and their errors, and the records of tasks (tokens, cost, tool calls).""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -28,7 +29,7 @@ def _graph(*names: str) -> StateGraph[Any, Any, Any, Any]:
     for name in names:
         graph.add_node(name, lambda state: {"n": 1})
     graph.add_edge(START, names[0])
-    for a, b in zip(names, names[1:], strict=False):
+    for a, b in itertools.pairwise(names):
         graph.add_edge(a, b)
     return graph
 
