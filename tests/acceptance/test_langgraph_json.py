@@ -109,6 +109,20 @@ def test_interrupting_graphs_wait_from_the_command_line(project: Path, database:
     ]
 
 
+def test_a_worker_finds_the_graphs(project: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'home' / 'stageline.db'}"
+    queued = cli(
+        project, url, "run", "map_reduce", "-i", "topic=owls", "--detach", "--run-id", "bg"
+    )
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    followed = cli(project, url, "logs", "bg", "--follow", "--json")
+    kinds = [json.loads(line)["kind"] for line in followed.stdout.splitlines()]
+    assert kinds[0] == "run.queued" and kinds[-1] == "run.succeeded", followed.stdout
+    run = shown(project, url, "bg")
+    assert run["state"]["best_selected_joke"] == "a joke about owls: cats"
+    assert Counter(r["node"] for r in run["records"])["generate_joke"] == 3
+
+
 def test_a_changed_graph_is_refused_until_forced(project: Path, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'home' / 'stageline.db'}"
     flag = project / "ok.flag"
