@@ -234,6 +234,10 @@ async def test_each_graph_runs_on_stageline_serve_through_langgraph_sdk(served: 
         "factory": {"text": "three small words"},
         "greeter": {},
     }
+    with served.client("read") as http:  # the graph the dashboard draws
+        drawn_api = http.get("/v1/templates/agent/graph")
+        assert drawn_api.status_code == 200, drawn_api.text
+        assert {"agent", "tools"} <= {n["id"] for n in drawn_api.json()["nodes"]}
     async with get_client(url=served.url, api_key=served.tokens["decide"]) as client:
         found = {a["assistant_id"]: a for a in await client.assistants.search(limit=100)}
         for name in (*inputs, "ask_name", "inbox"):
