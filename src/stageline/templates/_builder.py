@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 
 from stageline.errors import TemplateError
 from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
-from stageline.templates._graphs import _get, _hints, _stable_repr, _with_loops
+from stageline.templates._graphs import _get, _graph_shape, _hints, _stable_repr, _with_loops
 from stageline.templates._human import WaitNode, gate_node, question_node
 from stageline.templates._inputs import check_required, required_keys
 from stageline.templates._shape import (
@@ -480,9 +480,3 @@ class Template:
     def mermaid(self) -> str:
         """The graph as Mermaid text."""
         return self.build().compile().get_graph(xray=bool(self._subgraphs)).draw_mermaid()
-
-
-def _graph_shape(builder: Any) -> list[Any]:
-    """A subgraph's structure, for the template's digest (nodes and edges as drawn)."""
-    drawn = builder.compile().get_graph(xray=True)
-    return [sorted(map(str, drawn.nodes)), sorted([e.source, e.target] for e in drawn.edges)]

@@ -25,7 +25,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from stageline.errors import InputError, TemplateError
 from stageline.templates._builder import Template
-from stageline.templates._graphs import _hints, _stable_repr
+from stageline.templates._graphs import _graph_shape, _hints, _stable_repr
 
 __all__ = ["GraphTemplate", "graph_template", "is_graph"]
 
@@ -110,13 +110,9 @@ class GraphTemplate(Template):
     @cached_property
     def digest(self) -> str:
         """A hash of the graph's structure: nodes, edges, branches, state channels."""
-        drawn = self.graph.compile().get_graph(xray=True)
         shape = {
             "name": self.name,
-            "nodes": sorted(str(n) for n in drawn.nodes),
-            "edges": sorted(
-                [e.source, e.target, e.conditional, str(e.data or "")] for e in drawn.edges
-            ),
+            "graph": _graph_shape(self.graph),
             "branches": sorted(
                 [node, sorted(branches)] for node, branches in self.graph.branches.items()
             ),
