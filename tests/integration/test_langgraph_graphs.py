@@ -17,7 +17,7 @@ from langgraph.types import Send
 
 from stageline.config import Settings, load_settings
 from stageline.ledger import NodeRecord
-from stageline.runner import Runner, RunSummary
+from stageline.runner import Runner, RunSummary, outcome_stats
 from stageline.templates import Template, list_templates
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
@@ -216,7 +216,7 @@ async def test_a_template_uses_a_graph_as_one_stage(runner: Runner) -> None:
         return {"title": f"{len(state['jokes'])} jokes"}
 
     made = Template("jokes_post", state=Post)
-    made.add_graph("writers", _jokes().compile())
+    made.add_stage("writers", _jokes().compile())  # as add_graph does
     made.add_stage("title", title)
     made.add_edge("writers", "title")
     done = await runner.start(made, {"subjects": ["cats", "dogs"]})
@@ -229,3 +229,10 @@ async def test_a_template_uses_a_graph_as_one_stage(runner: Runner) -> None:
     }
     assert len({r.task_id for r in only(done, "writers/joke")}) == 2
     assert "writers" in made.mermaid()
+    stats = await outcome_stats(runner.ledger, template="jokes_post")
+    assert {n["node"]: n["count"] for n in stats["nodes"]} == {
+        "writers": 1,
+        "writers/plan": 1,
+        "writers/joke": 2,
+        "title": 1,
+    }

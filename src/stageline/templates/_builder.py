@@ -91,7 +91,8 @@ class Template:
         *,
         where: Where | None = None,
     ) -> Template:
-        """Add a node running a stage (a ``Stage`` or a plain ``(state, ctx)`` function)."""
+        """Add a node running a stage (a ``Stage`` or a plain ``(state, ctx)`` function), or a
+        LangGraph graph (see ``add_graph``)."""
         if stage_or_fn is None:
             stage_or_fn = node
             node = str(getattr(node, "__name__", None) or getattr(node, "name", ""))
@@ -99,6 +100,8 @@ class Template:
                 node = stage_or_fn.name.rpartition(":")[2].rpartition(".")[2]
         assert isinstance(node, str)
         where = where or _caller()
+        if isinstance(getattr(stage_or_fn, "builder", stage_or_fn), StateGraph):
+            return self.add_graph(node, stage_or_fn, where=where)  # a LangGraph graph
         if node in self._nodes:
             raise TemplateError(f"node {node!r} is defined twice", source=where[0], line=where[1])
         if node in (START, END) or node in RESERVED_KEYS:
