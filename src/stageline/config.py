@@ -24,6 +24,8 @@ from stageline.errors import ConfigError
 __all__ = ["ConfigFile", "ServerConfig", "Settings", "SlackConfig", "load_settings"]
 
 CONFIG_FILE = "stageline.toml"
+LANGGRAPH_JSON = "langgraph.json"
+"""LangGraph's project file: a folder holding it (or stageline.toml) is a project root."""
 ENV_PREFIX = "STAGELINE_"
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -70,6 +72,8 @@ class ConfigFile(BaseModel):
     database_url: str | None = None
     model: str | None = None
     template_dirs: list[str] = Field(default_factory=lambda: ["templates"])
+    langgraph_json: str = "langgraph.json"
+    """The project's LangGraph configuration, whose ``graphs`` are templates too."""
     lease_ttl: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     sqlite_synchronous: Literal["full", "normal"] = "full"
     """SQLite's ``synchronous`` level: ``full`` syncs every commit to disk; ``normal`` (WAL)
@@ -116,6 +120,7 @@ class Settings:
     model: str | None = None
     """A LangChain ``init_chat_model`` spec such as ``openai:gpt-4o``; None means offline."""
     template_dirs: tuple[Path, ...] = ()
+    """The templates folders, then the project's ``langgraph.json`` where there is one."""
     lease_ttl: float = 30.0
     """Seconds a run's lease lives without renewal; it is renewed every third of that."""
     sqlite_synchronous: str = "full"
@@ -142,7 +147,7 @@ class Settings:
 
 def _find_root(start: Path) -> Path:
     for folder in (start, *start.parents):
-        if (folder / CONFIG_FILE).is_file():
+        if (folder / CONFIG_FILE).is_file() or (folder / LANGGRAPH_JSON).is_file():
             return folder
     return start
 
@@ -256,7 +261,10 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         home=home,
         database_url=url,
         model=conf.model if conf.model and conf.model != "offline" else None,
-        template_dirs=tuple(root / d for d in conf.template_dirs),
+        template_dirs=(
+            *(root / d for d in conf.template_dirs),
+            *([root / conf.langgraph_json] if (root / conf.langgraph_json).is_file() else []),
+        ),
         lease_ttl=conf.lease_ttl,
         sqlite_synchronous=conf.sqlite_synchronous,
         sinks=tuple(conf.sinks),

@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, cast
 
 from langgraph.errors import GraphDrained, InvalidUpdateError
 from langgraph.runtime import RunControl
@@ -35,6 +35,7 @@ from stageline.runner._graphs import Graphs
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._support import RunSummary, _config, _public_state
+from stageline.runner._tasks import TaskRecords
 from stageline.runner._waits import Settled, settle_one_by_one, settle_waits
 from stageline.runner._worktrees import describe_worktree
 from stageline.stages import RunContext
@@ -284,15 +285,24 @@ class Advancer:
         graph = self.graphs.graph(template)
         state: dict[str, Any] | None = None
         waiting = False
+        plain = template.plain_nodes
+        # Nodes stageline did not wrap are recorded from LangGraph's tasks stream (``_tasks``);
+        # a template of stageline's stages alone streams values only, as it always did.
+        tasks = TaskRecords(cast(LedgerJournal, context.journal), template.name, plain)
         try:
-            async for chunk in graph.astream(
+            async for namespace, mode, chunk in self._stream(
+                graph,
                 payload,
-                _config(run_id),
-                context=context,
-                durability="sync",
-                stream_mode="values",
-                control=control,
+                run_id,
+                template.context_for(context.services, context),
+                control,
+                bool(plain),
             ):
+                if mode == "tasks":
+                    tasks.observe(namespace, chunk)
+                    continue
+                if namespace:  # a subgraph's own state: the run's is the root graph's
+                    continue
                 if "__interrupt__" in chunk:
                     waiting = True
                     interrupts.extend(chunk["__interrupt__"])
@@ -308,7 +318,37 @@ class Advancer:
             raise
         except Exception as exc:
             return exc, None if state is None else _public_state(state)
+        finally:
+            tasks.close()
         return ("waiting" if waiting else None), None if state is None else _public_state(state)
+
+    @staticmethod
+    async def _stream(
+        graph: Any, payload: Any, run_id: str, context: Any, control: RunControl, plain: bool
+    ) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
+        """The graph's stream as ``(namespace, mode, chunk)``: the values of each step, and
+        with ``plain`` nodes in the graph, every task's start and result in every subgraph."""
+        if not plain:
+            async for chunk in graph.astream(
+                payload,
+                _config(run_id),
+                context=context,
+                durability="sync",
+                stream_mode="values",
+                control=control,
+            ):
+                yield (), "values", chunk
+            return
+        async for namespace, mode, chunk in graph.astream(
+            payload,
+            _config(run_id),
+            context=context,
+            durability="sync",
+            stream_mode=["values", "tasks"],
+            subgraphs=True,
+            control=control,
+        ):
+            yield tuple(namespace), str(mode), chunk
 
     async def _keep_lease(self, run_id: str, holder: str, ttl: float, control: RunControl) -> None:
         """Renew the lease while the run advances; turn a cancel request into a drain."""

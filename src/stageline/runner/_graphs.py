@@ -25,7 +25,7 @@ from stageline.runner._state_defaults import remember_graph
 from stageline.runner._support import _config, _public_state, _schema_keys
 from stageline.runner._waits import DEADLINES_INPUT
 from stageline.stages import RESERVED_KEYS
-from stageline.templates import Template, load_template, runs_on
+from stageline.templates import GraphTemplate, Template, graph_template, load_template, runs_on
 
 __all__ = ["GRAPH_CACHE_SIZE", "Graphs"]
 
@@ -59,6 +59,17 @@ class Graphs:
             return self._given[ref]
         return load_template(ref, self.settings.template_dirs)
 
+    def of_graph(self, graph: Any, name: str | None = None) -> Template:
+        """The template of a LangGraph graph object (a ``StateGraph``, a compiled graph or a
+        factory), named ``name``, the compiled graph's own name, or ``graph``."""
+        if name is None:
+            given = getattr(graph, "name", None)
+            name = given if isinstance(given, str) and given != "LangGraph" else "graph"
+        kept = self._given.get(name)
+        if isinstance(kept, GraphTemplate) and kept.graph is getattr(graph, "builder", graph):
+            return kept  # the same graph again: compiled once
+        return graph_template(graph, name, f"python:{name}")
+
     def checked(self, run: Run, force: bool) -> Template:
         """The run's template; ``TemplateChanged`` if it changed since the run began (unless
         ``force``)."""
@@ -75,7 +86,7 @@ class Graphs:
         if hit is not None and hit[0] is template:
             self._compiled.move_to_end(key)
             return hit[1]
-        graph = template.build().compile(checkpointer=self.saver(template))
+        graph = template.compile(self.saver(template))
         remember_graph(
             self.settings.home, template.full_version, graph, _schema_keys(template.state)
         )
@@ -112,7 +123,10 @@ class Graphs:
         if new_run:
             template.check_required(inputs)
         template.check_inputs(inputs)  # the template's own checks (paths, git, harness)
-        inputs = typed_inputs(template.state, inputs, template.name)
+        if isinstance(template, GraphTemplate):
+            inputs = template.typed_inputs(inputs)
+        else:
+            inputs = typed_inputs(template.state, inputs, template.name)
         serde = self.saver(template).serde
         for key, value in inputs.items():
             why = ensure_checkpointable(serde, value)  # type: ignore[arg-type]

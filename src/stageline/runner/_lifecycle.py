@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.errors import InvalidUpdateError
 
 from stageline.config import Settings
-from stageline.errors import CheckpointCorrupt, InvalidTransition, StagelineError
+from stageline.errors import CheckpointCorrupt, InvalidTransition, StagelineError, UsageError
 from stageline.ledger import Event, LedgerStore, Run, RunClaim, RunStatus, this_holder
 from stageline.names import check_run_id
 from stageline.runner._advance import Advancer, step_of
@@ -77,18 +77,22 @@ class Lifecycle:
 
     async def start(
         self,
-        template: str | Template,
-        inputs: Mapping[str, Any],
+        template: str | Template | None = None,
+        inputs: Mapping[str, Any] | None = None,
         *,
+        graph: Any = None,
         services: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
     ) -> RunSummary:
-        """Create a run and advance it until it ends or waits (see ``Runner.start``)."""
+        """Create a run and advance it until it ends or waits (see ``Runner.start``); of the
+        ``template`` named or given, or of a LangGraph ``graph`` object."""
         run_id = check_run_id(run_id) if run_id is not None else None
-        made = self.graphs.load(template)
-        inputs = self.graphs.check_inputs(made, inputs, new_run=True)
+        if (template is None) == (graph is None):
+            raise UsageError("start a run of a template or of a graph (one of them)")
+        made = self.graphs.load(self.graphs.of_graph(graph) if template is None else template)
+        inputs = self.graphs.check_inputs(made, inputs or {}, new_run=True)
         services = await self.services.resolve(services)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()

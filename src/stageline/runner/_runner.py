@@ -166,9 +166,10 @@ class Runner:
 
     async def start(
         self,
-        template: str | Template,
-        inputs: Mapping[str, Any],
+        template: str | Template | None = None,
+        inputs: Mapping[str, Any] | None = None,
         *,
+        graph: Any = None,
         services: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
@@ -179,11 +180,13 @@ class Runner:
         ``deadlines`` overrides the template's deadlines for this run: gate or question node
         name -> seconds (or ``"2h"``, ``"1d"``...). ``budget`` sets this run's token and cost
         limits (a ``Budget`` or ``{"tokens": 5000, "cost": 0.5, "nodes": {...}}``) over the
-        template's.
+        template's. ``graph``: run a LangGraph graph instead (a ``StateGraph``, a compiled
+        graph or a factory of one), unchanged, each of its nodes recorded.
         """
         return await self.lifecycle.start(
             template,
             inputs,
+            graph=graph,
             services=services,
             run_id=run_id,
             deadlines=deadlines,

@@ -12,7 +12,13 @@ from stageline.stages._budget import (
 from stageline.stages._context import Journal, RunContext, StageContext, StageLogger
 from stageline.stages._human import gate_stage, question_stage
 from stageline.stages._legacy import legacy_stage
-from stageline.stages._node import LOOPS_KEY, failure_phase, make_node, merge_loop_counts
+from stageline.stages._node import (
+    LOOPS_KEY,
+    failure_phase,
+    input_shape,
+    make_node,
+    merge_loop_counts,
+)
 from stageline.stages._questions import normalize_questions, question_id, validate_answers
 from stageline.stages._registry import lookup_stage, register_stage, stage
 from stageline.stages._router import ROUTER_SEED_ENV, Router, router_stage, thompson_scores
@@ -47,6 +53,7 @@ __all__ = [
     "enforce_budget",
     "failure_phase",
     "gate_stage",
+    "input_shape",
     "legacy_stage",
     "live_overrun",
     "lookup_stage",

@@ -18,7 +18,7 @@ from stageline.stages._context import RunContext, StageContext
 from stageline.stages._stage import Stage
 from stageline.statekeys import LOOPS_KEY
 
-__all__ = ["LOOPS_KEY", "failure_phase", "make_node", "merge_loop_counts"]
+__all__ = ["LOOPS_KEY", "failure_phase", "input_shape", "make_node", "merge_loop_counts"]
 
 
 def merge_loop_counts(

@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 
 from stageline.errors import TemplateError
 from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
-from stageline.templates._graphs import _get, _hints, _stable_repr, _with_loops
+from stageline.templates._graphs import _get, _graph_shape, _hints, _stable_repr, _with_loops
 from stageline.templates._human import WaitNode, gate_node, question_node
 from stageline.templates._inputs import check_required, required_keys
 from stageline.templates._shape import (
@@ -79,6 +79,8 @@ class Template:
         self._questions: dict[str, QuestionSpec] = {}
         self._input_checks: list[Callable[[Mapping[str, Any]], None]] = []
         self._required: dict[str, str] = {}
+        self._subgraphs: dict[str, Any] = {}
+        """Nodes that run a LangGraph graph as it is (``add_graph``): node -> its builder."""
 
     # -- building ---------------------------------------------------------------------------
 
@@ -89,7 +91,8 @@ class Template:
         *,
         where: Where | None = None,
     ) -> Template:
-        """Add a node running a stage (a ``Stage`` or a plain ``(state, ctx)`` function)."""
+        """Add a node running a stage (a ``Stage`` or a plain ``(state, ctx)`` function), or a
+        LangGraph graph (see ``add_graph``)."""
         if stage_or_fn is None:
             stage_or_fn = node
             node = str(getattr(node, "__name__", None) or getattr(node, "name", ""))
@@ -97,6 +100,8 @@ class Template:
                 node = stage_or_fn.name.rpartition(":")[2].rpartition(".")[2]
         assert isinstance(node, str)
         where = where or _caller()
+        if isinstance(getattr(stage_or_fn, "builder", stage_or_fn), StateGraph):
+            return self.add_graph(node, stage_or_fn, where=where)  # a LangGraph graph
         if node in self._nodes:
             raise TemplateError(f"node {node!r} is defined twice", source=where[0], line=where[1])
         if node in (START, END) or node in RESERVED_KEYS:
@@ -106,6 +111,30 @@ class Template:
         if self._start is None:
             self._start = (node, where)
         self._touch()
+        return self
+
+    def add_graph(self, node: str, graph: Any, *, where: Where | None = None) -> Template:
+        """Add a node that runs a LangGraph graph (a ``StateGraph`` or compiled graph) as a
+        subgraph over this template's state: its nodes are recorded as ``node/inner``."""
+        builder = getattr(graph, "builder", graph)
+        if not isinstance(builder, StateGraph):
+            where = where or _caller()
+            raise TemplateError(
+                f"add_graph({node!r}) needs a StateGraph or compiled graph, got "
+                f"{type(graph).__name__}",
+                source=where[0],
+                line=where[1],
+            )
+
+        def subgraph(state: Any, ctx: Any) -> Any:  # never runs: build() adds the graph itself
+            raise TypeError(node)
+
+        self.add_stage(
+            node,
+            Stage(fn=subgraph, name=node, metadata={"machinery": True}),
+            where=where or _caller(),
+        )
+        self._subgraphs[node] = builder
         return self
 
     def set_start(self, node: str, *, where: Where | None = None) -> Template:
@@ -267,6 +296,15 @@ class Template:
         return self._nodes[node].stage
 
     @property
+    def plain_nodes(self) -> frozenset[str]:
+        """Nodes whose LangGraph tasks the runner records (no stageline wrapper records them)."""
+        return frozenset(self._subgraphs)
+
+    def context_for(self, services: Mapping[str, Any], default: Any) -> Any:
+        """The runtime context the graph runs with: stageline's own (``default``)."""
+        return default
+
+    @property
     def loops(self) -> list[Loop]:
         return list(self._loops.values())
 
@@ -315,6 +353,8 @@ class Template:
                 [lp.name, lp.head, lp.max_iterations, lp.on_exhausted] for lp in self.loops
             ),
         }
+        if self._subgraphs:  # only then: other templates keep their digests
+            shape["graphs"] = sorted([n, _graph_shape(g)] for n, g in self._subgraphs.items())
         if self._gates or self._questions:  # only then: other templates keep their digests
             shape["human"] = sorted(
                 [k, repr(v)] for k, v in {**self._gates, **self._questions}.items()
@@ -363,6 +403,9 @@ class Template:
         heads = {lp.head: lp for lp in self._loops.values()}
         for name, node in self._nodes.items():
             loop = heads.get(name)
+            if name in self._subgraphs:
+                graph.add_node(name, self._subgraphs[name].compile(), retry_policy=node.stage.retry)
+                continue
             graph.add_node(
                 name,
                 make_node(
@@ -433,6 +476,10 @@ class Template:
         route.__name__ = f"route_after_{source}"
         return route, targets
 
+    def compile(self, checkpointer: Any) -> Any:
+        """The compiled graph the runner drives, over ``checkpointer``."""
+        return self.build().compile(checkpointer=checkpointer)
+
     def mermaid(self) -> str:
         """The graph as Mermaid text."""
-        return self.build().compile().get_graph().draw_mermaid()
+        return self.build().compile().get_graph(xray=bool(self._subgraphs)).draw_mermaid()

@@ -16,6 +16,7 @@ __all__ = [
     "_back_edges",
     "_cycles",
     "_get",
+    "_graph_shape",
     "_has_reducer",
     "_hints",
     "_stable_repr",
@@ -37,6 +38,16 @@ def _stable_repr(value: Any) -> str:
     if hasattr(value, "_asdict"):  # NamedTuple, e.g. LangGraph's RetryPolicy
         return f"{type(value).__name__}({_stable_repr(list(value._asdict().items()))})"
     return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
+
+
+def _graph_shape(builder: Any) -> list[Any]:
+    """A LangGraph graph's structure as LangGraph draws it (nodes, edges, conditions), for a
+    template's digest."""
+    drawn = builder.compile().get_graph(xray=True)
+    return [
+        sorted(map(str, drawn.nodes)),
+        sorted([e.source, e.target, e.conditional, str(e.data or "")] for e in drawn.edges),
+    ]
 
 
 def _get(state: Any, key: str) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 from stageline.errors import TemplateError, TemplateNotFound
 from stageline.templates._builder import Template
+from stageline.templates._langgraph_json import graph_files, langgraph_graphs, load_listed_graph
 from stageline.templates._project import import_python_file
 from stageline.templates._yaml import load_yaml_template
 
@@ -44,7 +45,7 @@ _SUFFIXES = (".yaml", ".yml", ".py")
 class TemplateInfo:
     name: str
     origin: str
-    """``builtin``, ``entry point``, ``templates folder`` or ``path``."""
+    """``builtin``, ``entry point``, ``templates folder``, ``langgraph.json`` or ``path``."""
     source: str
 
 
@@ -120,7 +121,8 @@ def _entry_points() -> dict[str, Any]:
 
 
 def list_templates(template_dirs: Iterable[Path] = ()) -> list[TemplateInfo]:
-    """Every template findable by name, first found wins: built-ins, entry points, folders."""
+    """Every template findable by name, first found wins: built-ins, entry points, folders,
+    the graphs of the project's langgraph.json."""
     infos: dict[str, TemplateInfo] = {}
     for name, module in BUILTINS.items():
         infos[name] = TemplateInfo(name=name, origin="builtin", source=module)
@@ -128,6 +130,9 @@ def list_templates(template_dirs: Iterable[Path] = ()) -> list[TemplateInfo]:
         infos.setdefault(name, TemplateInfo(name=name, origin="entry point", source=ep.value))
     for name, path in _folder_files(template_dirs).items():
         infos.setdefault(name, TemplateInfo(name=name, origin="templates folder", source=str(path)))
+    for listing in graph_files(template_dirs):
+        for name, ref in langgraph_graphs(listing).items():
+            infos.setdefault(name, TemplateInfo(name=name, origin="langgraph.json", source=ref))
     return sorted(infos.values(), key=lambda i: i.name)
 
 
@@ -155,6 +160,8 @@ def load_template(ref: str, template_dirs: Iterable[Path] = ()) -> Template:
         made = _from_object(eps[ref].load(), f"entry point {ref}")
     elif ref in (files := _folder_files(dirs)):
         return load_template_file(files[ref])
+    elif listing := next((p for p in graph_files(dirs) if ref in langgraph_graphs(p)), None):
+        return load_listed_graph(listing, ref)
     else:
         raise TemplateNotFound(ref, [i.name for i in list_templates(dirs)])
     made.validate()

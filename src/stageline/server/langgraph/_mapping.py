@@ -62,8 +62,19 @@ _API_STATUS: dict[RunStatus, ApiRunStatus] = {
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data (anything JSON cannot hold becomes its string)."""
-    return json.loads(json.dumps(value, default=str))
+    """``value`` as plain JSON data: a pydantic object (a LangChain message) as its fields, as
+    LangGraph's server sends it; anything else JSON cannot hold as its string."""
+    return json.loads(json.dumps(value, default=_plain))
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json")
+        except Exception:  # a model that cannot describe itself: its string
+            return str(value)
+    return str(value)
 
 
 def iso(stamp: float | str | None) -> str | None:

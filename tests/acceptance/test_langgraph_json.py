@@ -1,0 +1,263 @@
+"""A project's ``langgraph.json`` graphs (``tests/fixtures/langgraph_project``: written as
+LangGraph's documentation writes them, no stageline imports) through the real CLI and a real
+``stageline serve`` driven by ``langgraph_sdk``, on SQLite and Postgres; and a run of one
+killed with SIGKILL mid-run, then resumed, with no completed node run again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import _procs
+import pytest
+from langgraph_sdk import get_client
+
+from server_fixtures import Server
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
+WEATHER = json.dumps([{"role": "user", "content": "What is the weather in Paris?"}])
+
+RUNS: dict[str, tuple[list[str], list[str]]] = {
+    "agent": (["-i", f"messages={WEATHER}"], ["agent", "tools", "agent"]),
+    "react": (["-i", f"messages={WEATHER}"], ["agent", "tools", "agent"]),
+    "map_reduce": (
+        ["-i", "topic=pets"],
+        ["generate_topics", "generate_joke", "generate_joke", "generate_joke", "best_joke"],
+    ),
+    "command_retry": (["-i", "value=1"], ["decide", "flaky"]),
+    "factory": (["-i", "text=three small words"], ["count"]),
+    "greeter": ([], ["greet", "audience"]),
+}
+"""Graph -> (its inputs on the command line, the nodes its records name, in order)."""
+
+
+def _url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{tmp_path / 'home' / 'stageline.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _url(request, tmp_path)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    shutil.copytree(CORPUS, root)
+    return root
+
+
+def cli(project: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = _procs.cli_env(project.parent / "home", url)
+    done = _procs.cli(list(args), project, env)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def shown(project: Path, url: str, run_id: str) -> dict[str, Any]:
+    done = cli(project, url, "show", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_each_graph_runs_from_the_command_line(project: Path, database: str) -> None:
+    listed = cli(project, database, "templates").stdout
+    assert all(f"{name}" in listed for name in RUNS) and "langgraph.json" in listed
+    drawn = cli(project, database, "graph", "map_reduce").stdout
+    assert "generate_joke" in drawn and "best_joke" in drawn
+    for name, (inputs, expected) in RUNS.items():
+        done = cli(project, database, "run", name, *inputs, "--run-id", f"cli-{name}")
+        assert done.returncode == 0, (name, done.stdout, done.stderr)
+        run = shown(project, database, f"cli-{name}")
+        assert run["run"]["status"] == "succeeded"
+        records = run["records"]
+        assert sorted(r["node"] for r in records) == sorted(expected), name
+        assert {r["status"] for r in records} == {"succeeded"}
+    agent = shown(project, database, "cli-agent")["records"]
+    assert [r["metrics"].get("output_tokens") for r in agent] == [5, None, 7]
+    jokes = [r for r in shown(project, database, "cli-map_reduce")["records"]]
+    assert len({r["task_id"] for r in jokes}) == 5
+    assert shown(project, database, "cli-greeter")["state"]["message"] == "Hello, world!"
+
+
+def test_interrupting_graphs_wait_from_the_command_line(project: Path, database: str) -> None:
+    asked = cli(project, database, "run", "ask_name", "--run-id", "asks")
+    assert asked.returncode == 3, asked.stdout + asked.stderr  # waiting for a person
+    run = shown(project, database, "asks")
+    assert run["run"]["status"] == "waiting"
+    assert [(r["node"], r["status"]) for r in run["records"]] == [
+        ("prepare", "succeeded"),
+        ("asker", "waiting"),
+        ("asker/ask", "waiting"),
+    ]
+    inbox = cli(project, database, "run", "inbox", "-i", "email=hello", "--run-id", "inbox")
+    assert inbox.returncode == 3, inbox.stdout + inbox.stderr
+    records = shown(project, database, "inbox")["records"]
+    assert [(r["node"], r["status"]) for r in records] == [
+        ("draft", "succeeded"),
+        ("review", "waiting"),
+    ]
+
+
+def test_a_worker_finds_the_graphs(project: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'home' / 'stageline.db'}"
+    queued = cli(
+        project, url, "run", "map_reduce", "-i", "topic=owls", "--detach", "--run-id", "bg"
+    )
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    followed = cli(project, url, "logs", "bg", "--follow", "--json")
+    kinds = [json.loads(line)["kind"] for line in followed.stdout.splitlines()]
+    assert kinds[0] == "run.queued" and kinds[-1] == "run.succeeded", followed.stdout
+    run = shown(project, url, "bg")
+    assert run["state"]["best_selected_joke"] == "a joke about owls: cats"
+    assert Counter(r["node"] for r in run["records"])["generate_joke"] == 3
+
+
+def test_a_changed_graph_is_refused_until_forced(project: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'home' / 'stageline.db'}"
+    flag = project / "ok.flag"
+    (project / "graphs" / "strict.py").write_text(
+        "from pathlib import Path\n"
+        "from typing import TypedDict\n"
+        "from langgraph.graph import START, StateGraph\n\n\n"
+        "class State(TypedDict, total=False):\n    n: int\n\n\n"
+        "def check(state: State) -> dict:\n"
+        f"    if not Path({str(flag)!r}).exists():\n"
+        "        raise RuntimeError('no flag yet')\n"
+        "    return {'n': 1}\n\n\n"
+        "builder = StateGraph(State)\n"
+        "builder.add_node('check', check)\n"
+        "builder.add_edge(START, 'check')\n"
+        "graph = builder.compile()\n"
+    )
+    listing = json.loads((project / "langgraph.json").read_text())
+    listing["graphs"]["strict"] = "./graphs/strict.py:graph"
+    (project / "langgraph.json").write_text(json.dumps(listing))
+    failed = cli(project, url, "run", "strict", "--run-id", "strict")
+    assert failed.returncode != 0 and shown(project, url, "strict")["run"]["status"] == "failed"
+    source = project / "graphs" / "strict.py"
+    source.write_text(
+        source.read_text().replace(
+            "builder.add_edge(START, 'check')",
+            "builder.add_node('more', lambda s: {})\n"
+            "builder.add_edge(START, 'more')\nbuilder.add_edge('more', 'check')",
+        )
+    )
+    flag.touch()
+    refused = cli(project, url, "retry", "strict")
+    assert refused.returncode != 0 and "pass --force" in refused.stderr
+    forced = cli(project, url, "retry", "strict", "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert shown(project, url, "strict")["run"]["status"] == "succeeded"
+
+
+def _wait_for(trail: Path, line: str, proc: subprocess.Popen[str], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if trail.exists() and line in trail.read_text().splitlines():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the run exited early: {proc.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError(f"never saw {line!r} in the trail")
+
+
+def test_sigkill_mid_run_then_resume_runs_no_completed_node_again(
+    project: Path, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'home' / 'stageline.db'}"
+    trail = tmp_path / "trail.txt"
+    env = _procs.cli_env(tmp_path / "home", url)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stageline.cli",
+            "run",
+            "trail",
+            "-i",
+            f"trail={trail}",
+            "--run-id",
+            "victim",
+        ],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(trail, "two:start", proc)
+    second = cli(project, url, "resume", "victim")  # one advancer per run: the lease is held
+    assert second.returncode != 0 and "error:" in second.stderr, second.stdout + second.stderr
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    Path(f"{trail}.go").touch()
+    resumed = cli(project, url, "resume", "victim")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ran = Counter(trail.read_text().splitlines())
+    assert ran == {"one": 1, "two:start": 2, "two": 1, "three": 1}
+    run = shown(project, url, "victim")
+    assert run["run"]["status"] == "succeeded"
+    assert run["state"]["steps"] == ["one", "two", "three"]
+    succeeded = Counter(r["node"] for r in run["records"] if r["status"] == "succeeded")
+    assert succeeded == {"one": 1, "two": 1, "three": 1}
+
+
+@pytest.fixture
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path, serve_project: Callable[..., Server]
+) -> Server:
+    url = _url(request, tmp_path) if request.param == "postgres" else None
+    server = serve_project(database_url=url, start=False)
+    shutil.copytree(CORPUS, server.project, dirs_exist_ok=True)
+    return server.start()
+
+
+@pytest.mark.parametrize("served", ["sqlite", "postgres"], indirect=True)
+async def test_each_graph_runs_on_stageline_serve_through_langgraph_sdk(served: Server) -> None:
+    inputs: dict[str, dict[str, Any]] = {
+        "agent": {"messages": json.loads(WEATHER)},
+        "react": {"messages": json.loads(WEATHER)},
+        "map_reduce": {"topic": "pets"},
+        "command_retry": {"value": 1},
+        "factory": {"text": "three small words"},
+        "greeter": {},
+    }
+    with served.client("read") as http:  # the graph the dashboard draws
+        drawn_api = http.get("/v1/templates/agent/graph")
+        assert drawn_api.status_code == 200, drawn_api.text
+        assert {"agent", "tools"} <= {n["id"] for n in drawn_api.json()["nodes"]}
+    async with get_client(url=served.url, api_key=served.tokens["decide"]) as client:
+        found = {a["assistant_id"]: a for a in await client.assistants.search(limit=100)}
+        for name in (*inputs, "ask_name", "inbox"):
+            assert found[name]["metadata"]["origin"] == "langgraph.json"
+        drawn = await client.assistants.get_graph("map_reduce")
+        assert {"generate_topics", "generate_joke", "best_joke"} <= {
+            n["id"] for n in drawn["nodes"]
+        }
+        for name, given in inputs.items():
+            thread = (await client.threads.create())["thread_id"]
+            result = await client.runs.wait(thread, name, input=given)
+            assert isinstance(result, dict), (name, result)
+            run = dict(json.loads(served.cli("show", thread, "--json").stdout))
+            assert run["run"]["status"] == "succeeded", name
+            assert sorted(r["node"] for r in run["records"]) == sorted(RUNS[name][1]), name
+            if name == "agent":
+                assert result["messages"][-1]["content"] == "It is sunny in Paris."
+                assert sum(r["metrics"].get("input_tokens", 0) for r in run["records"]) == 32
+        waiting = (await client.threads.create())["thread_id"]
+        await client.runs.wait(waiting, "ask_name", input={})
+        run = dict(json.loads(served.cli("show", waiting, "--json").stdout))
+        assert run["run"]["status"] == "waiting"
+        assert [r["node"] for r in run["records"]] == ["prepare", "asker", "asker/ask"]

@@ -1,0 +1,238 @@
+"""Plain LangGraph graphs (``tests/fixtures/langgraph_project``, no stageline imports) run
+through the Python API on SQLite and Postgres, each node recorded from LangGraph's tasks stream.
+"""
+
+from __future__ import annotations
+
+import operator
+import shutil
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.graph import START, StateGraph
+from langgraph.types import Send
+
+from stageline.config import Settings, load_settings
+from stageline.ledger import NodeRecord
+from stageline.runner import Runner, RunSummary, outcome_stats
+from stageline.templates import Template, list_templates
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
+WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def project(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """A copy of the corpus project, its ledger on SQLite or Postgres."""
+    root = tmp_path / "project"
+    shutil.copytree(CORPUS, root)
+    url = (
+        request.getfixturevalue("postgres_url")
+        if request.param == "postgres"
+        else f"sqlite:///{tmp_path / 'stageline.db'}"
+    )
+    env = {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_DATABASE_URL": url}
+    return load_settings(cwd=root, env=env)
+
+
+@pytest.fixture
+async def runner(project: Settings) -> AsyncIterator[Runner]:
+    async with Runner.open(project) as opened:
+        yield opened
+
+
+def nodes(summary: RunSummary) -> list[tuple[str, str]]:
+    return [(r.node, str(r.status)) for r in summary.records]
+
+
+def only(summary: RunSummary, node: str) -> list[NodeRecord]:
+    return [r for r in summary.records if r.node == node]
+
+
+def test_the_graphs_of_langgraph_json_are_templates(project: Settings) -> None:
+    listed = {i.name: i for i in list_templates(project.template_dirs)}
+    for name in ("agent", "map_reduce", "ask_name", "command_retry", "inbox", "factory"):
+        assert listed[name].origin == "langgraph.json"
+    assert listed["greeter"].source == "./graphs/greeter.py:graph"
+    assert listed["blog_post"].origin == "builtin"
+
+
+async def test_a_tool_calling_agent_records_tokens_and_tool_calls(runner: Runner) -> None:
+    done = await runner.start("agent", {"messages": WEATHER})
+    assert str(done.run.status) == "succeeded"
+    assert nodes(done) == [
+        ("agent", "succeeded"),
+        ("tools", "succeeded"),
+        ("agent", "succeeded"),
+    ]
+    model_calls = only(done, "agent")
+    assert [(r.metrics["input_tokens"], r.metrics["output_tokens"]) for r in model_calls] == [
+        (12, 5),
+        (20, 7),
+    ]
+    assert "input_tokens" not in only(done, "tools")[0].metrics
+    assert done.state["messages"][-1].content == "It is sunny in Paris."
+    calls = [e for e in await runner.ledger.events(done.run.run_id) if e.kind == "node.tool_call"]
+    assert [(e.node, e.data["tool"], e.data["id"]) for e in calls] == [
+        ("agent", "get_weather", "call_1")
+    ]
+    assert all("Paris" not in str(e.data) for e in calls)  # the arguments stay out
+
+
+async def test_send_tasks_are_told_apart(runner: Runner) -> None:
+    done = await runner.start("map_reduce", {"topic": "pets"})
+    assert str(done.run.status) == "succeeded"
+    jokes = only(done, "generate_joke")
+    assert len(jokes) == 3 and len({r.task_id for r in jokes}) == 3
+    assert {str(r.status) for r in jokes} == {"succeeded"}
+    assert [r.node for r in done.records if r.node != "generate_joke"] == [
+        "generate_topics",
+        "best_joke",
+    ]
+    assert done.state["best_selected_joke"] == "a joke about pets: cats"
+
+
+async def test_command_routing_and_a_retry_policy(runner: Runner) -> None:
+    done = await runner.start("command_retry", {"value": 1})
+    assert str(done.run.status) == "succeeded"
+    assert nodes(done) == [("decide", "succeeded"), ("flaky", "succeeded")]
+    assert done.state["path"] == ["decide", "flaky"] and done.state["value"] == 2
+    skipped = await runner.start("command_retry", {"value": -1})
+    assert nodes(skipped) == [("decide", "succeeded"), ("skip", "succeeded")]
+
+
+async def test_a_factory_and_a_context_schema(runner: Runner) -> None:
+    counted = await runner.start("factory", {"text": "three small words"})
+    assert counted.state["words"] == 3 and nodes(counted) == [("count", "succeeded")]
+    greeted = await runner.start("greeter", {}, services={"greeting": "Hi"})
+    assert greeted.state == {"message": "Hi, world!", "audience": "world"}  # env from the json
+    assert nodes(greeted) == [("greet", "succeeded"), ("audience", "succeeded")]
+
+
+async def test_a_prebuilt_react_agent(runner: Runner) -> None:
+    done = await runner.start("react", {"messages": WEATHER})
+    assert str(done.run.status) == "succeeded"
+    assert [n for n, _ in nodes(done)] == ["agent", "tools", "agent"]
+    assert sum(r.metrics.get("output_tokens", 0) for r in done.records) == 12
+    stats = await runner.ledger.outcomes(template="react")
+    assert Counter(o.node for o in stats) == {"agent": 2, "tools": 1}
+    assert sum(o.input_tokens for o in stats) == 32
+
+
+async def test_interrupting_graphs_wait_with_their_records_so_far(runner: Runner) -> None:
+    asked = await runner.start("ask_name", {})
+    assert str(asked.run.status) == "waiting"
+    assert nodes(asked) == [
+        ("prepare", "succeeded"),
+        ("asker", "waiting"),
+        ("asker/ask", "waiting"),
+    ]
+    inbox = await runner.start("inbox", {"email": "hello"})
+    assert str(inbox.run.status) == "waiting"
+    assert nodes(inbox) == [("draft", "succeeded"), ("review", "waiting")]
+
+
+class Tally(TypedDict, total=False):
+    items: list[str]
+    done: Annotated[list[str], operator.add]
+
+
+def _counting_graph(calls: Counter[str], fail: list[bool]) -> StateGraph[Any, Any, Any, Any]:
+    def first(state: Tally) -> dict[str, Any]:
+        calls["first"] += 1
+        return {"done": ["first"]}
+
+    def second(state: Tally) -> dict[str, Any]:
+        calls["second"] += 1
+        if fail[0]:
+            raise RuntimeError("not yet")
+        return {"done": ["second"]}
+
+    graph = StateGraph(Tally)
+    graph.add_node("first", first)
+    graph.add_node("second", second)
+    graph.add_edge(START, "first")
+    graph.add_edge("first", "second")
+    return graph
+
+
+async def test_a_graph_object_fails_then_retries_from_its_checkpoint(runner: Runner) -> None:
+    calls: Counter[str] = Counter()
+    fail = [True]
+    graph = _counting_graph(calls, fail).compile(name="counting")
+    failed = await runner.start(graph=graph, inputs={})
+    assert str(failed.run.status) == "failed" and failed.run.template == "counting"
+    assert failed.run.failed_node == "second"
+    record = only(failed, "second")[0]
+    assert record.failure_phase == "node" and record.error == "RuntimeError: not yet"
+    fail[0] = False
+    retried = await runner.retry(failed.run.run_id)
+    assert str(retried.run.status) == "succeeded"
+    assert calls == {"first": 1, "second": 2}
+    assert retried.state["done"] == ["first", "second"]
+
+
+async def test_history_and_fork_of_a_plain_graph(runner: Runner) -> None:
+    calls: Counter[str] = Counter()
+    graph = _counting_graph(calls, [False])
+    done = await runner.start(graph=graph, inputs={"items": ["a"]})
+    history = await runner.history(done.run.run_id)
+    assert [h.nodes for h in history if h.source == "loop"][1:] == [["first"], ["second"]]
+    fork = await runner.fork(done.run.run_id, at_step=history[-1].step)
+    assert str(fork.run.status) == "succeeded"
+    assert calls == {"first": 1, "second": 2}
+    assert [r.node for r in fork.records] == ["second"]
+
+
+class Jokes(TypedDict, total=False):
+    subjects: list[str]
+    jokes: Annotated[list[str], operator.add]
+
+
+class Post(Jokes, total=False):
+    title: str
+
+
+def _jokes() -> StateGraph[Any, Any, Any, Any]:
+    def fan_out(state: Jokes) -> list[Send]:
+        return [Send("joke", {"subjects": [s]}) for s in state["subjects"]]
+
+    def joke(state: Jokes) -> dict[str, Any]:
+        return {"jokes": [f"joke: {state['subjects'][0]}"]}
+
+    graph = StateGraph(Jokes)
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("joke", joke)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", fan_out, ["joke"])
+    return graph
+
+
+async def test_a_template_uses_a_graph_as_one_stage(runner: Runner) -> None:
+    def title(state: Post, ctx: Any) -> dict[str, Any]:
+        return {"title": f"{len(state['jokes'])} jokes"}
+
+    made = Template("jokes_post", state=Post)
+    made.add_stage("writers", _jokes().compile())  # as add_graph does
+    made.add_stage("title", title)
+    made.add_edge("writers", "title")
+    done = await runner.start(made, {"subjects": ["cats", "dogs"]})
+    assert str(done.run.status) == "succeeded" and done.state["title"] == "2 jokes"
+    assert Counter(n for n, _ in nodes(done)) == {
+        "writers": 1,
+        "writers/plan": 1,
+        "writers/joke": 2,
+        "title": 1,
+    }
+    assert len({r.task_id for r in only(done, "writers/joke")}) == 2
+    assert "writers" in made.mermaid()
+    stats = await outcome_stats(runner.ledger, template="jokes_post")
+    assert {n["node"]: n["count"] for n in stats["nodes"]} == {
+        "writers": 1,
+        "writers/plan": 1,
+        "writers/joke": 2,
+        "title": 1,
+    }
