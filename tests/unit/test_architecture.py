@@ -166,3 +166,16 @@ def test_the_ledger_package_has_no_import_circle() -> None:
         tuple(TopologicalSorter(graph).static_order())
     except CycleError as exc:
         pytest.fail(f"an import circle in stageline.ledger: {' -> '.join(exc.args[1])}")
+
+
+MAX_MODULE_LINES = 500
+"""A module a newcomer can hold in their head (CONVENTIONS.md: one concept, small)."""
+
+
+def test_no_module_of_the_package_is_over_500_lines() -> None:
+    lengths = {
+        str(path.relative_to(PACKAGE)): len(path.read_text().splitlines())
+        for path in PACKAGE.rglob("*.py")
+    }
+    over = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}
+    assert not over, f"split these where their concepts split: {over}"
