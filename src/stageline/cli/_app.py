@@ -43,7 +43,7 @@ from stageline.cli._serve import serve
 from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
-from stageline.ledger import EventCategory, RunStatus, WaitKind, open_ledger
+from stageline.ledger import EventCategory, Run, RunStatus, WaitKind, open_ledger
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -284,20 +284,25 @@ def runs(
 ) -> None:
     """List runs, newest first. A run's duration runs from its creation to its end, or to
     where it stopped (waiting, failed): what the command that advanced it printed last."""
-    run_async(_runs(status, template, limit, as_json))
+    from stageline.ledger import read_runs
 
-
-async def _runs(status: RunStatus | None, template: str | None, limit: int, as_json: bool) -> None:
-    async with open_ledger(load_settings().database_url) as ledger:
-        found = await ledger.list_runs(
-            status=str(status) if status else None, template=template, limit=limit
-        )
+    url = load_settings().database_url
+    wanted = str(status) if status else None
+    # A current SQLite file is read with sqlite3 alone: no SQLAlchemy, no asyncio (issue 28).
+    found = read_runs(url, status=wanted, template=template, limit=limit)
+    if found is None:  # only the store can answer (Postgres, a new or older file, an error)
+        found = run_async(_list_runs(url, wanted, template, limit))
     if as_json:
         print_json([r.to_dict() for r in found])
     elif not found:
         console().print("no runs yet; start one with `stageline run TEMPLATE`")
     else:
         console().print(runs_table(found))
+
+
+async def _list_runs(url: str, status: str | None, template: str | None, limit: int) -> list[Run]:
+    async with open_ledger(url) as ledger:
+        return await ledger.list_runs(status=status, template=template, limit=limit)
 
 
 @app.command()

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from stageline.ledger._search import RunPage, RunQuery
     from stageline.ledger._sessions import SessionPolicy
     from stageline.ledger._sqlite import MemoryLedger
+    from stageline.ledger._sqlite_read import read_runs
     from stageline.ledger._threads import ApiRun, ApiRunStatus, ThreadMeta
     from stageline.ledger._tokens import Scope, Token, hash_token, new_token
 
@@ -58,6 +59,7 @@ _LAZY = {
     "copy_database": "stageline.ledger._admin",
     "upgrade_database": "stageline.ledger._admin",
     "MemoryLedger": "stageline.ledger._sqlite",
+    "read_runs": "stageline.ledger._sqlite_read",
     "Outcome": "stageline.ledger._outcomes",
     "Lineage": "stageline.ledger._lineage",
     "RunPage": "stageline.ledger._search",
@@ -131,6 +133,7 @@ __all__ = [
     "new_token",
     "open_backend",
     "open_ledger",
+    "read_runs",
     "reclaim_space",
     "this_holder",
     "upgrade_database",

@@ -27,6 +27,7 @@ from stageline.errors import ConfigError, StorageError
 from stageline.ledger._executor import Check
 from stageline.ledger._schema import MIGRATIONS
 from stageline.ledger._sql import SqlLedger
+from stageline.ledger._sqlite_read import sqlite_path
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -230,12 +231,6 @@ def _run_batch_and_commit(raw: sqlite3.Connection, ops: Ops, check: Check | None
 _HAS_VERSION_TABLE = (
     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stageline_schema_version'"
 )
-
-
-def sqlite_path(url: str) -> Path:
-    """The file of a ``sqlite:///PATH`` URL (four slashes for an absolute path)."""
-    rest = url.split("://", 1)[1].partition("?")[0]
-    return Path(rest[1:])
 
 
 def synchronous_level(url: str) -> str:
