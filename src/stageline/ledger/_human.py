@@ -27,6 +27,7 @@ __all__ = [
 class WaitKind(StrEnum):
     GATE = "gate"  # a person approves, rejects or asks for changes
     QUESTION = "question"  # a person answers a question set
+    INTERRUPT = "interrupt"  # a person answers a graph's own ``interrupt(value)`` with a value
 
 
 class WaitStatus(StrEnum):
@@ -126,6 +127,9 @@ class Wait:
         )
         if self.kind is WaitKind.GATE:
             row["decision"] = self.decision
+        elif self.kind is WaitKind.INTERRUPT:
+            row["value"] = self.payload.get("value")
+            row["answer"] = None if self.response is None else self.response.get("value")
         else:
             row["answers"] = None if self.response is None else self.response.get("answers")
         return row
@@ -197,9 +201,10 @@ class Effect:
 
 def already_decided(found: Wait) -> AlreadyDecided:
     """The error for a second decision or answer: says who came first."""
-    what = (
-        f"gate {found.name!r}" if found.kind is WaitKind.GATE else f"question set {found.wait_id}"
-    )
+    what = {
+        WaitKind.GATE: f"gate {found.name!r}",
+        WaitKind.QUESTION: f"question set {found.wait_id}",
+    }.get(found.kind, f"interrupt {found.wait_id} at node {found.node!r}")
     if found.status is WaitStatus.PENDING:
         return AlreadyDecided(f"{what} of run {found.run_id} changed while deciding; try again")
     said = (
