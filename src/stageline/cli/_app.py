@@ -349,7 +349,7 @@ async def _show(run_id: str, as_json: bool) -> None:
         out.print()
         out.print("decisions")
         out.print(decisions_table(gates))
-    questions = [w for w in summary.waits if w.kind is WaitKind.QUESTION]
+    questions = [w for w in summary.waits if w.kind is not WaitKind.GATE]
     if questions:
         out.print()
         out.print("questions and answers")
@@ -426,7 +426,7 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
 
 app.command()(transcript)
 
-for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, sweep, effect
+for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, respond, ...
     app.command(epilog=ADVANCE_EPILOG if _human in ADVANCING else None)(_human)
 
 app.command()(stats)

@@ -19,6 +19,7 @@ from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
 from stageline.cli._render_waits import pending_table, waiting_lines
+from stageline.cli._respond import respond
 from stageline.errors import AnswerInvalid, UsageError
 from stageline.ledger import Wait, WaitKind, open_ledger
 from stageline.runner import pending_waits, waiting_on
@@ -60,7 +61,8 @@ def pending(
     run_id: OptionalRunArg = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List what waits for a person: gates and question sets, their age and deadline."""
+    """List what waits for a person: gates, question sets and interrupts, their age and
+    deadline."""
     asyncio.run(_pending(run_id, as_json))
 
 
@@ -340,6 +342,6 @@ async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> N
         await runner.resolve_effect(run_id, node, key, done=done, result=value)
 
 
-COMMANDS = (pending, approve, reject, takeover, changes, answer, sweep, effect)
-ADVANCING = (approve, reject, takeover, changes, answer)
+COMMANDS = (pending, approve, reject, takeover, changes, answer, respond, sweep, effect)
+ADVANCING = (approve, reject, takeover, changes, answer, respond)
 """The commands that advance the run they decide on, and exit by where it stopped."""

@@ -13,6 +13,7 @@ from stageline.errors import AlreadyDecided
 from stageline.ledger.records import Event
 
 __all__ = [
+    "INBOX_TYPES",
     "Effect",
     "EffectStatus",
     "SettleRound",
@@ -28,6 +29,15 @@ class WaitKind(StrEnum):
     GATE = "gate"  # a person approves, rejects or asks for changes
     QUESTION = "question"  # a person answers a question set
     INTERRUPT = "interrupt"  # a person answers a graph's own ``interrupt(value)`` with a value
+
+
+INBOX_TYPES = {
+    "accept": "allow_accept",
+    "edit": "allow_edit",
+    "response": "allow_respond",
+    "ignore": "allow_ignore",
+}
+"""Agent-Inbox response types to a ``HumanInterrupt``, and the ``config`` key allowing each."""
 
 
 class WaitStatus(StrEnum):
@@ -92,6 +102,15 @@ class Wait:
     def token(self) -> str:
         """Identifies this round's response inside the run's checkpoint."""
         return f"{self.wait_id}#{self.round}"
+
+    @property
+    def inbox_allows(self) -> list[str]:
+        """The Agent-Inbox responses an interrupt asking a ``HumanInterrupt`` allows (none for
+        any other wait)."""
+        if self.kind is not WaitKind.INTERRUPT or not self.payload.get("human"):
+            return []
+        config = self.payload["value"].get("config") or {}
+        return [kind for kind, key in INBOX_TYPES.items() if config.get(key)]
 
     @property
     def decision(self) -> str | None:

@@ -15,12 +15,11 @@ from typing import Any
 
 from stageline.config import Settings
 from stageline.errors import AnswerInvalid
-from stageline.ledger import Run, Wait, WaitKind
+from stageline.ledger import INBOX_TYPES, Run, Wait, WaitKind
 from stageline.runner._support import _config
 from stageline.stages import DEFAULT_DEADLINE, parse_duration
 
 __all__ = [
-    "INBOX_TYPES",
     "INTERRUPT_POLICY",
     "Policy",
     "check_inbox_answer",
@@ -33,10 +32,6 @@ __all__ = [
 
 INTERRUPT_POLICY = ("remind", "escalate", "park")
 """What the sweeper does at an interrupt's deadline: remind, escalate, then it stays parked."""
-
-INBOX_TYPES = {"accept": "allow_accept", "edit": "allow_edit", "response": "allow_respond"}
-INBOX_TYPES["ignore"] = "allow_ignore"
-"""Agent-Inbox response types, and the ``config`` key that allows each."""
 
 Policy = tuple[float, tuple[str, ...]]
 """An interrupt's deadline: seconds, and the steps the sweeper takes (ending ``park``/``fail``)."""
