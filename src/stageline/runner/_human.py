@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 
 from langgraph.types import Command
 
-from stageline.errors import InvalidTransition, StaleDecision, UsageError
+from stageline.errors import AnswerInvalid, InvalidTransition, StaleDecision, UsageError
 from stageline.ledger import (
     Event,
     LedgerStore,
@@ -219,6 +219,8 @@ class Decisions:
                     f"stale: {what(found)} was asked in attempt "
                     f"{found.attempt}, the run is at attempt {run.attempt}"
                 )
+            if value is None:
+                raise AnswerInvalid("an interrupt is answered with a value, not null")
             asked = found.payload.get("value")
             answer = check_inbox_answer(asked, value) if is_human_interrupt(asked) else value
             return {"value": plain(answer), "actor": _actor(actor)}
