@@ -222,7 +222,7 @@ def interrupt_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str,
     """An interrupt the graph made itself: what it asks; for an Agent-Inbox
     ``HumanInterrupt``, the buttons its ``config`` allows (accept, ignore); a reply in the
     thread answers it (as text, or as the ``response`` of a ``HumanInterrupt``)."""
-    asked = wait.payload.get("value")
+    asked: Any = wait.payload.get("value")
     head = f"↳ Run `{esc(wait.run_id)}` asks at *{esc(wait.name)}*"
     allows = wait.inbox_allows
     if wait.payload.get("human"):
