@@ -18,7 +18,7 @@ import pytest
 from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 
-from stageline.config import Settings
+from stageline.config import InterruptsConfig, Settings, with_overrides
 from stageline.errors import AlreadyDecided, AnswerInvalid, CheckpointCorrupt, StaleDecision
 from stageline.ledger import NodeStatus, RunStatus, WaitKind, WaitStatus
 from stageline.runner import Runner
@@ -171,3 +171,37 @@ async def test_a_resume_value_the_ledger_did_not_record_is_refused(runner: Runne
         await runner.respond(run_id, "mine", actor="ann")
     [still] = await runner.pending(run_id)
     assert (still.wait_id, still.status, still.response) == (wait.wait_id, WaitStatus.PENDING, None)
+
+
+async def test_deadlines_come_from_the_project_and_the_run_then_park_or_fail(
+    settings: Settings,
+) -> None:
+    failing = with_overrides(
+        settings, interrupts=InterruptsConfig(deadline="1h", on_deadline="fail")
+    )
+    async with Runner.open(failing) as runner:
+        made = template("deadlines", asking("still there?"))
+        [wait] = (await runner.start(made, {})).waiting
+        assert wait.deadline_at == pytest.approx(wait.requested_at + 3600)
+        assert wait.policy == ("remind", "escalate", "fail")
+        swept = await runner.sweep(now=wait.requested_at + 3601)
+        assert [(s["step"], s["outcome"]) for s in swept] == [
+            ("remind", None),
+            ("escalate", None),
+            ("fail", "failed"),
+        ]
+        failed = await runner.ledger.get_run(wait.run_id)
+        assert (failed.status, failed.failure_phase) == (RunStatus.FAILED, "deadline")
+        [expired] = (await runner.status(wait.run_id)).waits
+        assert expired.status is WaitStatus.EXPIRED
+
+        [own] = (await runner.start(made, {}, deadlines={"ask": "10s"})).waiting
+        assert own.deadline_at == pytest.approx(own.requested_at + 10)
+    async with Runner.open(settings) as runner:  # the default: a day, then it stays parked
+        runner.load(made)
+        [parked] = (await runner.start(made, {})).waiting
+        swept = await runner.sweep(now=parked.requested_at + 24 * 3600 + 1)
+        assert swept[-1]["step"] == "park" and swept[-1]["outcome"] == "parked"
+        assert (await runner.ledger.get_run(parked.run_id)).status is RunStatus.WAITING
+        done = await runner.respond(parked.run_id, "yes, still here")
+        assert done.status is RunStatus.SUCCEEDED

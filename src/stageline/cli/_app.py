@@ -32,6 +32,7 @@ from stageline.cli._render import (
     templates_table,
 )
 from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
+from stageline.cli._respond import respond
 from stageline.cli._serve import serve
 from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
@@ -426,8 +427,9 @@ async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> N
 
 app.command()(transcript)
 
-for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, respond, ...
+for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, sweep, effect
     app.command(epilog=ADVANCE_EPILOG if _human in ADVANCING else None)(_human)
+app.command(epilog=ADVANCE_EPILOG)(respond)
 
 app.command()(stats)
 app.command()(history)

@@ -19,12 +19,11 @@ from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_answers
 from stageline.cli._render import console, print_json
 from stageline.cli._render_waits import pending_table, waiting_lines
-from stageline.cli._respond import respond
 from stageline.errors import AnswerInvalid, UsageError
 from stageline.ledger import Wait, WaitKind, open_ledger
 from stageline.runner import pending_waits, waiting_on
 
-__all__ = ["ADVANCING", "COMMANDS"]
+__all__ = ["ADVANCING", "COMMANDS", "AsOpt", "ForceOpt"]
 
 GateOpt = Annotated[
     str | None, typer.Option("--gate", metavar="GATE", help="Which gate, if it waits at several.")
@@ -342,6 +341,6 @@ async def _effect(run_id: str, node: str, key: str, done: bool, value: Any) -> N
         await runner.resolve_effect(run_id, node, key, done=done, result=value)
 
 
-COMMANDS = (pending, approve, reject, takeover, changes, answer, respond, sweep, effect)
-ADVANCING = (approve, reject, takeover, changes, answer, respond)
+COMMANDS = (pending, approve, reject, takeover, changes, answer, sweep, effect)
+ADVANCING = (approve, reject, takeover, changes, answer)
 """The commands that advance the run they decide on, and exit by where it stopped."""

@@ -15,6 +15,7 @@ import typer
 from stageline.cli._args import RunArg
 from stageline.cli._clock import began
 from stageline.cli._foreground import advance_in_foreground
+from stageline.cli._human import AsOpt, ForceOpt
 from stageline.errors import InputError, UsageError
 
 __all__ = ["respond"]
@@ -41,13 +42,8 @@ def respond(
             "--wait", metavar="ID", help="Which interrupt (its id, `stageline pending RUN`)."
         ),
     ] = None,
-    actor: Annotated[
-        str | None,
-        typer.Option("--as", metavar="NAME", help="Who answers (default: your user name)."),
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Continue even though the template changed since.")
-    ] = False,
+    actor: AsOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Answer the interrupt RUN waits at with a JSON value (or text); the run goes on."""
     seen = began()  # binds the answer to the interrupt waiting then
