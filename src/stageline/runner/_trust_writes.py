@@ -22,7 +22,12 @@ def _plain(value: Any) -> Any:
 
 def human_payload(value: Any) -> Mapping[str, Any] | None:
     """The interrupt payload of a gate or question node, or None for any other interrupt."""
-    if isinstance(value, Mapping) and value.get("kind") in ("gate", "question"):
+    if (
+        isinstance(value, Mapping)
+        and value.get("kind") in ("gate", "question")
+        and "node" in value
+        and "attempt" in value
+    ):
         return value
     return None
 
