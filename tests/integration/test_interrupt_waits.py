@@ -82,10 +82,11 @@ async def runner(settings: Settings) -> AsyncIterator[Runner]:
 
 
 async def test_any_value_waits_and_each_answer_is_recorded_then_returned(runner: Runner) -> None:
-    values: list[Any] = ["go on?", {"q": 1}, [1, "two"], INBOX]
+    mine = {"kind": "gate", "gate": "not stageline's"}  # a graph's own value that looks like one
+    values: list[Any] = ["go on?", {"q": 1}, [1, "two"], mine, INBOX]
     started = await runner.start(template("many", asking(*values)), {})
     run_id = started.run.run_id
-    answers: list[Any] = ["yes", {"a": 2}, ["x"], {"type": "accept", "args": None}]
+    answers: list[Any] = ["yes", {"a": 2}, ["x"], 4, {"type": "accept", "args": None}]
     summary = started
     for asked, answer in zip(values, answers, strict=True):
         assert summary.status is RunStatus.WAITING
@@ -97,13 +98,13 @@ async def test_any_value_waits_and_each_answer_is_recorded_then_returned(runner:
         summary = await runner.respond(run_id, answer, actor="ann", wait_id=wait.wait_id)
     assert summary.status is RunStatus.SUCCEEDED
     inbox = [{"type": "accept", "args": None}]
-    assert summary.state["got"] == ["yes", {"a": 2}, ["x"], inbox, "after"]
+    assert summary.state["got"] == ["yes", {"a": 2}, ["x"], 4, inbox, "after"]
     waits = (await runner.status(run_id)).waits
     assert [(w.status, w.actor, w.response and w.response["value"]) for w in waits] == [
-        (WaitStatus.APPLIED, "ann", a) for a in ["yes", {"a": 2}, ["x"], inbox]
+        (WaitStatus.APPLIED, "ann", a) for a in ["yes", {"a": 2}, ["x"], 4, inbox]
     ]
     kinds = [e.kind for e in await runner.ledger.events(run_id)]
-    assert kinds.count("interrupt.waiting") == 4 and kinds.count("interrupt.answered") == 4
+    assert kinds.count("interrupt.waiting") == 5 and kinds.count("interrupt.answered") == 5
 
 
 async def test_a_human_interrupt_takes_only_what_its_config_allows(runner: Runner) -> None:
