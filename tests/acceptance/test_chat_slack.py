@@ -511,6 +511,70 @@ def test_url_verification_answers_the_challenge(chat_server: Server) -> None:
     assert answer.status_code == 200 and answer.json() == {"challenge": "abc123"}
 
 
+def test_a_command_without_trigger_id_replayed_in_the_window_starts_nothing_twice(
+    chat_server: Server,
+) -> None:
+    topic = f"no-trigger-{time.time_ns()}"
+    body = urlencode(
+        {
+            "command": "/stageline",
+            "text": f"run blog_post topic={topic}",
+            "user_id": "U1",
+            "channel_id": "C0CMD",
+        }
+    ).encode()
+    stamp = int(time.time()) - 30  # inside the five-minute window
+
+    def send(at: int) -> str:
+        answer = httpx.post(
+            chat_server.url + "/slack/commands",
+            content=body,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                **signed(body, stamp=at),
+            },
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["text"])
+
+    first, replay = send(stamp), send(stamp)
+    assert first.startswith("Started run") and "handled already" in replay
+    # The same words typed again later are a new command (Slack signs a new timestamp).
+    assert send(stamp + 10).startswith("Started run")
+    with chat_server.client("read") as client:
+        runs = client.get("/v1/runs", params={"q": topic, "limit": 50}).json()["runs"]
+    assert len(runs) == 2
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"event_callback"', b"null", b"7"])
+def test_a_signed_events_body_that_is_no_json_object_gets_400(
+    chat_server: Server, body: bytes
+) -> None:
+    answer = httpx.post(
+        chat_server.url + "/slack/events",
+        content=body,
+        headers={"Content-Type": "application/json", **signed(body)},
+    )
+    assert answer.status_code == 400 and "not a JSON object" in answer.json()["detail"]
+    event = json.dumps(
+        {"type": "event_callback", "event_id": f"Ev{time.time_ns()}", "event": [1]}
+    ).encode()
+    answer = httpx.post(
+        chat_server.url + "/slack/events",
+        content=event,
+        headers={"Content-Type": "application/json", **signed(event)},
+    )
+    assert answer.status_code == 200
+    form = urlencode({"payload": body.decode()}).encode()
+    answer = httpx.post(
+        chat_server.url + "/slack/interactions",
+        content=form,
+        headers={"Content-Type": "application/x-www-form-urlencoded", **signed(form)},
+    )
+    assert answer.status_code == 400 and "not a JSON object" in answer.json()["detail"]
+
+
 # -- Slack down, then back ---------------------------------------------------------------------
 
 

@@ -30,7 +30,16 @@ HEAVY = (
     "slack_sdk",
 )
 """Never imported by ``--help`` or a read command."""
-AT_START = (*HEAVY, "sqlalchemy", "yaml", "pydantic", "pydantic_settings", "rich", "click")
+AT_START = (
+    *HEAVY,
+    "sqlalchemy",
+    "yaml",
+    "pydantic",
+    "pydantic_settings",
+    "rich",
+    "click",
+    "asyncio",
+)
 """Never imported by ``import stageline.cli`` (so never by ``--help`` either)."""
 FOR_JSON = (*HEAVY, "rich")
 """Never imported by a read command that prints JSON."""
@@ -187,7 +196,7 @@ def test_a_command_started_alone_helps_and_refuses_as_in_the_whole_app(
     assert {"runs", "show", "logs", "pending", "stats", "db", "token"} <= set(_names())
     cases = [[name, "--help"] for name in _names()]
     cases += [["runs", "--bogus"], ["runs", "--limit", "0"], ["show"], ["token", "nope"]]
-    cases += [["nope"], ["--version"], ["--help"], ["--bogus", "runs"]]
+    cases += [["nope"], ["--version"], ["--help"], ["--bogus", "runs"], [], ["-h", "--help"]]
     for args in cases:
         code = run_cli(args)
         cut = capsys.readouterr()

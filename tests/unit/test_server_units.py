@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from typing import Annotated
 
 import httpx
 import pytest
 from fastapi import FastAPI, Request
+from pydantic import BaseModel, Field
 
 from stageline.cli._serve import is_loopback
 from stageline.errors import AlreadyDecided, InputError, RunNotFound, StorageError
 from stageline.server._errors import install_error_handlers
+from stageline.server._headers import SecurityHeaders
 from stageline.server._limits import BodyLimit
+
+
+class _Typed(BaseModel):
+    n: Annotated[float, Field(allow_inf_nan=False)]
+    k: int = Field(0, le=10)
 
 
 def _app(limit: int) -> FastAPI:
@@ -21,6 +30,10 @@ def _app(limit: int) -> FastAPI:
     @app.post("/echo")
     async def echo(request: Request) -> dict[str, int]:
         return {"size": len(await request.body())}
+
+    @app.post("/typed")
+    async def typed(body: _Typed) -> dict[str, float]:
+        return {"n": body.n}
 
     @app.get("/fail/{what}")
     async def fail(what: str) -> None:
@@ -69,6 +82,43 @@ async def test_errors_are_json_with_their_status_and_no_traceback(what: str, sta
     assert answer.status_code == status
     assert "detail" in answer.json()
     assert "Traceback" not in answer.text and "secret internals" not in answer.text
+
+
+async def test_an_unexpected_500_carries_the_safe_headers_itself() -> None:
+    """Starlette answers an unexpected error outside the app's middleware (SecurityHeaders
+    never sees it), so the handler's response brings the headers along."""
+    app = _app(100)
+    app.add_middleware(SecurityHeaders)
+    async with _client(app) as client:
+        answer = await client.get("/fail/bug")
+    assert answer.status_code == 500
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize(
+    ("body", "echoed"),
+    [
+        (b'{"n": NaN}', "NaN"),
+        (b'{"n": Infinity}', "Infinity"),
+        (b'{"n": -1e400}', "-Infinity"),
+        (b'{"n": 1, "k": 1e400}', "Infinity"),
+    ],
+)
+async def test_a_422_echoing_a_non_finite_number_is_strict_json(body: bytes, echoed: str) -> None:
+    """The handler alone (no ``StrictJson`` in front): the number it echoes becomes its name."""
+
+    def refuse(name: str) -> None:
+        raise AssertionError(name)
+
+    async with _client(_app(100)) as client:
+        answer = await client.post(
+            "/typed", content=body, headers={"content-type": "application/json"}
+        )
+    assert answer.status_code == 422, answer.text
+    [error] = json.loads(answer.text, parse_constant=refuse)["detail"]
+    assert error["input"] == echoed
 
 
 @pytest.mark.parametrize(

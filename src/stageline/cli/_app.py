@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._args import RunArg
 from stageline.cli._codes import ADVANCE_EPILOG, EPILOG
 from stageline.cli._config import load_settings
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from stageline.runner import Runner, RunSummary
 
-__all__ = ["app"]
+__all__ = ["HELP_OPTIONS", "app"]
 
 FOLLOW_POLL = 0.5
 """Seconds between two looks at the ledger while following a live run."""
@@ -55,6 +55,8 @@ QUEUED_HINT_AFTER = 10.0
 
 _LIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 
+HELP_OPTIONS = ("-h", "--help")
+
 app = typer.Typer(
     name="stageline",
     help="Durable pipelines for LLM agents, on LangGraph, with a run ledger.",
@@ -63,7 +65,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    context_settings={"help_option_names": list(HELP_OPTIONS), "max_content_width": 100},
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -211,7 +213,7 @@ def run(
     if ephemeral:
         use_memory(detach=detach)
     if detach:
-        asyncio.run(_detach(template, values, rid, deadlines, budget))
+        run_async(_detach(template, values, rid, deadlines, budget))
         return
     _advance(
         rid,
@@ -256,7 +258,7 @@ def retry(run_id: RunArg, force: ForceFlag = False, fresh: FreshFlag = False) ->
 @app.command()
 def cancel(run_id: RunArg) -> None:
     """Cancel a run: at once, or, if a live process advances it, after its current step."""
-    asyncio.run(_cancel(run_id))
+    run_async(_cancel(run_id))
 
 
 async def _cancel(run_id: str) -> None:
@@ -297,7 +299,7 @@ def runs(
     as_json: JsonFlag = False,
 ) -> None:
     """List runs, newest first."""
-    asyncio.run(_runs(status, template, limit, as_json))
+    run_async(_runs(status, template, limit, as_json))
 
 
 async def _runs(status: RunStatus | None, template: str | None, limit: int, as_json: bool) -> None:
@@ -316,7 +318,7 @@ async def _runs(status: RunStatus | None, template: str | None, limit: int, as_j
 @app.command()
 def show(run_id: RunArg, as_json: JsonFlag = False) -> None:
     """Show a run: its header, one record per node attempt, its decisions and questions."""
-    asyncio.run(_show(run_id, as_json))
+    run_async(_show(run_id, as_json))
 
 
 async def _show(run_id: str, as_json: bool) -> None:
@@ -382,10 +384,12 @@ def logs(
     ] = None,
 ) -> None:
     """Print a run's events in order."""
-    asyncio.run(_logs(run_id, follow, as_json, [str(k) for k in kind or ()]))
+    run_async(_logs(run_id, follow, as_json, [str(k) for k in kind or ()]))
 
 
 async def _logs(run_id: str, follow: bool, as_json: bool, kinds: list[str]) -> None:
+    import asyncio
+
     out: Console | None = None  # made for the first line printed: JSON needs no rich
     collected: list[dict[str, object]] = []
     after = 0

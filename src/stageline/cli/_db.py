@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Annotated
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._config import load_settings
 from stageline.errors import UsageError
 from stageline.ledger import mask_url
@@ -38,7 +38,7 @@ def upgrade() -> None:
     from stageline.worker import ensure_queue_schema, is_postgres
 
     url = load_settings().database_url
-    report = asyncio.run(upgrade_database(url))
+    report = run_async(upgrade_database(url))
     done = (
         f"applied migration(s) {', '.join(map(str, report.applied))}"
         if report.applied
@@ -50,7 +50,7 @@ def upgrade() -> None:
             f"{mask_url(url)}: converted {report.converted} checkpoint(s) from LangGraph's "
             "tables to stageline's"
         )
-    if is_postgres(url) and asyncio.run(ensure_queue_schema(url)):
+    if is_postgres(url) and run_async(ensure_queue_schema(url)):
         typer.echo(f"{mask_url(url)}: created the job queue's tables (procrastinate)")
 
 
@@ -78,9 +78,7 @@ def copy(
 
     source = from_url or load_settings().database_url
     typer.echo(f"copying {mask_url(source)} -> {mask_url(to_url)}")
-    report = asyncio.run(
-        copy_database(source, to_url, progress=lambda line: typer.echo(f"  {line}"))
-    )
+    report = run_async(copy_database(source, to_url, progress=lambda line: typer.echo(f"  {line}")))
     runs = report.tables.get("stageline_runs", 0)
     typer.echo(
         f"copied {runs} run(s) and {report.checkpoints} checkpoint(s); to use the copy, "

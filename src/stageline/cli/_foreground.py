@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,8 @@ def advance_in_foreground(
 
     A run that stops at a gate or question says what it waits on and how to decide.
     """
+    import asyncio
+
     from stageline.runner import Runner
 
     out = console()

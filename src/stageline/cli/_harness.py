@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._args import RunArg
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, when
@@ -39,7 +39,7 @@ def transcript(
     raw: Annotated[bool, typer.Option("--json", help="Print the JSON lines as stored.")] = False,
 ) -> None:
     """Print the harness transcript of a run's operation nodes (all of them, or NODE's)."""
-    paths = asyncio.run(_transcripts(run_id))
+    paths = run_async(_transcripts(run_id))
     if not paths:
         raise UsageError(
             f"run {run_id} has no harness transcript (only operation stages record one)"

@@ -3,11 +3,11 @@ lineage lines ``show`` prints."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._args import RunArg
 from stageline.cli._foreground import advance_in_foreground
 from stageline.cli._inputs import parse_inputs
@@ -31,7 +31,7 @@ def history(
 ) -> None:
     """List every checkpoint of a run: step, the node(s) that wrote it, what runs next, time,
     checkpoint id. `stageline fork RUN --at STEP` starts a new run at one of these steps."""
-    asyncio.run(_history(run_id, as_json))
+    run_async(_history(run_id, as_json))
 
 
 async def _history(run_id: str, as_json: bool) -> None:
@@ -116,7 +116,7 @@ def fork(
 
     rid = new_run_id() if new_id is None else check_run_id(new_id, "--run-id")
     if detach:
-        asyncio.run(_fork_detached(run_id, at, checkpoint, changes, rid, force))
+        run_async(_fork_detached(run_id, at, checkpoint, changes, rid, force))
         return
     console().print(f"forking run {run_id} as run {rid}")
     advance_in_foreground(

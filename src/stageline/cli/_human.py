@@ -6,12 +6,12 @@ the run, and this command follows the run in the foreground like ``resume`` does
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated, Any
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._args import OptionalRunArg, RunArg
 from stageline.cli._clock import began
 from stageline.cli._config import load_settings
@@ -62,7 +62,7 @@ def pending(
 ) -> None:
     """List what waits for a person: gates, question sets and interrupts, their age and
     deadline."""
-    asyncio.run(_pending(run_id, as_json))
+    run_async(_pending(run_id, as_json))
 
 
 async def _pending(run_id: str | None, as_json: bool) -> None:
@@ -222,7 +222,7 @@ def answer(
     seen = began()
     given = parse_answers(answers or (), answer_file)
     if not given and not answer_file:
-        given = _prompt(asyncio.run(_question(run_id, question)))
+        given = _prompt(run_async(_question(run_id, question)))
     advance_in_foreground(
         run_id,
         lambda runner: runner.answer(
@@ -287,7 +287,7 @@ def _prompt(wait: Wait) -> dict[str, Any]:
 
 def sweep(as_json: JsonFlag = False) -> None:
     """Apply what is due at gate and question deadlines: remind, escalate, then the default."""
-    done = asyncio.run(_sweep())
+    done = run_async(_sweep())
     if as_json:
         print_json(done)
         return
@@ -325,7 +325,7 @@ def effect(
         value = json.loads(result) if result is not None else None
     except json.JSONDecodeError as exc:
         raise UsageError(f"--result is not JSON: {exc}") from exc
-    asyncio.run(_effect(run_id, node, key, done, value))
+    run_async(_effect(run_id, node, key, done, value))
     console().print(
         f"effect {key!r} of node {node!r}: "
         + ("kept as done" if done else "will run again")

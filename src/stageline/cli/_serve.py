@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._config import load_settings
 from stageline.errors import ConflictError
 
@@ -63,7 +63,7 @@ def serve(
     server are advanced by it in the background and picked up again after a restart.
     """
     settings = load_settings()
-    if not is_loopback(host) and not asyncio.run(_has_tokens(settings)):
+    if not is_loopback(host) and not run_async(_has_tokens(settings)):
         raise ConflictError(
             f"refusing to listen on {host}: no API token exists yet. Create one first "
             "(`stageline token create NAME --scope admin`), or listen on 127.0.0.1 only"

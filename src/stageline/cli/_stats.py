@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json
 from stageline.ledger import open_ledger
@@ -36,7 +36,7 @@ def stats(
     from stageline.runner import parse_since
 
     cutoff = parse_since(since)
-    found = asyncio.run(_stats(template, cutoff))
+    found = run_async(_stats(template, cutoff))
     if as_json:
         print_json(found)
         return

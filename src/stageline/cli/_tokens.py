@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json, when
 from stageline.errors import UsageError
@@ -36,7 +36,7 @@ def _with_ledger(work: Callable[[LedgerStore], Awaitable[T]]) -> T:
         async with open_ledger(load_settings().database_url) as ledger:
             return await work(ledger)
 
-    return asyncio.run(go())
+    return run_async(go())
 
 
 @token_app.command("create")

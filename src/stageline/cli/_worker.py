@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import threading
 import time
@@ -11,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from stageline.cli._aio import run_async
 from stageline.cli._config import load_settings
 from stageline.cli._render import console, print_json
 from stageline.errors import UsageError
@@ -96,7 +96,7 @@ def _work(
     if local:
         from stageline.worker._local import DEFAULT_CONCURRENCY
 
-        started = asyncio.run(
+        started = run_async(
             run_local_worker(
                 idle_exit=idle_exit, retention=keep, concurrency=concurrency or DEFAULT_CONCURRENCY
             )
@@ -106,9 +106,7 @@ def _work(
         return
     if idle_exit is not None:
         raise UsageError("--idle-exit goes with --local")
-    asyncio.run(
-        run_worker(concurrency=concurrency or 1, retention=keep, stopped_early=stopped_early)
-    )
+    run_async(run_worker(concurrency=concurrency or 1, retention=keep, stopped_early=stopped_early))
 
 
 def prune(
@@ -146,7 +144,7 @@ def prune(
         statuses = [RunStatus(s.strip()) for s in status.split(",") if s.strip()]
     except ValueError as exc:
         raise UsageError(f"--status: {exc}; use any of {', '.join(RunStatus)}") from exc
-    report = asyncio.run(_prune(seconds, statuses, vacuum))
+    report = run_async(_prune(seconds, statuses, vacuum))
     reclaimed = report.reclaimed
     if as_json:
         out: dict[str, Any] = {"cutoff": report.cutoff, "pruned": report.run_ids}

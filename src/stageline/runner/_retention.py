@@ -6,7 +6,6 @@ tied to a run's other rows, so they outlive the runs they describe.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Iterable
@@ -66,6 +65,8 @@ class Retention:
         it and nothing has it checked out), its checkpoints, then its ledger rows (a delete cut
         short is finished by the next). The caller has made sure no process advances it.
         ``keep_work``: leave the worktree and branch (a person took the work over)."""
+        import asyncio  # here: `stageline --help` imports this module for its defaults
+
         folder = self.settings.run_dir(run_id)
         removed = [] if keep_work else await asyncio.to_thread(remove_worktree, folder, run_id)
         if removed:

@@ -15,7 +15,7 @@ from stageline.server._config import ServerConfig
 from stageline.server._docs import install_docs
 from stageline.server._errors import install_error_handlers
 from stageline.server._headers import SecurityHeaders
-from stageline.server._limits import BodyLimit
+from stageline.server._limits import BodyLimit, StrictJson
 from stageline.server._notify import RunNotifier
 from stageline.server.api import ROUTERS
 from stageline.server.chat import chat_running, install_chat
@@ -86,6 +86,7 @@ def create_app(
         app.include_router(router)
     install_ui(app)  # the dashboard at /ui/ (its own session auth); / redirects there
     install_chat(app)
+    app.add_middleware(StrictJson)  # inside BodyLimit: it reads bodies already bounded
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(SecurityHeaders)  # outermost: every response, a 413 too, gets them
     return app

@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.datastructures import MutableHeaders
 
-__all__ = ["CSP", "SecurityHeaders", "csp_hash"]
+__all__ = ["CSP", "SAFE_HEADERS", "SecurityHeaders", "csp_hash"]
 
 CSP = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
@@ -26,6 +26,8 @@ CSP = (
 _ALWAYS = {"x-frame-options": "DENY", "x-content-type-options": "nosniff"}
 _DEFAULTS = {"content-security-policy": CSP, "referrer-policy": "same-origin"}
 _NO_BODY = (204, 304)
+SAFE_HEADERS = {**_ALWAYS, **_DEFAULTS}
+"""All of them, for a response made outside the middleware (an unexpected error's 500)."""
 
 
 def csp_hash(text: str | bytes) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,9 @@ __all__ = [
 TEMPLATE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 """A template name as the API takes it: a name, never a path (no dot, no slash, so it can never
 name a file: the registry finds it among built-ins, entry points and the templates folder)."""
+
+MAX_ATTEMPT = 2**31 - 1
+"""The largest attempt a request may name: the ledger keeps attempts as 32-bit integers."""
 
 
 class _Body(BaseModel):
@@ -168,7 +171,7 @@ class StartBody(_Body):
     template: str = Field(pattern=TEMPLATE_NAME, description="A template's name.")
     inputs: dict[str, Any] = Field(default_factory=dict, description="Its state keys.")
     run_id: str | None = Field(None, pattern=f"^{RUN_ID_PATTERN.pattern}$")
-    deadlines: dict[str, str | float] | None = Field(
+    deadlines: dict[str, str | Annotated[float, Field(allow_inf_nan=False)]] | None = Field(
         None, description="Gate or question node -> seconds or a duration (`2h`)."
     )
     budget: dict[str, Any] | None = Field(
@@ -181,7 +184,9 @@ class DecideBody(_Body):
     decision: Literal["approve", "reject", "changes", "takeover"]
     note: str | None = Field(None, max_length=10_000)
     gate: str | None = Field(None, max_length=200, description="Which gate, if several wait.")
-    attempt: int | None = Field(None, ge=1, description="The attempt you decided on: stale -> 409.")
+    attempt: int | None = Field(
+        None, ge=1, le=MAX_ATTEMPT, description="The attempt you decided on: stale -> 409."
+    )
     state_hash: str | None = Field(
         None, max_length=200, description="The state you decided on: stale -> 409."
     )

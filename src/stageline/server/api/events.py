@@ -4,6 +4,9 @@ The stream sends each event as ``id: SEQ``, ``event: KIND``, ``data: JSON``; a c
 reconnects with ``Last-Event-ID: SEQ`` (browsers' EventSource do it by themselves) gets what
 came after. It ends once the run has ended (succeeded, failed, cancelled, rejected) and every
 event is sent; while it waits for a person it stays open, with a comment every few seconds.
+
+A ``Last-Event-ID`` is a seq, as ``after`` is (a whole number from 0 to 2**53); anything else
+is refused with 422 before the stream starts (the stream only ever sends seqs as ids).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ router = APIRouter(prefix="/v1/runs/{run_id}/events", tags=["events"], responses
 POLL = 0.5
 """Seconds between two looks at the ledger when nothing woke the stream."""
 KEEPALIVE = 15.0
+MAX_SEQ = 2**53
+"""The largest seq a request may name (``after``, ``Last-Event-ID``): the largest integer a
+browser keeps exactly, well inside the ledger's 64-bit column."""
 _ENDED = tuple(s for s in RunStatus if s.terminal or s is RunStatus.FAILED)
 
 Categories = Annotated[
@@ -43,7 +49,7 @@ async def events(
     run_id: RunId,
     runner: RunnerDep,
     _: Reader,
-    after: Annotated[int, Query(ge=0, le=2**53, description="Only events after this seq.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events after this seq.")] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     category: Categories = [],  # noqa: B006
 ) -> list[EventOut]:
@@ -52,12 +58,6 @@ async def events(
         run_id, after=after, categories=[str(c) for c in category] or None
     )
     return [EventOut.model_validate(jsonable(e.to_dict())) for e in found[:limit]]
-
-
-def _last_event_id(header: str | None, after: int) -> int:
-    if header is not None and header.strip().isdigit():
-        return max(after, int(header.strip()))
-    return after
 
 
 @router.get(
@@ -77,12 +77,15 @@ async def stream(
     request: Request,
     runner: RunnerDep,
     _: Reader,
-    after: Annotated[int, Query(ge=0, le=2**53, description="Start after this seq.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Start after this seq.")] = 0,
     category: Categories = [],  # noqa: B006
-    last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+    last_event_id: Annotated[
+        int | None,
+        Header(ge=0, le=MAX_SEQ, description="The last seq received: start after it (or after)."),
+    ] = None,
 ) -> StreamingResponse:
     await runner.ledger.get_run(run_id)
-    cursor = _last_event_id(last_event_id, after)
+    cursor = max(after, last_event_id or 0)
     kinds = [str(c) for c in category] or None
     notifier = request.app.state.notifier
 

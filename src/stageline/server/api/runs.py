@@ -7,6 +7,7 @@ set; a retry or resume answers when the run stops again (it ends or waits for a 
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, status
@@ -48,9 +49,13 @@ def _when(text: str | None, name: str) -> float | None:
     if text is None or not text.strip():
         return None
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise InputError(f"{name}: {text.strip()!r} is not a finite number of epoch seconds")
+        return seconds
     try:
         return parse_since(text)
     except Exception as exc:

@@ -2,13 +2,18 @@
 events (the URL check, replies in a run's thread).
 
 Every request is checked first (signature v0 over the raw body, five-minute window): a forged
-or expired one gets 401 and changes nothing. A decision from Slack is the runner's own, with
-the Slack user as actor, bound to the visit, attempt and state hash its button carried; a
-refusal (stale, already decided, not a decider) is told to that user alone.
+or expired one gets 401 and changes nothing; a signed body that is not the JSON object Slack
+sends gets 400. A decision from Slack is the runner's own, with the Slack user as actor, bound
+to the visit, attempt and state hash its button carried; a refusal (stale, already decided, not
+a decider) is told to that user alone.
+
+A slash command is handled once: by its ``trigger_id``, or, without one, by a hash of what was
+signed (timestamp and body), so a replay inside the window starts nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import time
@@ -42,6 +47,11 @@ Chat = Annotated[ChatRuntime, Depends(get_chat)]
 
 async def _verified(request: Request, chat: ChatRuntime) -> bytes:
     """The raw body of a request Slack signed; 401 for anything else."""
+    return (await _signed(request, chat))[1]
+
+
+async def _signed(request: Request, chat: ChatRuntime) -> tuple[str, bytes]:
+    """The timestamp and raw body of a request Slack signed; 401 for anything else."""
     if not chat.chat.slack:
         raise HTTPException(
             404, "the Slack app is not configured ([slack] bot_token_env and signing_secret_env)"
@@ -58,7 +68,27 @@ async def _verified(request: Request, chat: ChatRuntime) -> bytes:
         fresh = False
     if not fresh or not verifier.is_valid(body, stamp, signature):
         raise HTTPException(401, "invalid or expired Slack signature")
-    return body
+    return stamp, body
+
+
+def _once_key(form: dict[str, str], stamp: str, body: bytes) -> str:
+    """What makes a slash command once: its ``trigger_id``, else what Slack signed (a replay
+    carries both unchanged; a new command has a new timestamp)."""
+    if trigger := form.get("trigger_id"):
+        return f"slack-command:{trigger}"
+    signed = hashlib.sha256(b"v0:" + stamp.encode() + b":" + body).hexdigest()
+    return f"slack-command-body:{signed}"
+
+
+def _object(text: str | bytes, what: str) -> dict[str, Any]:
+    """``text`` as the JSON object Slack sends; 400 for anything else."""
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        raise HTTPException(400, f"{what} is not JSON") from None
+    if not isinstance(payload, dict):
+        raise HTTPException(400, f"{what} is not a JSON object")
+    return payload
 
 
 def _form(body: bytes) -> dict[str, str]:
@@ -74,7 +104,8 @@ def _said(text: str) -> dict[str, Any]:
 
 @router.post("/commands")
 async def commands(request: Request, chat: Chat) -> JSONResponse:
-    form = _form(await _verified(request, chat))
+    stamp, body = await _signed(request, chat)
+    form = _form(body)
     command, text = form.get("command", ""), form.get("text", "").strip()
     user = {"id": form.get("user_id"), "name": form.get("user_name")}
     if not chat.chat.may_decide(str(user["id"])):
@@ -82,8 +113,7 @@ async def commands(request: Request, chat: Chat) -> JSONResponse:
             _said("You are not one of the people allowed to start runs here ([slack] deciders).")
         )
     settings = chat.chat
-    trigger = form.get("trigger_id")
-    if trigger and not await chat.runner.ledger.chat_once(f"slack-command:{trigger}"):
+    if not await chat.runner.ledger.chat_once(_once_key(form, stamp, body)):
         return JSONResponse(
             _said("This command was handled already (a replay); nothing was started.")
         )
@@ -175,10 +205,9 @@ async def _start(
 @router.post("/interactions")
 async def interactions(request: Request, chat: Chat) -> Response:
     form = _form(await _verified(request, chat))
-    try:
-        payload = json.loads(form.get("payload", ""))
-    except ValueError:
-        raise HTTPException(400, "no interaction payload") from None
+    if "payload" not in form:
+        raise HTTPException(400, "no interaction payload")
+    payload = _object(form["payload"], "the interaction payload")
     kind = payload.get("type")
     if kind == "block_actions":
         await _action(request, chat, payload)
@@ -329,11 +358,7 @@ def _blame(message: str, wait: Any) -> dict[str, str]:
 
 @router.post("/events")
 async def events(request: Request, chat: Chat) -> Response:
-    body = await _verified(request, chat)
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        raise HTTPException(400, "the body is not JSON") from None
+    payload = _object(await _verified(request, chat), "the body")
     if payload.get("type") == "url_verification":
         return JSONResponse({"challenge": payload.get("challenge")})
     if payload.get("type") != "event_callback":
@@ -341,9 +366,10 @@ async def events(request: Request, chat: Chat) -> Response:
     event_id = str(payload.get("event_id") or "")
     if event_id and not await chat.runner.ledger.chat_once(f"slack-event:{event_id}"):
         return Response(status_code=200, headers={"X-Slack-No-Retry": "1"})  # a retry
-    event = payload.get("event") or {}
+    event = payload.get("event")
     if (
-        event.get("type") == "message"
+        isinstance(event, dict)
+        and event.get("type") == "message"
         and event.get("thread_ts")
         and not event.get("bot_id")
         and not event.get("subtype")
