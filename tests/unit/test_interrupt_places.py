@@ -14,6 +14,7 @@ from langgraph.types import Command, Interrupt, interrupt
 from stageline.errors import CheckpointCorrupt
 from stageline.ledger import Run, RunStatus, Wait, WaitStatus
 from stageline.runner._interrupts import interrupt_places, interrupt_wait
+from stageline.runner._trust import check_checkpoint
 from stageline.runner._trust_writes import check_writes
 
 
@@ -50,22 +51,26 @@ def _check(writes: list[tuple[str, str, Any]], waits: list[Wait]) -> None:
     check_writes(writes, "t", waits, None, is_interrupt=lambda v: isinstance(v, Interrupt))
 
 
-async def test_a_subgraph_interrupt_is_placed_in_its_namespace_and_resumed_there() -> None:
+async def asked_twice() -> tuple[Any, Interrupt, Interrupt, list[Wait]]:
+    """A run of ``graph`` waiting at its subgraph's interrupt and at its own, and their waits."""
     made = graph()
-    asked = [
-        i for c in [c async for c in made.astream({}, CONFIG)] for i in c.get("__interrupt__", ())
-    ]
-    places = await interrupt_places(made, "t")
-    by_value = {str(i.value): i for i in asked}
+    chunks = [c async for c in made.astream({}, CONFIG)]
+    by_value = {str(i.value): i for c in chunks for i in c.get("__interrupt__", ())}
     sub, top = by_value["{'q': 'inner?'}"], by_value["outer?"]
+    places = await interrupt_places(made, "t")
+    run = Run(run_id="t", template="x", template_version="1", status=RunStatus.WAITING)
+    return made, sub, top, [interrupt_wait(run, i, places[i.id], 0.0) for i in (sub, top)]
+
+
+async def test_a_subgraph_interrupt_is_placed_in_its_namespace_and_resumed_there() -> None:
+    made, sub, top, waits = await asked_twice()
+    places = await interrupt_places(made, "t")
     node, ns, path = places[sub.id]
     assert (node, path) == ("sub", ("sub", "inner")) and ns.startswith("sub:")
     assert places[top.id] == ("outer", "", ("outer",))
-
-    run = Run(run_id="t", template="x", template_version="1", status=RunStatus.WAITING)
-    waits = [interrupt_wait(run, i, places[i.id], 0.0) for i in (sub, top)]
     assert waits[0].name == "sub/inner" and waits[0].payload["namespace"] == ns
     _check(await _writes(made), waits)  # what the ledger asked: trusted
+    await check_checkpoint(made.checkpointer, "t", waits, None)
 
     async for _ in made.astream(Command(resume={sub.id: "X"}), CONFIG):
         pass
@@ -82,3 +87,15 @@ async def test_a_subgraph_interrupt_is_placed_in_its_namespace_and_resumed_there
     other = replace(waits[1], payload={**waits[1].payload, "value": "something else"})
     with pytest.raises(CheckpointCorrupt, match="not the one the ledger asked"):
         _check(writes, [answered, other])
+
+
+async def test_a_resume_value_forged_in_a_subgraphs_checkpoint_is_refused() -> None:
+    made, _, _, waits = await asked_twice()
+    inner_config: Any = {
+        "configurable": {"thread_id": "t", "checkpoint_ns": waits[0].payload["namespace"]}
+    }
+    inner = await made.checkpointer.aget_tuple(inner_config)
+    [(task, _, _)] = [w for w in inner.pending_writes if w[1] == "__interrupt__"]
+    await made.checkpointer.aput_writes(inner.config, [("__resume__", ["forged"])], task)
+    with pytest.raises(CheckpointCorrupt, match="no decision the ledger recorded"):
+        await check_checkpoint(made.checkpointer, "t", waits, None)

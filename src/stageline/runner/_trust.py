@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Interrupt
 
 from stageline.errors import CheckpointCorrupt
-from stageline.ledger import Wait
+from stageline.ledger import Wait, WaitKind
 from stageline.runner._support import _config
 from stageline.runner._trust_writes import check_writes
 
@@ -28,7 +28,8 @@ async def check_checkpoint(
     saver: BaseCheckpointSaver[Any], run_id: str, waits: Sequence[Wait], step: str | None
 ) -> None:
     """Raise ``CheckpointCorrupt`` (naming the run and ``step``) unless the run's latest
-    checkpoint reads back and its pending writes agree with the ledger's ``waits``."""
+    checkpoint reads back and its pending writes agree with the ledger's ``waits`` (and those of
+    the subgraphs whose interrupts are still open, in their own namespaces)."""
     try:
         saved = await saver.aget_tuple(typing.cast(Any, _config(run_id)))
     except CheckpointCorrupt as exc:
@@ -42,3 +43,23 @@ async def check_checkpoint(
         step,
         is_interrupt=lambda value: isinstance(value, Interrupt),
     )
+    # A subgraph keeps its own interrupts and resume values in its own checkpoint namespace.
+    spaces = {
+        str(w.payload.get("namespace"))
+        for w in waits
+        if w.kind is WaitKind.INTERRUPT and w.status.open and w.payload.get("namespace")
+    }
+    for namespace in sorted(spaces):
+        config = {"configurable": {"thread_id": run_id, "checkpoint_ns": namespace}}
+        try:
+            inner = await saver.aget_tuple(typing.cast(Any, config))
+        except CheckpointCorrupt as exc:
+            raise exc.of(run_id, step) from exc
+        if inner is not None:
+            check_writes(
+                list(inner.pending_writes or ()),
+                run_id,
+                waits,
+                step,
+                is_interrupt=lambda value: isinstance(value, Interrupt),
+            )
