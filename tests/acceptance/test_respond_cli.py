@@ -69,8 +69,9 @@ def test_respond_answers_an_interrupt_and_the_run_goes_on(tmp_path: Path) -> Non
     assert refused.returncode == 2 and "does not allow 'edit'" in refused.stderr
 
     [second] = json.loads(cli(["pending", "paint-1", "--json"], tmp_path, env).stdout)
+    assert second["wait_id"][:12] in cli(["pending"], tmp_path, env).stdout  # the id column
     accepted = cli(
-        ["respond", "paint-1", "--wait", second["wait_id"], "-v", '{"type": "accept"}'],
+        ["respond", "paint-1", "--wait", second["wait_id"][:12], "-v", '{"type": "accept"}'],
         tmp_path,
         env,
     )

@@ -403,6 +403,9 @@ def _bound(
     mine = [w for w in waits if w.kind is kind and (name is None or _named(w, name))]
     if wait_id is not None:
         visit = [w for w in mine if w.wait_id == wait_id]
+        if not visit and kind is not WaitKind.GATE and len(wait_id) >= 6:  # a shown prefix
+            ids = {w.wait_id for w in mine if w.wait_id.startswith(wait_id)}
+            visit = [w for w in mine if w.wait_id in ids] if len(ids) == 1 else []
         if not visit:
             raise InvalidTransition(f"run {run_id} has no {kind} wait {wait_id!r}")
     else:
