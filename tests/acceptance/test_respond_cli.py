@@ -88,3 +88,5 @@ def test_respond_answers_an_interrupt_and_the_run_goes_on(tmp_path: Path) -> Non
     shown = json.loads(cli(["show", "paint-1", "--json"], tmp_path, env).stdout)
     assert shown["state"]["said"] == "blue"
     assert shown["state"]["agreed"] == [{"type": "accept", "args": None}]
+    text = cli(["show", "paint-1"], tmp_path, env).stdout
+    assert "questions and answers" in text and "A blue" in text and "by ann" in text
