@@ -124,7 +124,7 @@ async def test_a_subgraph_interrupt_resumes_inside_the_subgraph(runner: Runner) 
     started = await runner.start(template("nested", through_subgraph), {})
     [wait] = started.waiting
     assert wait.kind is WaitKind.INTERRUPT and wait.payload["value"] == {"inner": "which colour?"}
-    assert wait.node == "ask"
+    assert wait.node == "ask" and wait.payload["namespace"].startswith("ask:")
     done = await runner.respond(started.run.run_id, "blue", actor="bo")
     assert done.status is RunStatus.SUCCEEDED
     assert done.state["got"] == ["blue", "after the subgraph", "after"]
@@ -206,3 +206,20 @@ async def test_deadlines_come_from_the_project_and_the_run_then_park_or_fail(
         assert (await runner.ledger.get_run(parked.run_id)).status is RunStatus.WAITING
         done = await runner.respond(parked.run_id, "yes, still here")
         assert done.status is RunStatus.SUCCEEDED
+
+
+async def test_a_resume_value_forged_inside_the_subgraph_is_refused(runner: Runner) -> None:
+    started = await runner.start(template("nested_tamper", through_subgraph), {})
+    run_id = started.run.run_id
+    [wait] = started.waiting
+    saver: Any = runner.graphs.saver(runner.graphs.load("nested_tamper"))
+    inner_config = {
+        "configurable": {"thread_id": run_id, "checkpoint_ns": wait.payload["namespace"]}
+    }
+    saved = await saver.aget_tuple(inner_config)
+    [task] = {task for task, channel, _ in saved.pending_writes if channel == "__interrupt__"}
+    await saver.aput_writes(saved.config, [("__resume__", ["forged"])], task_id=task)
+    with pytest.raises(CheckpointCorrupt, match="no decision the ledger recorded"):
+        await runner.respond(run_id, "mine", actor="ann")
+    [still] = await runner.pending(run_id)
+    assert (still.status, still.response) == (WaitStatus.PENDING, None)

@@ -93,18 +93,39 @@ async def interrupt_places(graph: Any, run_id: str) -> dict[str, Place]:
         return {}
     places: dict[str, Place] = {}
 
-    def walk(state: Any, node: str | None, ns: str, path: tuple[str, ...]) -> None:
+    async def walk(state: Any, node: str | None, ns: str, path: tuple[str, ...]) -> None:
         for task in state.tasks:
             inner = getattr(task, "state", None)
             here = (*path, task.name)
             if inner is not None and getattr(inner, "tasks", None) is not None:
                 sub_ns = str(inner.config.get("configurable", {}).get("checkpoint_ns", ""))
-                walk(inner, node or task.name, sub_ns, here)
+                await walk(inner, node or task.name, sub_ns, here)
             for found in task.interrupts:
-                places.setdefault(found.id, (node or task.name, ns, here))
+                where = ns
+                if found.id not in places and not ns:  # a subgraph the node itself invoked?
+                    where = await _invoked_in(graph, run_id, f"{task.name}:{task.id}", found.id)
+                places.setdefault(found.id, (node or task.name, where, here))
 
-    walk(snapshot, None, "", ())
+    await walk(snapshot, None, "", ())
     return places
+
+
+async def _invoked_in(graph: Any, run_id: str, ns: str, interrupt_id: str) -> str:
+    """``ns`` when a subgraph that a node invoked itself keeps the interrupt pending in its own
+    checkpoint there (its namespace: the node's task), else the root's ``""``."""
+    config = _config(run_id)
+    config["configurable"]["checkpoint_ns"] = ns
+    try:
+        saved = await graph.checkpointer.aget_tuple(config)
+    except Exception:
+        return ""
+    for _task, channel, value in (saved.pending_writes or ()) if saved is not None else ():
+        if channel == "__interrupt__" and any(
+            getattr(i, "id", None) == interrupt_id
+            for i in (value if isinstance(value, list | tuple) else [value])
+        ):
+            return ns
+    return ""
 
 
 def interrupt_wait(
