@@ -83,28 +83,29 @@ async def runner(settings: Settings) -> AsyncIterator[Runner]:
 
 async def test_any_value_waits_and_each_answer_is_recorded_then_returned(runner: Runner) -> None:
     mine = {"kind": "gate", "gate": "not stageline's"}  # a graph's own value that looks like one
-    values: list[Any] = ["go on?", {"q": 1}, [1, "two"], mine, INBOX]
+    values: list[Any] = ["go on?", {"q": 1}, [1, "two"], mine, INBOX, [INBOX]]
     started = await runner.start(template("many", asking(*values)), {})
     run_id = started.run.run_id
-    answers: list[Any] = ["yes", {"a": 2}, ["x"], 4, {"type": "accept", "args": None}]
+    answers: list[Any] = ["yes", {"a": 2}, ["x"], 4, {"type": "accept"}, [{"type": "ignore"}]]
     summary = started
     for asked, answer in zip(values, answers, strict=True):
         assert summary.status is RunStatus.WAITING
         [wait] = await runner.pending(run_id)
         assert (wait.kind, wait.node, wait.name) == (WaitKind.INTERRUPT, "ask", "ask")
-        assert wait.payload["value"] == asked and wait.payload["human"] == (asked is INBOX)
+        assert wait.payload["value"] == asked
+        assert wait.payload["inbox"] == (INBOX if asked in (INBOX, [INBOX]) else None)
         assert wait.deadline_at == pytest.approx(wait.requested_at + 24 * 3600)
         assert wait.policy == ("remind", "escalate", "park")
         summary = await runner.respond(run_id, answer, actor="ann", wait_id=wait.wait_id)
     assert summary.status is RunStatus.SUCCEEDED
-    inbox = [{"type": "accept", "args": None}]
-    assert summary.state["got"] == ["yes", {"a": 2}, ["x"], 4, inbox, "after"]
+    inbox, ignored = [{"type": "accept", "args": None}], [{"type": "ignore", "args": None}]
+    assert summary.state["got"] == ["yes", {"a": 2}, ["x"], 4, inbox, ignored, "after"]
     waits = (await runner.status(run_id)).waits
     assert [(w.status, w.actor, w.response and w.response["value"]) for w in waits] == [
-        (WaitStatus.APPLIED, "ann", a) for a in ["yes", {"a": 2}, ["x"], 4, inbox]
+        (WaitStatus.APPLIED, "ann", a) for a in ["yes", {"a": 2}, ["x"], 4, inbox, ignored]
     ]
     kinds = [e.kind for e in await runner.ledger.events(run_id)]
-    assert kinds.count("interrupt.waiting") == 5 and kinds.count("interrupt.answered") == 5
+    assert kinds.count("interrupt.waiting") == 6 and kinds.count("interrupt.answered") == 6
 
 
 async def test_a_human_interrupt_takes_only_what_its_config_allows(runner: Runner) -> None:

@@ -109,7 +109,7 @@ class Wait:
         any other wait)."""
         if self.kind is not WaitKind.INTERRUPT or not self.payload.get("human"):
             return []
-        config = self.payload["value"].get("config") or {}
+        config = (self.payload.get("inbox") or {}).get("config") or {}
         return [kind for kind, key in INBOX_TYPES.items() if config.get(key)]
 
     @property

@@ -27,7 +27,7 @@ from stageline.ledger import (
 )
 from stageline.runner._advance import Advancer
 from stageline.runner._graphs import Graphs
-from stageline.runner._interrupts import check_inbox_answer, is_human_interrupt, plain
+from stageline.runner._interrupts import check_inbox_answer, plain
 from stageline.runner._reads import pending_waits, waiting_on
 from stageline.runner._services import Services
 from stageline.runner._support import RunSummary
@@ -221,8 +221,8 @@ class Decisions:
                 )
             if value is None:
                 raise AnswerInvalid("an interrupt is answered with a value, not null")
-            asked = found.payload.get("value")
-            answer = check_inbox_answer(asked, value) if is_human_interrupt(asked) else value
+            inbox = found.payload.get("inbox")
+            answer = check_inbox_answer(inbox, value) if inbox else value
             return {"value": plain(answer), "actor": _actor(actor)}
 
         return await self._respond(

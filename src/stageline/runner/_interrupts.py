@@ -23,10 +23,10 @@ __all__ = [
     "INTERRUPT_POLICY",
     "Policy",
     "check_inbox_answer",
+    "human_interrupt",
     "interrupt_places",
     "interrupt_policy",
     "interrupt_wait",
-    "is_human_interrupt",
     "plain",
 ]
 
@@ -52,17 +52,23 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def is_human_interrupt(value: Any) -> bool:
-    """Whether ``value`` is an Agent-Inbox ``HumanInterrupt``."""
-    return (
+def human_interrupt(value: Any) -> Mapping[str, Any] | None:
+    """The Agent-Inbox ``HumanInterrupt`` ``value`` asks (itself, or the one in a list of one,
+    as ``interrupt([request])[0]`` asks), else None."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if (
         isinstance(value, Mapping)
         and isinstance(value.get("action_request"), Mapping)
         and isinstance(value.get("config"), Mapping)
-    )
+    ):
+        return value
+    return None
 
 
 def check_inbox_answer(asked: Any, value: Any) -> Any:
-    """``value`` as a ``HumanInterrupt``'s resume list, checked against its ``config``: one
+    """``value`` as the resume list of the ``HumanInterrupt`` ``asked`` (``human_interrupt``),
+    checked against its ``config``: one
     response ``{"type": accept|edit|response|ignore, "args": ...}`` (or a list of one)."""
     response = value[0] if isinstance(value, list) and len(value) == 1 else value
     kind = response.get("type") if isinstance(response, Mapping) else None
@@ -153,7 +159,8 @@ def interrupt_wait(
             "value": value,
             "namespace": namespace,
             "path": list(path),
-            "human": is_human_interrupt(value),
+            "human": human_interrupt(value) is not None,
+            "inbox": human_interrupt(value),
         },
         requested_at=now,
         deadline_at=now + seconds,

@@ -226,6 +226,7 @@ def interrupt_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str,
     head = f"↳ Run `{esc(wait.run_id)}` asks at *{esc(wait.name)}*"
     allows = wait.inbox_allows
     if wait.payload.get("human"):
+        asked = wait.payload.get("inbox") or {}
         action = asked.get("action_request") or {}
         args = json.dumps(action.get("args"), default=str, indent=1)
         lines = [

@@ -259,7 +259,7 @@ async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any, act
             raise HTTPException(422, "resume an interrupt with a value, not null")
         if wait.payload.get("human"):
             with unprocessable():
-                check_inbox_answer(wait.payload.get("value"), value)
+                check_inbox_answer(wait.payload.get("inbox"), value)
         return lambda: advancer.run(
             runner.respond(run_id, value, wait_id=wait.wait_id, actor=actor)
         )
