@@ -21,7 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stageline.errors import ConfigError
 
-__all__ = ["ConfigFile", "ServerConfig", "Settings", "SlackConfig", "load_settings"]
+__all__ = [
+    "ConfigFile",
+    "InterruptsConfig",
+    "ServerConfig",
+    "Settings",
+    "SlackConfig",
+    "load_settings",
+]
 
 CONFIG_FILE = "stageline.toml"
 LANGGRAPH_JSON = "langgraph.json"
@@ -63,6 +70,17 @@ class SlackConfig(BaseModel):
     """The input the command's text goes to."""
 
 
+class InterruptsConfig(BaseModel):
+    """``[interrupts]``: how long a graph's own ``interrupt()`` waits for a person, and what
+    the sweeper does then (``park``: it keeps waiting, with no deadline left; ``fail``). A
+    run's ``deadlines`` for the node go over ``deadline``."""
+
+    model_config = _STRICT
+
+    deadline: str | float = "24h"
+    on_deadline: Literal["park", "fail"] = "park"
+
+
 class ConfigFile(BaseModel):
     """The top-level keys of ``stageline.toml`` (or of its ``[stageline]`` table)."""
 
@@ -92,6 +110,7 @@ class ConfigFile(BaseModel):
     ``stageline serve``."""
     server: ServerConfig = Field(default_factory=ServerConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
+    interrupts: InterruptsConfig = Field(default_factory=InterruptsConfig)
 
 
 _ENV_KEYS = (
@@ -137,6 +156,7 @@ class Settings:
     """The server's public URL (``stageline serve``)."""
     server: ServerConfig = field(default_factory=ServerConfig)
     slack: SlackConfig = field(default_factory=SlackConfig)
+    interrupts: InterruptsConfig = field(default_factory=InterruptsConfig)
 
     def run_dir(self, run_id: str) -> Path:
         """The run's output folder (posts, transcripts); ``run_id`` must be a valid run id."""
@@ -274,6 +294,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         public_url=conf.public_url,
         server=conf.server,
         slack=conf.slack,
+        interrupts=conf.interrupts,
     )
 
 

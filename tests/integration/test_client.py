@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
+from langgraph.types import interrupt
 
 import stageline
 from stageline.config import Settings
 from stageline.errors import AlreadyDecided, RunNotFound, UsageError
 from stageline.ledger import RunStatus
+from stageline.templates import Template
 
 
 def test_an_app_starts_waits_decides_reads_and_forks_without_asyncio(
@@ -67,3 +70,23 @@ def test_connect_takes_a_url_a_folder_or_a_db_file(
         assert client.settings.root == tmp_path.resolve()
     with pytest.raises(UsageError, match="not a project folder"):
         stageline.connect(tmp_path / "nothing-here.txt")
+
+
+class Asking(TypedDict, total=False):
+    said: Any
+
+
+async def ask(state: Asking, ctx: Any) -> dict[str, Any]:
+    return {"said": interrupt(["pick", "one"])}
+
+
+def test_an_app_answers_a_graphs_own_interrupt(sqlite_settings: Settings) -> None:
+    with stageline.connect(sqlite_settings) as client:
+        started = client.start(Template("sync_asks", state=Asking).add_stage("ask", ask), {})
+        rid = started.run.run_id
+        [wait] = client.wait(rid, timeout=60).waiting
+        assert wait.payload["value"] == ["pick", "one"]
+        done = client.respond(rid, {"picked": "one"}, actor="ed", wait_id=wait.wait_id)
+        assert done.status is RunStatus.SUCCEEDED and done.state["said"] == {"picked": "one"}
+        with pytest.raises(AlreadyDecided):
+            client.respond(rid, "late", wait_id=wait.wait_id)

@@ -339,7 +339,7 @@ async def test_a_per_run_deadline_and_park(runner: Runner, sink: RecordingSink) 
     assert (await runner.ledger.get_run(run_id)).status is RunStatus.WAITING
     assert await runner.sweep(now=wait.requested_at + 1000) == []
     assert (await runner.approve(run_id)).status is RunStatus.SUCCEEDED
-    with pytest.raises(InputError, match="no gate or question node 'nope'"):
+    with pytest.raises(InputError, match="no node 'nope'"):
         await runner.start(gated(), {}, deadlines={"nope": 5})
     with pytest.raises(UsageError, match="duration"):
         await runner.start(gated(), {}, deadlines={"approval": "soon"})

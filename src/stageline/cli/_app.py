@@ -39,6 +39,7 @@ from stageline.cli._render import (
     templates_table,
 )
 from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
+from stageline.cli._respond import respond
 from stageline.cli._serve import serve
 from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
@@ -347,7 +348,7 @@ async def _show(run_id: str, as_json: bool) -> None:
         out.print()
         out.print("decisions")
         out.print(decisions_table(gates))
-    questions = [w for w in summary.waits if w.kind is WaitKind.QUESTION]
+    questions = [w for w in summary.waits if w.kind is not WaitKind.GATE]
     if questions:
         out.print()
         out.print("questions and answers")
@@ -431,6 +432,7 @@ app.command()(transcript)
 
 for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, answer, sweep, effect
     app.command(epilog=ADVANCE_EPILOG if _human in ADVANCING else None)(_human)
+app.command(epilog=ADVANCE_EPILOG)(respond)
 
 app.command()(stats)
 app.command()(history)

@@ -24,7 +24,7 @@ from stageline.errors import AnswerInvalid, UsageError
 from stageline.ledger import Wait, WaitKind, open_ledger
 from stageline.runner import pending_waits, waiting_on
 
-__all__ = ["ADVANCING", "COMMANDS"]
+__all__ = ["ADVANCING", "COMMANDS", "AsOpt", "ForceOpt"]
 
 GateOpt = Annotated[
     str | None, typer.Option("--gate", metavar="GATE", help="Which gate, if it waits at several.")
@@ -61,7 +61,8 @@ def pending(
     run_id: OptionalRunArg = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List what waits for a person: gates and question sets, their age and deadline."""
+    """List what waits for a person: gates, question sets and interrupts, their age and
+    deadline."""
     run_async(_pending(run_id, as_json))
 
 

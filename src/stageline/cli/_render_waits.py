@@ -77,6 +77,9 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
                 Text(f"  reject:  stageline reject {run_id}{gate} [--note TEXT]", style="dim")
             )
             continue
+        if wait.kind is WaitKind.INTERRUPT:
+            lines.extend(_interrupt_lines(run_id, wait, len(waits) > 1))
+            continue
         questions = wait.payload.get("question_set", {}).get("questions", [])
         lines.append(
             Text.assemble(
@@ -107,6 +110,40 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
     return lines
 
 
+def _interrupt_lines(run_id: str, wait: Wait, several: bool) -> list[Text]:
+    """An interrupt the graph made itself: what it asks, and how to answer it."""
+    from rich.text import Text
+
+    asked = wait.payload.get("value")
+    which = f" --wait {wait.wait_id}" if several else ""
+    lines = [
+        Text.assemble(
+            "  waiting for an answer to interrupt ",
+            (wait.wait_id, "bold"),
+            f" at {wait.name} (deadline {_deadline(wait)})",
+        ),
+        Text(f"    asks: {_short(asked, 200)}", style="dim"),
+    ]
+    if wait.payload.get("human"):
+        allowed = wait.inbox_allows
+        lines.append(
+            Text(
+                f"  respond: stageline respond {run_id}{which} --value "
+                f'\'{{"type": "{allowed[0] if allowed else "accept"}", "args": ...}}\' '
+                f"(allows: {', '.join(allowed) or 'none'})",
+                style="dim",
+            )
+        )
+    else:
+        lines.append(
+            Text(
+                f"  respond: stageline respond {run_id}{which} --value '<json>' (or -t TEXT)",
+                style="dim",
+            )
+        )
+    return lines
+
+
 def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> RenderableType:
     """Every pending gate and question set: run, what, age and deadline. Nothing is cut: short
     columns keep their width, the template and what it waits at wrap."""
@@ -118,6 +155,8 @@ def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> Renderabl
         label = (
             f"gate {wait.name}"
             if wait.kind is WaitKind.GATE
+            else f"interrupt {wait.name}: {_short(wait.payload.get('value'), 40)}"
+            if wait.kind is WaitKind.INTERRUPT
             else f"question {wait.name} (turn {wait.payload.get('turn')})"
         )
         cells.append(
@@ -131,7 +170,7 @@ def pending_table(waits: Iterable[Wait], templates: dict[str, str]) -> Renderabl
                 wait.wait_id[:12],
             ]
         )
-    asks = any(w.kind is WaitKind.QUESTION for w in rows)  # the id picks a question set
+    asks = any(w.kind is not WaitKind.GATE for w in rows)  # the id picks a set or interrupt
     if not asks:
         cells = [row[:-1] for row in cells]
     cols = [
@@ -192,6 +231,19 @@ def qa_lines(waits: Iterable[Wait]) -> list[Text]:
     for wait in waits:
         by = f" by {wait.actor}" if wait.actor else ""
         reason = f" [{wait.reason}]" if wait.reason else ""
+        if wait.kind is WaitKind.INTERRUPT:
+            lines.append(
+                Text.assemble(
+                    ("interrupt ", "bold"),
+                    f"{wait.wait_id} at {wait.name} round {wait.round} ",
+                    status_text(wait.status),
+                    f"{by}{reason}",
+                )
+            )
+            lines.append(Text(f"  Q {_short(wait.payload.get('value'), 200)}"))
+            if wait.response is not None:
+                lines.append(Text(f"  A {_short(wait.response.get('value'), 200)}", style="green"))
+            continue
         lines.append(
             Text.assemble(
                 (f"turn {wait.payload.get('turn')} ", "bold"),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from stageline.ledger._backend import Backend, mask_url, open_backend
 from stageline.ledger._base import LedgerStore, Publisher, holder_is_dead, this_holder
 from stageline.ledger._human import (
+    INBOX_TYPES,
     Effect,
     EffectStatus,
     SettleRound,
@@ -89,6 +90,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "INBOX_TYPES",
     "ApiRun",
     "ApiRunStatus",
     "Backend",

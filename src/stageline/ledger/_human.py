@@ -13,6 +13,7 @@ from stageline.errors import AlreadyDecided
 from stageline.ledger.records import Event
 
 __all__ = [
+    "INBOX_TYPES",
     "Effect",
     "EffectStatus",
     "SettleRound",
@@ -27,6 +28,16 @@ __all__ = [
 class WaitKind(StrEnum):
     GATE = "gate"  # a person approves, rejects or asks for changes
     QUESTION = "question"  # a person answers a question set
+    INTERRUPT = "interrupt"  # a person answers a graph's own ``interrupt(value)`` with a value
+
+
+INBOX_TYPES = {
+    "accept": "allow_accept",
+    "edit": "allow_edit",
+    "response": "allow_respond",
+    "ignore": "allow_ignore",
+}
+"""Agent-Inbox response types to a ``HumanInterrupt``, and the ``config`` key allowing each."""
 
 
 class WaitStatus(StrEnum):
@@ -93,6 +104,15 @@ class Wait:
         return f"{self.wait_id}#{self.round}"
 
     @property
+    def inbox_allows(self) -> list[str]:
+        """The Agent-Inbox responses an interrupt asking a ``HumanInterrupt`` allows (none for
+        any other wait)."""
+        if self.kind is not WaitKind.INTERRUPT or not self.payload.get("human"):
+            return []
+        config = (self.payload.get("inbox") or {}).get("config") or {}
+        return [kind for kind, key in INBOX_TYPES.items() if config.get(key)]
+
+    @property
     def decision(self) -> str | None:
         return None if self.response is None else self.response.get("decision")
 
@@ -126,6 +146,9 @@ class Wait:
         )
         if self.kind is WaitKind.GATE:
             row["decision"] = self.decision
+        elif self.kind is WaitKind.INTERRUPT:
+            row["value"] = self.payload.get("value")
+            row["answer"] = None if self.response is None else self.response.get("value")
         else:
             row["answers"] = None if self.response is None else self.response.get("answers")
         return row
@@ -197,9 +220,10 @@ class Effect:
 
 def already_decided(found: Wait) -> AlreadyDecided:
     """The error for a second decision or answer: says who came first."""
-    what = (
-        f"gate {found.name!r}" if found.kind is WaitKind.GATE else f"question set {found.wait_id}"
-    )
+    what = {
+        WaitKind.GATE: f"gate {found.name!r}",
+        WaitKind.QUESTION: f"question set {found.wait_id}",
+    }.get(found.kind, f"interrupt {found.wait_id} at node {found.node!r}")
     if found.status is WaitStatus.PENDING:
         return AlreadyDecided(f"{what} of run {found.run_id} changed while deciding; try again")
     said = (

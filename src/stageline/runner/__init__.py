@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stageline.runner._client import Client, connect
+    from stageline.runner._interrupts import check_inbox_answer
     from stageline.runner._reads import pending_waits, waiting_on
     from stageline.runner._retention import PRUNED_BY_DEFAULT, PruneReport
     from stageline.runner._runner import Runner, RunSummary, new_run_id
@@ -22,6 +23,7 @@ _LAZY = {
     "Client": "stageline.runner._client",
     "connect": "stageline.runner._client",
     "CheckpointInfo": "stageline.runner._snapshots",
+    "check_inbox_answer": "stageline.runner._interrupts",
     "open_services": "stageline.runner._services",
     "PRUNED_BY_DEFAULT": "stageline.runner._retention",
     "PruneReport": "stageline.runner._retention",
@@ -52,6 +54,7 @@ __all__ = [
     "PruneReport",
     "RunSummary",
     "Runner",
+    "check_inbox_answer",
     "connect",
     "new_run_id",
     "open_services",

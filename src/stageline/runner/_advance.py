@@ -32,6 +32,7 @@ from stageline.ledger import (
 from stageline.llm import ChatModel, chat_model
 from stageline.runner._budget import run_budget
 from stageline.runner._graphs import Graphs
+from stageline.runner._interrupts import interrupt_policy
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._support import RunSummary, _config, _public_state
@@ -203,6 +204,8 @@ class Advancer:
                 outcome,
                 interrupts,
                 fresh=fresh,
+                graph=self.graphs.graph(template),  # where the graph's own interrupts were asked
+                policy=interrupt_policy(self.settings),
             )
             finished = await finish_run(self.ledger, run_id, outcome, journal, self._where(settled))
             if finished is None:  # a round moved on meanwhile: settle each, then look again

@@ -260,6 +260,13 @@ class Client:
             self._runner.answer(run_id, answers, actor=actor, question_id=question_id)
         )
 
+    def respond(
+        self, run_id: str, value: Any, *, actor: str | None = None, wait_id: str | None = None
+    ) -> RunSummary:
+        """Answer the interrupt the graph made itself (as ``stageline respond`` does): ``value``
+        is what its ``interrupt()`` returns."""
+        return self._call(self._runner.respond(run_id, value, actor=actor, wait_id=wait_id))
+
     # -- history ----------------------------------------------------------------------------
 
     def history(self, run_id: str) -> list[CheckpointInfo]:

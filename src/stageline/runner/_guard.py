@@ -28,8 +28,9 @@ _START = "__start__"
 
 
 def decision_route(run_id: str, kind: WaitKind) -> str:
-    """Where a person decides (gate) or answers (question) the wait, over HTTP."""
-    return f"POST /v1/runs/{run_id}/{'decide' if kind is WaitKind.GATE else 'answer'}"
+    """Where a person decides (gate) or answers (question, interrupt) the wait, over HTTP."""
+    verb = {WaitKind.GATE: "decide", WaitKind.INTERRUPT: "respond"}.get(kind, "answer")
+    return f"POST /v1/runs/{run_id}/{verb}"
 
 
 def waits_for_person(run: Run, waits: Sequence[Wait], doing: str) -> WaitsForPerson:
@@ -40,9 +41,10 @@ def waits_for_person(run: Run, waits: Sequence[Wait], doing: str) -> WaitsForPer
     kind = wait.kind if wait is not None else WaitKind.GATE
     name = wait.name if wait is not None else "a person"
     route = decision_route(run.run_id, kind)
-    said = f"gate {name!r}" if kind is WaitKind.GATE else f"question set {name!r}"
+    noun = {WaitKind.GATE: "gate", WaitKind.INTERRUPT: "interrupt"}.get(kind, "question set")
+    said = f"{noun} {name!r}"
     how = "decide" if kind is WaitKind.GATE else "answer"
-    cli = "approve|reject" if kind is WaitKind.GATE else "answer"
+    cli = {WaitKind.GATE: "approve|reject", WaitKind.INTERRUPT: "respond"}.get(kind, "answer")
     return WaitsForPerson(
         f"run {run.run_id} waits for a person at {said} ({run.status}), so {doing}: only a "
         f"recorded decision moves it on; {how} with {route} (or `stageline {cli} {run.run_id}`)",

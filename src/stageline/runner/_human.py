@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 
 from langgraph.types import Command
 
-from stageline.errors import InvalidTransition, StaleDecision, UsageError
+from stageline.errors import AnswerInvalid, InvalidTransition, StaleDecision, UsageError
 from stageline.ledger import (
     Event,
     LedgerStore,
@@ -27,6 +27,7 @@ from stageline.ledger import (
 )
 from stageline.runner._advance import Advancer
 from stageline.runner._graphs import Graphs
+from stageline.runner._interrupts import check_inbox_answer, plain
 from stageline.runner._reads import pending_waits, waiting_on
 from stageline.runner._services import Services
 from stageline.runner._support import RunSummary
@@ -194,6 +195,49 @@ class Decisions:
             bind=(None, seen_at),
         )
 
+    async def respond(
+        self,
+        run_id: str,
+        value: Any,
+        *,
+        wait_id: str | None = None,
+        actor: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
+        wait: Wait | None = None,
+        seen_at: float | None = None,
+    ) -> RunSummary:
+        """Answer an interrupt the graph made itself (``interrupt(value)`` in any node or
+        subgraph) with ``value``: the value its ``interrupt()`` returns. An Agent-Inbox
+        ``HumanInterrupt`` takes one response its ``config`` allows (``check_inbox_answer``).
+        Recorded first, bound to the visit (``wait_id``, else the one waiting at ``seen_at``);
+        the first answer wins."""
+
+        def respond(run: Run, found: Wait) -> dict[str, Any]:
+            if found.attempt != run.attempt:
+                raise StaleDecision(
+                    f"stale: {what(found)} was asked in attempt "
+                    f"{found.attempt}, the run is at attempt {run.attempt}"
+                )
+            if value is None:
+                raise AnswerInvalid("an interrupt is answered with a value, not null")
+            inbox = found.payload.get("inbox")
+            answer = check_inbox_answer(inbox, value) if inbox else value
+            return {"value": plain(answer), "actor": _actor(actor)}
+
+        return await self._respond(
+            run_id,
+            WaitKind.INTERRUPT,
+            None,
+            respond,
+            actor=actor,
+            note=None,
+            services=services,
+            force=force,
+            wait=wait,
+            bind=(wait_id, seen_at),
+        )
+
     async def _respond(
         self,
         run_id: str,
@@ -241,7 +285,7 @@ class Decisions:
             Event(
                 run_id=run_id,
                 node=found.node,
-                kind="gate.decided" if kind is WaitKind.GATE else "question.answered",
+                kind="gate.decided" if kind is WaitKind.GATE else f"{kind}.answered",
                 message=f"{what(found)}: {said} by {response['actor']}"
                 + (f": {note}" if note else ""),
                 data={
@@ -297,10 +341,13 @@ class Decisions:
                     ],
                 )
                 raise
+        # The graph's own interrupt() returns the value as it is; stageline's nodes check the
+        # whole response (its token binds it to the round).
+        resume = response["value"] if kind is WaitKind.INTERRUPT else response
         return await self.advancer.advance(
             run,
             made,
-            Command(resume={found.interrupt_id: response}),
+            Command(resume={found.interrupt_id: resume}),
             services,
             holder=holder,
             earlier=earlier,
@@ -356,6 +403,9 @@ def _bound(
     mine = [w for w in waits if w.kind is kind and (name is None or _named(w, name))]
     if wait_id is not None:
         visit = [w for w in mine if w.wait_id == wait_id]
+        if not visit and kind is not WaitKind.GATE and len(wait_id) >= 6:  # a shown prefix
+            ids = {w.wait_id for w in mine if w.wait_id.startswith(wait_id)}
+            visit = [w for w in mine if w.wait_id in ids] if len(ids) == 1 else []
         if not visit:
             raise InvalidTransition(f"run {run_id} has no {kind} wait {wait_id!r}")
     else:
@@ -389,7 +439,7 @@ def _bound(
 def _pick(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str) -> Wait:
     """The pending wait a decision or answer is for."""
     mine = [w for w in pending if w.kind is kind and (name is None or _named(w, name))]
-    noun = "gate" if kind is WaitKind.GATE else "question set"
+    noun = {WaitKind.GATE: "gate", WaitKind.QUESTION: "question set"}.get(kind, "interrupt")
     if not mine:
         others = ", ".join(f"{w.kind} {w.name}" for w in pending) or "nothing"
         named = f" {name!r}" if name else ""
@@ -398,7 +448,7 @@ def _pick(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str) ->
         )
     if len(mine) > 1:
         names = ", ".join(w.name if kind is WaitKind.GATE else w.wait_id for w in mine)
-        flag = "--gate" if kind is WaitKind.GATE else "--question"
+        flag = {WaitKind.GATE: "--gate", WaitKind.QUESTION: "--question"}.get(kind, "--wait")
         raise UsageError(
             f"run {run_id} waits at {len(mine)} {noun}s ({names}); say which with {flag}"
         )
@@ -408,5 +458,5 @@ def _pick(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str) ->
 def _named(wait: Wait, name: str) -> bool:
     """Whether ``name`` names this wait: the gate or node name, or its id (or a prefix of it)."""
     return name in (wait.name, wait.wait_id) or (
-        wait.kind is WaitKind.QUESTION and len(name) >= 6 and wait.wait_id.startswith(name)
+        wait.kind is not WaitKind.GATE and len(name) >= 6 and wait.wait_id.startswith(name)
     )

@@ -281,6 +281,32 @@ class Runner:
             seen_at=seen_at,
         )
 
+    async def respond(
+        self,
+        run_id: str,
+        value: Any,
+        *,
+        wait_id: str | None = None,
+        actor: str | None = None,
+        services: Mapping[str, Any] | None = None,
+        force: bool = False,
+        wait: Wait | None = None,
+        seen_at: float | None = None,
+    ) -> RunSummary:
+        """Answer an interrupt the graph made itself (``interrupt(value)`` anywhere) with
+        ``value``, the value its ``interrupt()`` returns: recorded first (first answer wins),
+        then the run resumes (inside the subgraph that asked)."""
+        return await self.decisions.respond(
+            run_id,
+            value,
+            wait_id=wait_id,
+            actor=actor,
+            services=services,
+            force=force,
+            wait=wait,
+            seen_at=seen_at,
+        )
+
     async def pending(self, run_id: str | None = None) -> list[Wait]:
         """Pending gates and question sets of runs waiting for a person (waiting or parked; of
         one run), oldest first."""

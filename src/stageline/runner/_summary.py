@@ -42,6 +42,7 @@ class RunSummary:
             "state": self.state,
             "decisions": [w.to_dict() for w in self.waits if w.kind is WaitKind.GATE],
             "questions": [w.to_dict() for w in self.waits if w.kind is WaitKind.QUESTION],
+            "interrupts": [w.to_dict() for w in self.waits if w.kind is WaitKind.INTERRUPT],
             "checkpoint_error": self.checkpoint_error,
             "lineage": {
                 "forked_from": self.lineage.to_dict() if self.lineage else None,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stageline.errors import CheckpointCorrupt
-from stageline.ledger import Wait
+from stageline.ledger import Wait, WaitKind
 
 __all__ = ["check_writes", "human_payload"]
 
@@ -22,9 +22,18 @@ def _plain(value: Any) -> Any:
 
 def human_payload(value: Any) -> Mapping[str, Any] | None:
     """The interrupt payload of a gate or question node, or None for any other interrupt."""
-    if isinstance(value, Mapping) and value.get("kind") in ("gate", "question"):
+    if (
+        isinstance(value, Mapping)
+        and value.get("kind") in ("gate", "question")
+        and "node" in value
+        and "attempt" in value
+    ):
         return value
     return None
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 def check_writes(
@@ -42,13 +51,20 @@ def check_writes(
     for wait in waits:
         asked.setdefault(wait.interrupt_id, []).append(_plain(dict(wait.payload)))
     said = {w.token: _plain(dict(w.response)) for w in waits if w.response is not None}
-    waiting = {task for task, channel, _ in writes if channel == _INTERRUPT} - {
-        task for task, channel, _ in writes if channel == _RESUME
-    }
+    # The graph's own interrupts: the value asked, and the values the ledger recorded as answers
+    # (the node takes the answer as it is, with no token; a subgraph keeps it in its own
+    # checkpoint, so its task here may have gone on behind an interrupt the ledger answered).
+    values = [w for w in waits if w.kind is WaitKind.INTERRUPT]
+    answered = [_plain(w.response.get("value")) for w in values if w.response is not None]
+    done = {w.interrupt_id for w in values if w.response is not None}
+    waiting = {
+        task
+        for task, channel, value in writes
+        if channel == _INTERRUPT and not {str(getattr(i, "id", "")) for i in _listed(value)} <= done
+    } - {task for task, channel, _ in writes if channel == _RESUME}
     for task, channel, value in writes:
-        values = value if isinstance(value, list | tuple) else [value]
         if channel == _INTERRUPT:
-            for interrupt in values:
+            for interrupt in _listed(value):
                 if not is_interrupt(interrupt):  # LangGraph writes nothing else there
                     raise CheckpointCorrupt(
                         f"a pending interrupt of task {task} is a "
@@ -57,19 +73,24 @@ def check_writes(
                         step=step,
                     )
                 payload = human_payload(interrupt.value)
-                if payload is None:
-                    continue  # not a gate's or question's: the ledger has nothing to say
-                mine = _plain({k: v for k, v in payload.items() if k != "refused"})
-                if mine not in asked.get(str(interrupt.id), []):
+                if payload is None:  # the graph's own: the ledger kept the value it asked
+                    mine = _plain(interrupt.value)
+                    ours = [a.get("value") for a in asked.get(str(interrupt.id), [])]
+                else:
+                    mine = _plain({k: v for k, v in payload.items() if k != "refused"})
+                    ours = asked.get(str(interrupt.id), [])
+                if mine not in ours:
                     raise CheckpointCorrupt(
                         f"the pending interrupt of task {task} is not the one the ledger asked",
                         run_id=run_id,
                         step=step,
                     )
         elif channel == _RESUME:
-            for resume in values:
+            for resume in _listed(value):
                 token = resume.get("token") if isinstance(resume, Mapping) else None
-                if token is None or said.get(str(token)) != _plain(resume):
+                if token is not None and said.get(str(token)) == _plain(resume):
+                    continue
+                if _plain(resume) not in answered:
                     raise CheckpointCorrupt(
                         f"a pending resume value of task {task} is no decision the ledger recorded",
                         run_id=run_id,

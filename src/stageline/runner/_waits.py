@@ -28,6 +28,7 @@ from stageline.ledger import (
     WaitKind,
     WaitStatus,
 )
+from stageline.runner._interrupts import Place, Policy, interrupt_places, interrupt_wait
 from stageline.runner._support import _config, _describe_failure
 from stageline.runner._trust_writes import human_payload
 from stageline.stages import BUDGET_INPUT, parse_duration
@@ -84,13 +85,19 @@ def what(wait: Wait) -> str:
     """``gate 'x'`` or ``question set abc (turn 0)``, for messages."""
     if wait.kind is WaitKind.GATE:
         return f"gate {wait.name!r}"
+    if wait.kind is WaitKind.INTERRUPT:
+        return f"interrupt {wait.wait_id[:8]} at {wait.name!r}"
     return f"question set {wait.wait_id} (turn {wait.payload.get('turn', '?')})"
 
 
-def _wait_from(run: Run, interrupt: Any, now: float) -> Wait | None:
+def _wait_from(
+    run: Run, interrupt: Any, now: float, places: Mapping[str, Place], policy: Policy | None
+) -> Wait | None:
     value = human_payload(getattr(interrupt, "value", None))
-    if value is None:
-        return None
+    if value is None:  # the graph's own interrupt(): a wait for any value
+        if getattr(interrupt, "id", None) is None:
+            return None
+        return interrupt_wait(run, interrupt, places.get(str(interrupt.id)), now, policy)
     gate = value["kind"] == "gate"
     name = str(value["gate"] if gate else value["name"])
     overrides = run.inputs.get(DEADLINES_INPUT) or {}
@@ -113,8 +120,10 @@ def _wait_from(run: Run, interrupt: Any, now: float) -> Wait | None:
 async def _checkpoint_view(
     saver: BaseCheckpointSaver[Any], run_id: str
 ) -> tuple[set[str] | None, set[str]]:
-    """Interrupt ids still pending at the run's checkpoint (None: unreadable), and the response
-    tokens its nodes have taken."""
+    """Interrupt ids still pending at the run's checkpoint (None: unreadable), and what its
+    nodes have taken: response tokens, and the ids of interrupts whose task went on (it wrote
+    more than its interrupt: a resume, its update, an error; a subgraph's resume is kept in
+    the subgraph's own checkpoint)."""
     try:
         saved = await saver.aget_tuple(typing.cast(Any, _config(run_id)))
     except Exception:
@@ -123,12 +132,20 @@ async def _checkpoint_view(
         return None, set()
     pending: set[str] = set()
     taken: set[str] = set()
-    for _task, channel, value in saved.pending_writes or ():
+    asked: dict[str, set[str]] = {}
+    went_on: set[str] = set()
+    for task, channel, value in saved.pending_writes or ():
         values = value if isinstance(value, list | tuple) else [value]
         if channel == _INTERRUPT:
-            pending.update(str(getattr(i, "id", "")) for i in values)
-        elif channel == _RESUME:
-            taken.update(str(v.get("token")) for v in values if isinstance(v, Mapping))
+            ids = {str(getattr(i, "id", "")) for i in values}
+            pending.update(ids)
+            asked.setdefault(task, set()).update(ids)
+        else:
+            went_on.add(task)
+            if channel == _RESUME:
+                taken.update(str(v.get("token")) for v in values if isinstance(v, Mapping))
+    for task in went_on:
+        taken.update(asked.get(task, ()))
     return pending, taken
 
 
@@ -141,11 +158,14 @@ async def settle_waits(
     interrupts: Sequence[Any],
     *,
     fresh: bool = False,
+    graph: Any = None,
+    policy: Policy | None = None,
 ) -> Settled:
     """What becomes of the decisions being applied, and what the run now waits on: the
     ``changes`` to commit with the run's ending (``finish_run``), and how the run ends if they
-    all hold. A ``fresh`` run (created by this advance) has no waits to read."""
-    asks = any(human_payload(getattr(i, "value", None)) for i in interrupts)
+    all hold. A ``fresh`` run (created by this advance) has no waits to read. ``graph`` says
+    where the graph's own interrupts were asked; ``policy`` is their deadline."""
+    asks = bool(interrupts)
     if not (template.gates or template.questions or asks or run.status.waits_for_person):
         return Settled()  # nothing a person said or is asked: no read on a plain run
     run_id, now = run.run_id, time.time()
@@ -182,7 +202,11 @@ async def settle_waits(
                         ],
                     )
                 )
-            elif wait.token in taken or (pending is not None and wait.interrupt_id not in pending):
+            elif (
+                wait.token in taken
+                or (wait.kind is WaitKind.INTERRUPT and wait.interrupt_id in taken)
+                or (pending is not None and wait.interrupt_id not in pending)
+            ):
                 settle.append(SettleRound(wait=wait, status=WaitStatus.APPLIED))
             else:
                 why = (
@@ -210,9 +234,14 @@ async def settle_waits(
     known = {
         (w.wait_id, w.attempt, w.interrupt_id) for w in waits if w.status is WaitStatus.PENDING
     }
+    places: Mapping[str, Place] = {}
+    if graph is not None and any(
+        human_payload(getattr(i, "value", None)) is None for i in interrupts
+    ):
+        places = await interrupt_places(graph, run_id)
     asked = [
         w
-        for w in (_wait_from(run, i, now) for i in interrupts)
+        for w in (_wait_from(run, i, now, places, policy) for i in interrupts)
         if w is not None and (w.wait_id, w.attempt, w.interrupt_id) not in known
     ]
     # As the waits will stand once the changes commit (APPLIED is final: nobody moves it on).
@@ -276,7 +305,7 @@ def _ended_by(template: Template, waits: Sequence[Wait]) -> tuple[Wait | None, W
 
 
 def _said(wait: Wait) -> str:
-    return "answer" if wait.kind is WaitKind.QUESTION else f"decision ({wait.decision})"
+    return "answer" if wait.kind is not WaitKind.GATE else f"decision ({wait.decision})"
 
 
 def _asked_event(wait: Wait) -> Event:
@@ -296,6 +325,20 @@ def _asked_event(wait: Wait) -> Event:
                 "wait_id": wait.wait_id,
                 "attempt": wait.attempt,
                 "state_hash": wait.state_hash,
+                "deadline_at": wait.deadline_at,
+            },
+        )
+    if wait.kind is WaitKind.INTERRUPT:
+        return Event(
+            run_id=wait.run_id,
+            kind="interrupt.waiting",
+            node=wait.node,
+            message=f"waiting for an answer to {what(wait)}{deadline}",
+            data={
+                "wait_id": wait.wait_id,
+                "name": wait.name,
+                "namespace": wait.payload.get("namespace"),
+                "attempt": wait.attempt,
                 "deadline_at": wait.deadline_at,
             },
         )
@@ -325,10 +368,10 @@ def with_deadlines(
     """The inputs to record, with per-run deadline overrides (node name -> seconds) beside them."""
     if not deadlines:
         return dict(inputs)
-    known = {*template.gates, *template.questions}
+    known = {*template.gates, *template.questions, *template.nodes}
     if unknown := [n for n in deadlines if n not in known]:
         raise InputError(
-            f"no gate or question node {unknown[0]!r} in template {template.name!r} to give a "
+            f"no node {unknown[0]!r} in template {template.name!r} to give a "
             f"deadline to; it has: {', '.join(sorted(known)) or 'none'}"
         )
     seconds = {n: parse_duration(v, f"deadline of {n!r}") for n, v in deadlines.items()}

@@ -81,12 +81,12 @@ class NodeRecordOut(BaseModel):
 
 
 class WaitOut(BaseModel):
-    """A gate or question set: what was asked and what a person said."""
+    """A gate, question set or interrupt: what was asked and what a person said."""
 
     run_id: str
     wait_id: str
     round: int
-    kind: Literal["gate", "question"]
+    kind: Literal["gate", "question", "interrupt"]
     name: str
     node: str
     attempt: int
@@ -105,6 +105,10 @@ class WaitOut(BaseModel):
     reason: str | None = None
     decision: str | None = None
     answers: dict[str, Any] | None = None
+    value: Any = None
+    """What an interrupt asks (``interrupt(value)``)."""
+    answer: Any = None
+    """What a person answered an interrupt with (the value its ``interrupt()`` returned)."""
     state_hash: str | None = None
 
 
@@ -150,6 +154,8 @@ class SummaryOut(BaseModel):
 class RunDetail(SummaryOut):
     decisions: list[WaitOut]
     questions: list[WaitOut]
+    interrupts: list[WaitOut] = []
+    """Every interrupt the graph made itself, and what each was answered with."""
     effects: list[EffectOut]
     lineage: dict[str, Any] | None = Field(
         None,
@@ -208,6 +214,24 @@ class AnswerBody(_Body):
         None,
         allow_inf_nan=False,
         description="When you looked (epoch seconds): binds to the question set waiting then.",
+    )
+    force: bool = False
+
+
+class RespondBody(_Body):
+    value: Any = Field(
+        description="The answer: the value the node's `interrupt()` returns (any JSON; for an "
+        'Agent-Inbox HumanInterrupt, {"type": "accept"|"edit"|"response"|"ignore", "args": ...}).'
+    )
+    wait_id: str | None = Field(
+        None,
+        max_length=200,
+        description="Which interrupt (`wait_id` of `/pending`): answered meanwhile -> 409.",
+    )
+    seen_at: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="When you looked (epoch seconds): binds to the interrupt waiting then.",
     )
     force: bool = False
 

@@ -1,4 +1,5 @@
-"""People's part: what waits for them (gates, question sets), decide, answer.
+"""People's part: what waits for them (gates, question sets, interrupts), decide, answer,
+respond.
 
 A decision is the runner's ``approve``/``reject``/``request_changes`` with the token's name as
 actor, bound to the ``attempt``, ``state_hash`` and visit (``wait_id`` or ``seen_at``) the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server._models import AnswerBody, DecideBody, SummaryOut, WaitOut
+from stageline.server._models import AnswerBody, DecideBody, RespondBody, SummaryOut, WaitOut
 from stageline.server.api._common import (
     ERRORS,
     AdvancerDep,
@@ -40,7 +41,7 @@ _DECIDE: Responses = {
 @router.get(
     "/pending",
     response_model=list[WaitOut],
-    summary="Gates and question sets waiting for a person, oldest first",
+    summary="Gates, question sets and interrupts waiting for a person, oldest first",
 )
 async def pending(runner: RunnerDep, _: Reader) -> list[WaitOut]:
     return [wait_out(w) for w in await runner.pending()]
@@ -103,6 +104,29 @@ async def answer(
                 question_id=body.question_id,
                 actor=actor,
                 defaults=body.defaults,
+                seen_at=body.seen_at,
+                force=body.force,
+            )
+        )
+    )
+
+
+@router.post(
+    "/runs/{run_id}/respond",
+    response_model=SummaryOut,
+    responses=_DECIDE,
+    summary="Answer an interrupt the graph made itself (`interrupt(value)`) with a value",
+)
+async def respond(
+    run_id: RunId, body: RespondBody, runner: RunnerDep, advancer: AdvancerDep, actor: Decider
+) -> SummaryOut:
+    return summary_out(
+        await advancer.run(
+            runner.respond(
+                run_id,
+                body.value,
+                wait_id=body.wait_id,
+                actor=actor,
                 seen_at=body.seen_at,
                 force=body.force,
             )

@@ -15,6 +15,7 @@ __all__ = [
     "changes_modal",
     "escalation_text",
     "gate_blocks",
+    "interrupt_blocks",
     "milestone_text",
     "parse_value",
     "question_blocks",
@@ -217,8 +218,49 @@ def question_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, 
     return head, blocks
 
 
+def interrupt_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, Any]]]:
+    """An interrupt the graph made itself: what it asks; for an Agent-Inbox
+    ``HumanInterrupt``, the buttons its ``config`` allows (accept, ignore); a reply in the
+    thread answers it (as text, or as the ``response`` of a ``HumanInterrupt``)."""
+    asked: Any = wait.payload.get("value")
+    head = f"↳ Run `{esc(wait.run_id)}` asks at *{esc(wait.name)}*"
+    allows = wait.inbox_allows
+    if wait.payload.get("human"):
+        asked = wait.payload.get("inbox") or {}
+        action = asked.get("action_request") or {}
+        args = json.dumps(action.get("args"), default=str, indent=1)
+        lines = [
+            head,
+            esc(_clip(str(asked.get("description") or ""), 1000)),
+            f"*{esc(action.get('action'))}* ```{esc(_clip(args, 1500))}```",
+        ]
+        if "response" in allows:
+            lines.append("_Reply in this thread to respond._")
+    else:
+        text = asked if isinstance(asked, str) else json.dumps(asked, default=str, indent=1)
+        lines = [head, f"```{esc(_clip(text, 1500))}```", "_Reply in this thread to answer._"]
+    blocks = [_section("\n".join(lines))]
+    buttons = [
+        {
+            "type": "button",
+            "action_id": f"inbox_{kind}",
+            "value": button_value(wait, channel),
+            "text": {"type": "plain_text", "text": kind.capitalize()},
+            **({"style": "primary"} if kind == "accept" else {"style": "danger"}),
+        }
+        for kind in ("accept", "ignore")
+        if kind in allows
+    ]
+    if wait.status is not WaitStatus.PENDING:
+        blocks.append(_section(_decided(wait)))
+    elif buttons:
+        blocks.append({"type": "actions", "block_id": "respond", "elements": buttons})
+    return head, blocks
+
+
 def wait_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, Any]]]:
-    return (gate_blocks if wait.kind is WaitKind.GATE else question_blocks)(wait, channel)
+    shown = {WaitKind.GATE: gate_blocks, WaitKind.INTERRUPT: interrupt_blocks}
+    return shown.get(wait.kind, question_blocks)(wait, channel)
 
 
 # -- modals -------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ _log = logging.getLogger("stageline.server")
 
 SLACK_POLICY = DeliveryPolicy(batch=20, retries=0, backoff=0.5, max_backoff=15.0, timeout=20.0)
 MILESTONES = EventFilter.of(
-    min_level="info", kinds=("run.*", "node.failed", "gate.*", "question.*")
+    min_level="info", kinds=("run.*", "node.failed", "gate.*", "question.*", "interrupt.*")
 )
 """What goes into a run's thread besides its gates and questions (a sink-style filter)."""
 _FOR_GOOD = {
@@ -46,6 +46,8 @@ _FOR_GOOD = {
 """Slack errors that sending the same message again cannot cure."""
 _FORM_METHODS = {"users.info"}
 """Methods Slack takes no JSON body for."""
+_WAITS = ("gate.", "question.", "interrupt.")
+"""Events about a wait: its own message in the thread, updated as it changes."""
 _WAIT_CHANGED = ("decided", "answered", "expired", "rolled_back", "refused", "expiry_failed")
 
 
@@ -154,7 +156,7 @@ class SlackSink:
         if kind.startswith("run."):
             text, blocks = root_blocks(await self.ledger.get_run(run_id))
             await self.update(run_id, "root", text, blocks)
-        if kind in ("gate.waiting", "question.asked"):
+        if kind in ("gate.waiting", "question.asked", "interrupt.waiting"):
             wait = await find_wait(self.ledger, event)
             if wait is not None:
                 await self._wait(wait, post=True)
@@ -170,12 +172,12 @@ class SlackSink:
         if kind.endswith(".reminded"):
             await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
             return
-        if kind.startswith(("gate.", "question.")) and kind.rpartition(".")[2] in _WAIT_CHANGED:
+        if kind.startswith(_WAITS) and kind.rpartition(".")[2] in _WAIT_CHANGED:
             wait_id = event.data.get("wait_id")
             for wait in await self.ledger.waits(run_id):
                 if wait.wait_id == wait_id:
                     await self._wait(wait, post=False)
-        if self.milestones.accepts(event) and not kind.startswith(("gate.", "question.")):
+        if self.milestones.accepts(event) and not kind.startswith(_WAITS):
             await self.post(
                 run_id, f"event:{event.seq}", milestone_text(kind, event.node, event.message), None
             )

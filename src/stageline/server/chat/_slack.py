@@ -251,6 +251,13 @@ async def _action(request: Request, chat: ChatRuntime, payload: dict[str, Any]) 
         await chat.call("views.open", trigger_id=payload.get("trigger_id"), view=view)
         return
     runner, advancer = chat.runner, get_advancer(request)
+    if action_id in ("inbox_accept", "inbox_ignore"):  # a HumanInterrupt's own responses
+        response = [{"type": str(action_id).removeprefix("inbox_"), "args": None}]
+        work = advancer.run(
+            runner.respond(value["r"], response, wait_id=value["w"], actor=actor_of(user))
+        )
+        await chat.carry(work, lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"))
+        return
     decide = {
         "approve": runner.approve,
         "reject": runner.reject,
@@ -374,18 +381,27 @@ async def events(request: Request, chat: Chat) -> Response:
 
 async def _reply(request: Request, chat: ChatRuntime, event: dict[str, Any]) -> None:
     """A reply in a run's thread answers its question set, when that set is one free-text
-    question."""
+    question, or the one interrupt it waits at (as text; a ``HumanInterrupt``'s
+    ``response``, where its config allows one)."""
     channel, uid = str(event.get("channel") or ""), str(event.get("user") or "")
     run_id = await chat.runner.ledger.chat_thread_run(channel, str(event["thread_ts"]))
     if run_id is None:
         return
-    waiting = [w for w in await chat.runner.pending(run_id) if w.kind is WaitKind.QUESTION]
+    pending = await chat.runner.pending(run_id)
     single = [
         w
-        for w in waiting
-        if len(questions_of(w)) == 1 and questions_of(w)[0].get("kind", "text") == "text"
+        for w in pending
+        if w.kind is WaitKind.QUESTION
+        and len(questions_of(w)) == 1
+        and questions_of(w)[0].get("kind", "text") == "text"
     ]
-    if not single:
+    asks = [
+        w
+        for w in pending
+        if w.kind is WaitKind.INTERRUPT
+        and (not w.payload.get("human") or "response" in w.inbox_allows)
+    ]
+    if not single and len(asks) != 1:
         return
     if not chat.chat.may_decide(uid):
         await chat.tell(
@@ -395,18 +411,20 @@ async def _reply(request: Request, chat: ChatRuntime, event: dict[str, Any]) -> 
             "([slack] deciders); your reply answered nothing.",
         )
         return
-    wait = single[0]
-    qid = str(questions_of(wait)[0]["id"])
-    user = {"id": uid, "name": await _name(chat, uid)}
-    work = get_advancer(request).run(
-        chat.runner.answer(
-            run_id,
-            {qid: _unescape(str(event.get("text") or ""))},
-            question_id=wait.wait_id,
-            actor=actor_of(user),
-        )
+    text = _unescape(str(event.get("text") or ""))
+    actor = actor_of({"id": uid, "name": await _name(chat, uid)})
+    if single:
+        wait = single[0]
+        qid = str(questions_of(wait)[0]["id"])
+        work = chat.runner.answer(run_id, {qid: text}, question_id=wait.wait_id, actor=actor)
+    else:
+        wait = asks[0]
+        value = [{"type": "response", "args": text}] if wait.payload.get("human") else text
+        work = chat.runner.respond(run_id, value, wait_id=wait.wait_id, actor=actor)
+    await chat.carry(
+        get_advancer(request).run(work),
+        lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"),
     )
-    await chat.carry(work, lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"))
 
 
 async def _name(chat: ChatRuntime, uid: str) -> str | None:

@@ -3,8 +3,9 @@
 A run on an empty thread creates the stageline run (its inputs checked at once: 422) and has
 the server's advancer advance it; a run with ``command={"resume": ...}`` on an interrupted
 thread decides its gate or answers its question set through the runner's own ``approve``,
-``reject``, ``request_changes`` or ``answer``, with the token's name as actor, exactly as the
-CLI does; a run with neither on a failed thread retries it. Each is checked before it is
+``reject``, ``request_changes`` or ``answer`` (or ``respond``, for an interrupt the graph made
+itself: the resume value is its answer), with the token's name as actor, exactly as the CLI
+does; a run with neither on a failed thread retries it. Each is checked before it is
 accepted, so that a bad request is refused with its reason and leaves no API run behind.
 """
 
@@ -20,7 +21,7 @@ from fastapi import HTTPException, Request
 
 from stageline.errors import StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus, Wait, WaitKind
-from stageline.runner import Runner, RunSummary
+from stageline.runner import Runner, RunSummary, check_inbox_answer
 from stageline.server._advancer import Advancer
 from stageline.server.langgraph._lookup import known_assistant, unprocessable
 from stageline.server.langgraph._mapping import api_status_of, assistant_of, thread_status
@@ -253,6 +254,15 @@ async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any, act
         if decision == "takeover":
             return lambda: advancer.run(runner.take_over(run_id, note=note, **options))
         return lambda: advancer.run(runner.request_changes(run_id, note=note or "", **options))
+    if wait.kind is WaitKind.INTERRUPT:  # the graph's own interrupt(): the value as it is
+        if value is None:
+            raise HTTPException(422, "resume an interrupt with a value, not null")
+        if wait.payload.get("human"):
+            with unprocessable():
+                check_inbox_answer(wait.payload.get("inbox"), value)
+        return lambda: advancer.run(
+            runner.respond(run_id, value, wait_id=wait.wait_id, actor=actor)
+        )
     if not isinstance(value, Mapping):
         raise HTTPException(
             422,

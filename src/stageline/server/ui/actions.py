@@ -1,4 +1,5 @@
-"""The dashboard's forms: decide, answer, settle effects, retry, resume, cancel, fork.
+"""The dashboard's forms: decide, answer, respond (interrupts), settle effects, retry, resume,
+cancel, fork.
 
 Each is one runner call, as the API makes it (DESIGN.md rule 8), with the session's token name
 as actor; each checks origin, CSRF token and scope first. A decision that came too late (stale,
@@ -124,6 +125,42 @@ async def answer(request: Request, run_id: str, session: MaybeSession) -> Respon
                 question_id=form.get("question_id") or None,
                 actor=actor,
                 defaults=True,
+            )
+        )
+        return f"answered: {_outcome(summary)}"
+
+    return await _act(request, session, run_id, "decide", act)
+
+
+def _response(form: dict[str, str]) -> Any:
+    """The answer to an interrupt: an Agent-Inbox response (``type``, with its args), else the
+    ``value`` field as JSON (``as=json``) or as text."""
+    kind = form.get("type")
+    if kind in ("accept", "ignore"):
+        return [{"type": kind, "args": None}]
+    if kind == "response":
+        return [{"type": "response", "args": form.get("response") or ""}]
+    if kind == "edit":
+        try:
+            args = json.loads(form.get("edit_args") or "{}")
+        except json.JSONDecodeError as exc:
+            raise InputError(f"the edited args are not JSON: {exc.msg}") from None
+        return [{"type": "edit", "args": {"action": form.get("action"), "args": args}}]
+    value = form.get("value") or ""
+    if form.get("as") != "json":
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the answer is not JSON ({exc.msg}); send it as text") from None
+
+
+@router.post("/runs/{run_id}/respond")
+async def respond(request: Request, run_id: str, session: MaybeSession) -> Response:
+    async def act(form: dict[str, str], actor: str) -> str:
+        summary = await advancer_of(request).run(
+            runner_of(request).respond(
+                run_id, _response(form), wait_id=form.get("wait_id") or None, actor=actor
             )
         )
         return f"answered: {_outcome(summary)}"
