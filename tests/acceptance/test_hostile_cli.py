@@ -104,7 +104,8 @@ def test_run_ids_that_are_paths_are_refused_and_nothing_lands_outside(
     for run_id, flags in attacks:
         refused(
             cli("run", "blog_post", "-i", "topic=a", "--run-id", run_id, *flags),
-            f"--run-id {run_id!r} is not a valid run id",
+            f"--run-id {run_id!r:.60}",  # a long one is shown cut (tmp paths vary in length)
+            "is not a valid run id",
             "1-64 letters",
         )
     no_runs(cli)

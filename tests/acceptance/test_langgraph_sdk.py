@@ -273,7 +273,7 @@ async def test_a_finished_thread_changed_at_a_checkpoint_is_forked(server: Serve
         assert fork != tid
         state = await client.threads.get_state(fork)
         assert state["values"]["topic"] == "dogs" and state["next"] == ["editor_approval"]
-        assert "Dogs" in state["values"]["draft"]
+        assert "dogs" in state["values"]["draft"].lower()  # the redraft is on the new topic
         original = await client.threads.get_state(tid)
         assert original["values"] == {k: v for k, v in finished.items()}
         assert original["values"]["topic"] == "cats"

@@ -42,7 +42,8 @@ TIMEOUT = 600
 SKIPPED = {
     "# 1. Install and run the main job: the built-in blog_post pipeline, offline, on SQLite",
     "stageline approve RUN            # publish: the post lands in .stageline/runs/RUN/post.md",
-    "python -m pip install -e '.[dev]' && python -m pytest",
+    "python -m pip install -e '.[dev]' -c constraints/dev.txt && python -m pytest",
+    "python -m venv /tmp/fresh && /tmp/fresh/bin/python -m pip install -e '.[dev]'",
     "STAGELINE_CHAOS_RUNS=200 python -m pytest tests/acceptance/test_worker_chaos.py",
     "python scripts/mutation.py                  # every configured module, then a table of scores",
     "python benchmarks/bench_runner.py",
