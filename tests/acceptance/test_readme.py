@@ -1,4 +1,5 @@
-"""The README's examples run as written: every fenced python, bash, yaml and toml block.
+"""The README's examples run as written: every fenced python, bash, yaml,
+toml and json block.
 
 Each block runs in a fresh project folder, as a reader would run it there:
 
@@ -9,6 +10,7 @@ Each block runs in a fresh project folder, as a reader would run it there:
 - ``bash``: the block as a ``bash -e`` script (``stageline`` is this checkout's CLI).
 - ``yaml``: a template, loaded and checked by ``stageline graph FILE``.
 - ``toml``: a ``stageline.toml``, checked by a command that loads it (``stageline runs``).
+- ``json``: a ``langgraph.json``, parsed; each graph names ``./file.py:attribute``.
 - ``text``: terminal sessions and sketches, never run.
 
 An HTML comment on the line before a fence marks a block that cannot run as it stands:
@@ -21,6 +23,7 @@ An HTML comment on the line before a fence marks a block that cannot run as it s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -34,7 +37,7 @@ from server_fixtures import make_project
 
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
-RUNS = ("python", "bash", "yaml", "toml")
+RUNS = ("python", "bash", "yaml", "toml", "json")
 NEVER_RUN = ("text",)
 SERVER_URL = "http://127.0.0.1:8484"
 TIMEOUT = 600
@@ -214,6 +217,9 @@ def test_the_readme_block_runs(block: Block, tmp_path: Path) -> None:
         template = project / "templates" / f"readme_{block.line}.yaml"
         template.write_text(block.text, encoding="utf-8")
         assert "flowchart" in _run(_stageline("graph", str(template)), project, env, block)
+    elif block.lang == "json":  # a langgraph.json: graph names -> "./file.py:attribute"
+        graphs = json.loads(block.text)["graphs"]
+        assert graphs and all(re.fullmatch(r"\./\S+\.py:\w+", ref) for ref in graphs.values())
     else:
         (project / "stageline.toml").write_text(block.text, encoding="utf-8")
         assert _run(_stageline("runs", "--json"), project, env, block).strip() == "[]"
