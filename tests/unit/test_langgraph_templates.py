@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import START, StateGraph
 
 from stageline.errors import TemplateError, TemplateNotFound
-from stageline.ledger import Event, NodeRecord, Outcome
+from stageline.ledger import Event, NodeRecord, NodeStatus, Outcome
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._tasks import TaskRecords
 from stageline.templates import GraphTemplate, graph_template, list_templates, load_template
@@ -201,4 +201,29 @@ def test_task_events_become_records_with_tokens_cost_and_tool_calls() -> None:
         ("model", 0.25),
         ("sub/inner", 0.0),
         ("sub", 0.0),
+    ]
+
+
+def test_a_task_that_succeeded_before_is_replayed_and_leaves_no_record() -> None:
+    """A step run again (a sibling waited or failed) replays the saved writes of the tasks that
+    succeeded: LangGraph announces them and never reports their end."""
+    done = NodeRecord(
+        run_id="r1",
+        task_id="t1",
+        attempt=1,
+        try_no=1,
+        node="model",
+        stage="model",
+        status=NodeStatus.SUCCEEDED,
+        started_at=1.0,
+    )
+    ledger = _Ledger()
+    journal = LedgerJournal(ledger, "r1", 2, previous=[done])  # type: ignore[arg-type]
+    tasks = TaskRecords(journal, "agent", frozenset({"model"}))
+    tasks.observe((), {"id": "t1", "name": "model", "input": {}, "triggers": ()})
+    tasks.observe((), {"id": "t2", "name": "model", "input": {}, "triggers": ()})
+    tasks.close()  # t2 was stopped before it finished
+    assert [(r.task_id, str(r.status)) for r in ledger.nodes] == [
+        ("t2", "running"),
+        ("t2", "failed"),
     ]

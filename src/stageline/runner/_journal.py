@@ -51,15 +51,25 @@ class LedgerJournal:
         self._history: dict[str, list[Outcome]] = {}
         self._earlier: dict[str, dict[int, NodeStatus]] = {}
         """This attempt's records from earlier processes: task -> try -> status."""
+        self._succeeded: set[str] = set()
+        """Tasks an earlier advance (of any attempt) recorded as succeeded."""
         for record in previous:
             if record.attempt == attempt:
                 self._earlier.setdefault(record.task_id, {})[record.try_no] = record.status
+            if record.status is NodeStatus.SUCCEEDED:
+                self._succeeded.add(record.task_id)
         self._shift: dict[str, int] = {}
         """Task -> how far its tries are moved past those of an earlier process."""
 
     def _stage(self, record: NodeRecord) -> None:
         self.records[(record.task_id, record.try_no)] = record
         self._ledger.stage_node(record)
+
+    def succeeded_before(self, task_id: str) -> bool:
+        """Whether an earlier advance recorded the task's success. Its writes were saved with
+        that record, so LangGraph replays them when the step runs again (a sibling waited or
+        failed) and does not run the task: it announces it and never reports its end."""
+        return task_id in self._succeeded
 
     def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> int:
         """Stage the start; returns the try number recorded. A node that an earlier process

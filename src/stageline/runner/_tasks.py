@@ -44,8 +44,9 @@ class TaskRecords:
             self._parents.add(part.partition(":")[2])
         task_id = str(event.get("id"))
         node = "/".join([*(p.partition(":")[0] for p in namespace), str(event.get("name"))])
-        if "input" in event:  # the task begins
-            self._begin(task_id, node, event.get("input"))
+        if "input" in event:  # the task begins, unless its saved writes are only replayed
+            if not self._journal.succeeded_before(task_id):
+                self._begin(task_id, node, event.get("input"))
         elif task_id in self._open:
             self._end(task_id, event)
 
