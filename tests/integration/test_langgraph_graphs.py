@@ -13,9 +13,10 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.graph import START, StateGraph
-from langgraph.types import Send
+from langgraph.types import Send, interrupt
 
 from stageline.config import Settings, load_settings
+from stageline.errors import AlreadyDecided
 from stageline.ledger import NodeRecord
 from stageline.runner import Runner, RunSummary, outcome_stats
 from stageline.templates import Template, list_templates
@@ -122,7 +123,7 @@ async def test_a_prebuilt_react_agent(runner: Runner) -> None:
     assert sum(o.input_tokens for o in stats) == 32
 
 
-async def test_interrupting_graphs_wait_with_their_records_so_far(runner: Runner) -> None:
+async def test_interrupting_graphs_wait_then_are_answered(runner: Runner) -> None:
     asked = await runner.start("ask_name", {})
     assert str(asked.run.status) == "waiting"
     assert nodes(asked) == [
@@ -133,6 +134,33 @@ async def test_interrupting_graphs_wait_with_their_records_so_far(runner: Runner
     inbox = await runner.start("inbox", {"email": "hello"})
     assert str(inbox.run.status) == "waiting"
     assert nodes(inbox) == [("draft", "succeeded"), ("review", "waiting")]
+
+    [wait] = await runner.pending(asked.run.run_id)
+    named = await runner.respond(asked.run.run_id, "Ann", actor="ann", wait_id=wait.wait_id)
+    assert str(named.run.status) == "succeeded"  # resumed inside the subgraph that asked
+    assert named.state == {"name": "Ann", "greeting": "Hello, Ann"}
+    assert nodes(named) == [
+        ("prepare", "succeeded"),
+        ("asker", "succeeded"),
+        ("asker/ask", "succeeded"),
+        ("greet", "succeeded"),
+    ]
+    with pytest.raises(AlreadyDecided, match="already answered by ann"):
+        await runner.respond(asked.run.run_id, "Bo", actor="bo", wait_id=wait.wait_id)
+    [answered] = (await runner.status(asked.run.run_id)).waits  # every round, answered too
+    assert (answered.wait_id, answered.actor, str(answered.status)) == (
+        wait.wait_id,
+        "ann",
+        "applied",
+    )
+    assert answered.response is not None and answered.response["value"] == "Ann"
+
+    edit = [{"type": "edit", "args": {"action": "send_email", "args": {"reply": "Edited"}}}]
+    sent = await runner.respond(inbox.run.run_id, edit, actor="bo")
+    assert str(sent.run.status) == "succeeded" and sent.state["reply"] == "Edited"
+    assert nodes(sent) == [("draft", "succeeded"), ("review", "succeeded")]
+    [reviewed] = (await runner.status(inbox.run.run_id)).waits
+    assert (reviewed.actor, reviewed.response and reviewed.response["value"]) == ("bo", edit)
 
 
 class Tally(TypedDict, total=False):
@@ -173,6 +201,61 @@ async def test_a_graph_object_fails_then_retries_from_its_checkpoint(runner: Run
     assert str(retried.run.status) == "succeeded"
     assert calls == {"first": 1, "second": 2}
     assert retried.state["done"] == ["first", "second"]
+
+
+def _asks_beside_a_sibling(fail: list[bool]) -> StateGraph[Any, Any, Any, Any]:
+    """``plan``, then in one step: an ``ask`` per item (``Send``), ``note``, and ``flaky``
+    (fails while ``fail[0]``)."""
+
+    def ask(state: Tally) -> dict[str, Any]:
+        item = state["items"][0]
+        return {"done": [f"{item}={interrupt(item)}"]}
+
+    def flaky(state: Tally) -> dict[str, Any]:
+        if fail[0]:
+            raise RuntimeError("not yet")
+        return {"done": ["flaky"]}
+
+    def fan_out(state: Tally) -> list[Send]:
+        return [Send("ask", {"items": [item]}) for item in state["items"]]
+
+    graph = StateGraph(Tally)
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("ask", ask)
+    graph.add_node("note", lambda state: {"done": ["noted"]})
+    graph.add_node("flaky", flaky)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", fan_out, ["ask"])
+    graph.add_edge("plan", "note")
+    graph.add_edge("plan", "flaky")
+    return graph
+
+
+async def test_a_task_whose_writes_are_replayed_leaves_no_second_record(runner: Runner) -> None:
+    """When the step runs again (a sibling waited, or failed), LangGraph replays the saved
+    writes of the tasks that succeeded: announced, never run, they leave no new record."""
+    fail = [True]
+    graph = _asks_beside_a_sibling(fail).compile(name="asks_beside")
+    failed = await runner.start(graph=graph, inputs={"items": ["a", "b"]})
+    assert str(failed.run.status) == "failed"
+    fail[0] = False
+    run_id = failed.run.run_id
+    waits = {w.payload["value"]: w.wait_id for w in (await runner.retry(run_id)).waiting}
+    await runner.respond(run_id, "yes", wait_id=waits["a"])
+    done = await runner.respond(run_id, "no", wait_id=waits["b"])
+    assert str(done.run.status) == "succeeded"
+    assert sorted(done.state["done"]) == ["a=yes", "b=no", "flaky", "noted"]
+    records = (await runner.status(run_id)).records
+    assert sorted((r.node, r.attempt, str(r.status)) for r in records) == [
+        ("ask", 1, "waiting"),
+        ("ask", 1, "waiting"),
+        ("ask", 2, "succeeded"),
+        ("ask", 2, "succeeded"),
+        ("flaky", 1, "failed"),
+        ("flaky", 2, "succeeded"),
+        ("note", 1, "succeeded"),
+        ("plan", 1, "succeeded"),
+    ]
 
 
 async def test_history_and_fork_of_a_plain_graph(runner: Runner) -> None:
