@@ -1,7 +1,9 @@
 """A project's ``langgraph.json`` graphs (``tests/fixtures/langgraph_project``: written as
 LangGraph's documentation writes them, no stageline imports) through the real CLI and a real
-``stageline serve`` driven by ``langgraph_sdk``, on SQLite and Postgres; and a run of one
-killed with SIGKILL mid-run, then resumed, with no completed node run again."""
+``stageline serve`` driven by ``langgraph_sdk``, on SQLite and Postgres, their ``interrupt()``
+answered with ``stageline respond``, ``POST /v1/runs/{id}/respond`` and a ``command`` resume,
+records checked; and a run of one killed with SIGKILL mid-run, then resumed, with no
+completed node run again."""
 
 from __future__ import annotations
 
@@ -12,15 +14,17 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import _procs
+import httpx
 import pytest
 from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
 
-from server_fixtures import Server
+from server_fixtures import Server, make_project
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
 WEATHER = json.dumps([{"role": "user", "content": "What is the weather in Paris?"}])
@@ -90,7 +94,9 @@ def test_each_graph_runs_from_the_command_line(project: Path, database: str) -> 
     assert shown(project, database, "cli-greeter")["state"]["message"] == "Hello, world!"
 
 
-def test_interrupting_graphs_wait_from_the_command_line(project: Path, database: str) -> None:
+def test_interrupting_graphs_wait_then_are_answered_from_the_command_line(
+    project: Path, database: str
+) -> None:
     asked = cli(project, database, "run", "ask_name", "--run-id", "asks")
     assert asked.returncode == 3, asked.stdout + asked.stderr  # waiting for a person
     run = shown(project, database, "asks")
@@ -100,12 +106,44 @@ def test_interrupting_graphs_wait_from_the_command_line(project: Path, database:
         ("asker", "waiting"),
         ("asker/ask", "waiting"),
     ]
+    [wait] = run["interrupts"]
+    assert (wait["name"], wait["value"], wait["status"]) == (
+        "asker/ask",
+        "What is your name?",
+        "pending",
+    )
     inbox = cli(project, database, "run", "inbox", "-i", "email=hello", "--run-id", "inbox")
     assert inbox.returncode == 3, inbox.stdout + inbox.stderr
-    records = shown(project, database, "inbox")["records"]
-    assert [(r["node"], r["status"]) for r in records] == [
+    assert "allows: accept, edit, response, ignore" in inbox.stdout
+
+    named = cli(
+        project, database, "respond", "asks", "--wait", wait["wait_id"], "-t", "Ann", "--as", "ann"
+    )
+    assert named.returncode == 0, named.stdout + named.stderr  # resumed inside the subgraph
+    edit = {"type": "edit", "args": {"action": "send_email", "args": {"reply": "Edited"}}}
+    sent = cli(project, database, "respond", "inbox", "-v", json.dumps(edit), "--as", "bo")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+
+    run = shown(project, database, "asks")
+    assert run["run"]["status"] == "succeeded"
+    assert run["state"] == {"name": "Ann", "greeting": "Hello, Ann"}
+    assert [(r["node"], r["status"]) for r in run["records"]] == [
+        ("prepare", "succeeded"),
+        ("asker", "succeeded"),
+        ("asker/ask", "succeeded"),
+        ("greet", "succeeded"),
+    ]
+    assert [(w["answer"], w["actor"], w["status"]) for w in run["interrupts"]] == [
+        ("Ann", "ann", "applied")
+    ]
+    run = shown(project, database, "inbox")
+    assert run["run"]["status"] == "succeeded" and run["state"]["reply"] == "Edited"
+    assert [(r["node"], r["status"]) for r in run["records"]] == [
         ("draft", "succeeded"),
-        ("review", "waiting"),
+        ("review", "succeeded"),
+    ]
+    assert [(w["answer"], w["actor"], w["status"]) for w in run["interrupts"]] == [
+        ([edit], "bo", "applied")
     ]
 
 
@@ -214,17 +252,21 @@ def test_sigkill_mid_run_then_resume_runs_no_completed_node_again(
     assert succeeded == {"one": 1, "two": 1, "three": 1}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def served(
-    request: pytest.FixtureRequest, tmp_path: Path, serve_project: Callable[..., Server]
-) -> Server:
-    url = _url(request, tmp_path) if request.param == "postgres" else None
-    server = serve_project(database_url=url, start=False)
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """One ``stageline serve`` over a copy of the corpus per database, shared by the tests of
+    this module (each makes its own threads and runs)."""
+    url = request.getfixturevalue("postgres_module_url") if request.param == "postgres" else None
+    server = make_project(tmp_path_factory.mktemp(f"served-{request.param}"), database_url=url)
     shutil.copytree(CORPUS, server.project, dirs_exist_ok=True)
-    return server.start()
+    try:
+        yield server.start()
+    finally:
+        server.kill()
 
 
-@pytest.mark.parametrize("served", ["sqlite", "postgres"], indirect=True)
 async def test_each_graph_runs_on_stageline_serve_through_langgraph_sdk(served: Server) -> None:
     inputs: dict[str, dict[str, Any]] = {
         "agent": {"messages": json.loads(WEATHER)},
@@ -234,30 +276,105 @@ async def test_each_graph_runs_on_stageline_serve_through_langgraph_sdk(served: 
         "factory": {"text": "three small words"},
         "greeter": {},
     }
-    with served.client("read") as http:  # the graph the dashboard draws
+    with served.client("read") as http:  # what the dashboard reads
         drawn_api = http.get("/v1/templates/agent/graph")
         assert drawn_api.status_code == 200, drawn_api.text
         assert {"agent", "tools"} <= {n["id"] for n in drawn_api.json()["nodes"]}
-    async with get_client(url=served.url, api_key=served.tokens["decide"]) as client:
-        found = {a["assistant_id"]: a for a in await client.assistants.search(limit=100)}
-        for name in (*inputs, "ask_name", "inbox"):
-            assert found[name]["metadata"]["origin"] == "langgraph.json"
-        drawn = await client.assistants.get_graph("map_reduce")
-        assert {"generate_topics", "generate_joke", "best_joke"} <= {
-            n["id"] for n in drawn["nodes"]
-        }
-        for name, given in inputs.items():
-            thread = (await client.threads.create())["thread_id"]
-            result = await client.runs.wait(thread, name, input=given)
-            assert isinstance(result, dict), (name, result)
-            run = dict(json.loads(served.cli("show", thread, "--json").stdout))
-            assert run["run"]["status"] == "succeeded", name
-            assert sorted(r["node"] for r in run["records"]) == sorted(RUNS[name][1]), name
-            if name == "agent":
-                assert result["messages"][-1]["content"] == "It is sunny in Paris."
-                assert sum(r["metrics"].get("input_tokens", 0) for r in run["records"]) == 32
-        waiting = (await client.threads.create())["thread_id"]
-        await client.runs.wait(waiting, "ask_name", input={})
-        run = dict(json.loads(served.cli("show", waiting, "--json").stdout))
-        assert run["run"]["status"] == "waiting"
-        assert [r["node"] for r in run["records"]] == ["prepare", "asker", "asker/ask"]
+        async with get_client(url=served.url, api_key=served.tokens["decide"]) as client:
+            found = {a["assistant_id"]: a for a in await client.assistants.search(limit=100)}
+            for name in (*inputs, "ask_name", "inbox"):
+                assert found[name]["metadata"]["origin"] == "langgraph.json"
+            drawn = await client.assistants.get_graph("map_reduce")
+            assert {"generate_topics", "generate_joke", "best_joke"} <= {
+                n["id"] for n in drawn["nodes"]
+            }
+            for name, given in inputs.items():
+                thread = (await client.threads.create())["thread_id"]
+                result = await client.runs.wait(thread, name, input=given)
+                assert isinstance(result, dict), (name, result)
+                run = http.get(f"/v1/runs/{thread}").json()
+                assert run["run"]["status"] == "succeeded", name
+                assert sorted(r["node"] for r in run["records"]) == sorted(RUNS[name][1]), name
+                if name == "agent":
+                    assert result["messages"][-1]["content"] == "It is sunny in Paris."
+                    assert sum(r["metrics"].get("input_tokens", 0) for r in run["records"]) == 32
+            waiting = (await client.threads.create())["thread_id"]
+            await client.runs.wait(waiting, "ask_name", input={})
+            run = http.get(f"/v1/runs/{waiting}").json()
+            assert run["run"]["status"] == "waiting"
+            assert [r["node"] for r in run["records"]] == ["prepare", "asker", "asker/ask"]
+
+
+ASKED: dict[str, tuple[dict[str, Any], list[str]]] = {
+    "ask_name": ({}, ["prepare", "asker", "asker/ask", "greet"]),
+    "inbox": ({"email": "hello"}, ["draft", "review"]),
+}
+"""Interrupting graph -> (its inputs, the nodes its records name once answered, in order)."""
+
+
+def _records(detail: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(r["node"], r["status"]) for r in detail["records"]]
+
+
+def _answered(detail: dict[str, Any], name: str) -> list[tuple[Any, str, str]]:
+    assert detail["run"]["status"] == "succeeded", detail["run"]
+    assert _records(detail) == [(node, "succeeded") for node in ASKED[name][1]]
+    return [(w["answer"], w["actor"], w["status"]) for w in detail["interrupts"]]
+
+
+def _respond_twice(http: httpx.Client, name: str, value: Any) -> dict[str, Any]:
+    """Start ``name`` over ``POST /v1/runs``, answer its interrupt with ``POST .../respond``,
+    then again (409); the run's detail."""
+    made = http.post("/v1/runs", json={"template": name, "inputs": ASKED[name][0], "wait": True})
+    assert made.status_code == 201, made.text
+    run_id, [wait] = made.json()["run"]["run_id"], made.json()["waiting"]
+    assert made.json()["run"]["status"] == "waiting" and wait["kind"] == "interrupt"
+    url = f"/v1/runs/{run_id}/respond"
+    answered = http.post(url, json={"value": value, "wait_id": wait["wait_id"]})
+    assert answered.status_code == 200, answered.text
+    again = http.post(url, json={"value": value, "wait_id": wait["wait_id"]})
+    assert again.status_code == 409 and "already answered by decider" in again.text, again.text
+    return dict(http.get(f"/v1/runs/{run_id}").json())
+
+
+async def _resume_twice(
+    client: LangGraphClient, http: httpx.Client, name: str, resume: Any, *, keyed: bool = False
+) -> dict[str, Any]:
+    """Start ``name`` on a thread with ``langgraph_sdk``, resume it with ``command`` (``keyed``:
+    by interrupt id), then again (409 from both doors); the run's detail."""
+    thread = (await client.threads.create())["thread_id"]
+    stopped = await client.runs.wait(thread, name, input=ASKED[name][0])
+    assert isinstance(stopped, dict), stopped
+    [asked] = stopped["__interrupt__"]
+    assert [i["id"] for i in (await client.threads.get_state(thread))["interrupts"]] == [
+        asked["id"]
+    ]
+    answer = {asked["id"]: resume} if keyed else resume
+    resumed = await client.runs.create(thread, name, command={"resume": answer})
+    await client.runs.join(thread, resumed["run_id"])
+    assert (await client.threads.get(thread))["status"] == "idle"
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.runs.create(thread, name, command={"resume": answer})
+    assert refused.value.response.status_code == 409
+    again = http.post(f"/v1/runs/{thread}/respond", json={"value": resume})
+    assert again.status_code == 409, again.text
+    return dict(http.get(f"/v1/runs/{thread}").json())
+
+
+async def test_interrupting_graphs_are_answered_over_the_api(served: Server) -> None:
+    accept = [{"type": "accept", "args": None}]
+    ignore = [{"type": "ignore", "args": None}]
+    with served.client("decide") as http:
+        async with get_client(url=served.url, api_key=served.tokens["decide"]) as client:
+            named = await _resume_twice(client, http, "ask_name", "Bo", keyed=True)
+            accepted = await _resume_twice(client, http, "inbox", accept)
+        answered = _respond_twice(http, "ask_name", {"first": "Ann"})
+        ignored = _respond_twice(http, "inbox", ignore)
+    assert _answered(named, "ask_name") == [("Bo", "decider", "applied")]
+    assert named["state"]["greeting"] == "Hello, Bo"
+    assert _answered(accepted, "inbox") == [(accept, "decider", "applied")]
+    assert accepted["state"]["reply"] == "Thanks for: hello"
+    assert _answered(answered, "ask_name") == [({"first": "Ann"}, "decider", "applied")]
+    assert answered["state"]["name"] == {"first": "Ann"}
+    assert _answered(ignored, "inbox") == [(ignore, "decider", "applied")]
+    assert ignored["state"]["reply"] == ""
