@@ -1,11 +1,11 @@
 """LangGraph API runs: what one asks the runner to do, and following it to its end.
 
-A run on an empty thread creates the stageline run (its inputs checked at once: 422) and has
-the server's advancer advance it; a run with ``command={"resume": ...}`` on an interrupted
-thread decides its gate or answers its question set through the runner's own ``approve``,
-``reject``, ``request_changes`` or ``answer`` (or ``respond``, for an interrupt the graph made
-itself: the resume value is its answer), with the token's name as actor, exactly as the CLI
-does; a run with neither on a failed thread retries it. Each is checked before it is
+A run on an empty thread creates the stageline run (its inputs and context checked at once:
+422) and has the server's advancer advance it; a run with ``command={"resume": ...}`` on an
+interrupted thread decides its gate or answers its question set through the runner's own
+``approve``, ``reject``, ``request_changes`` or ``answer`` (or ``respond``, for an interrupt the
+graph made itself: the resume value is its answer), with the token's name as actor, exactly as
+the CLI does; a run with neither on a failed thread retries it. Each is checked before it is
 accepted, so that a bad request is refused with its reason and leaves no API run behind.
 """
 
@@ -167,7 +167,7 @@ async def plan(
                 "resume (start it with input)",
             )
         with unprocessable():
-            await runner.create(assistant, body.input or {}, run_id=thread_id)
+            await runner.create(assistant, body.input or {}, run_id=thread_id, context=body.context)
         return lambda: advancer.advance(thread_id)
     if assistant_of(run) != assistant:
         raise HTTPException(
