@@ -258,6 +258,8 @@ async def test_each_graph_runs_on_stageline_serve_through_langgraph_sdk(served: 
                 assert result["messages"][-1]["content"] == "It is sunny in Paris."
                 assert sum(r["metrics"].get("input_tokens", 0) for r in run["records"]) == 32
         # The context a client gives a run is what the graph's runtime.context reads.
+        schemas = await client.assistants.get_schemas("greeter")
+        assert set(schemas["context_schema"]["properties"]) == {"greeting", "audience"}
         context = {"greeting": "Hey", "audience": "team"}
         greeted = await client.runs.wait(None, "greeter", input={}, context=context)
         assert greeted == {"message": "Hey, team!", "audience": "team"}
