@@ -275,6 +275,14 @@ async def test_each_graph_runs_on_stageline_serve_through_langgraph_sdk(served: 
             await client.runs.wait(None, "greeter", input={}, context={"greting": "Hi"})
         assert refused.value.response.status_code == 422
         assert "unknown context key 'greting'" in refused.value.response.text
+        kept = (await client.threads.create())["thread_id"]
+        await client.runs.wait(kept, "ask_name", input={}, context=None)
+        with pytest.raises(httpx.HTTPStatusError) as changed:  # a thread's context holds
+            await client.runs.wait(kept, "ask_name", command={"resume": "Ada"}, context={"x": 1})
+        assert changed.value.response.status_code == 409
+        assert "keeps the context its first run was given" in changed.value.response.text
+        answered = await client.runs.wait(kept, "ask_name", command={"resume": "Ada"})
+        assert answered["greeting"] == "Hello, Ada"
         waiting = (await client.threads.create())["thread_id"]
         await client.runs.wait(waiting, "ask_name", input={})
         run = dict(json.loads(served.cli("show", waiting, "--json").stdout))

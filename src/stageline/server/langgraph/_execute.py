@@ -21,7 +21,7 @@ from fastapi import HTTPException, Request
 
 from stageline.errors import StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus, Wait, WaitKind
-from stageline.runner import Runner, RunSummary, check_inbox_answer
+from stageline.runner import Runner, RunSummary, check_inbox_answer, run_context
 from stageline.server._advancer import Advancer
 from stageline.server.langgraph._lookup import known_assistant, unprocessable
 from stageline.server.langgraph._mapping import api_status_of, assistant_of, thread_status
@@ -172,6 +172,12 @@ async def plan(
     if assistant_of(run) != assistant:
         raise HTTPException(
             409, f"thread {thread_id} belongs to assistant {assistant_of(run)!r}, not {assistant!r}"
+        )
+    if body.context and body.context != run_context(run.inputs):
+        raise HTTPException(
+            409,
+            f"thread {thread_id} keeps the context its first run was given; a later run cannot "
+            "change it (start a new thread for another context)",
         )
     said = f"thread {thread_id} is {thread_status(run)} (its run is {run.status})"
     if resume is not None:
