@@ -128,22 +128,27 @@ class Count(TypedDict, total=False):
     n: int
 
 
-async def test_every_try_of_a_node_that_runs_out_of_tries_in_a_subgraph(runner: Runner) -> None:
-    tries: Counter[str] = Counter()
+def _booming(tries: Counter[str], inner_retries: bool) -> StateGraph[Any, Any, Any, Any]:
+    """A graph whose subgraph ``work`` has a node ``boom`` that always fails; retried three
+    times, by its own RetryPolicy or by the subgraph node's."""
+    policy = RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=False)
 
     def boom(state: Count) -> dict[str, Any]:
         tries["boom"] += 1
         raise ConnectionError(f"try {tries['boom']} broke")
 
     inner = StateGraph(Count)
-    inner.add_node(
-        "boom", boom, retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=False)
-    )
+    inner.add_node("boom", boom, retry_policy=policy if inner_retries else None)
     inner.add_edge(START, "boom")
     outer = StateGraph(Count)
-    outer.add_node("work", inner.compile())
+    outer.add_node("work", inner.compile(), retry_policy=None if inner_retries else policy)
     outer.add_edge(START, "work")
-    failed = await runner.start(graph=outer.compile(name="runs_out"), inputs={})
+    return outer
+
+
+async def test_every_try_of_a_node_that_runs_out_of_tries_in_a_subgraph(runner: Runner) -> None:
+    tries: Counter[str] = Counter()
+    failed = await runner.start(graph=_booming(tries, True).compile(name="runs_out"), inputs={})
     assert str(failed.run.status) == "failed" and tries["boom"] == 3
     booms = only(failed, "work/boom")
     assert [(r.try_no, str(r.status), r.error) for r in booms] == [
@@ -154,6 +159,22 @@ async def test_every_try_of_a_node_that_runs_out_of_tries_in_a_subgraph(runner: 
     assert len({r.task_id for r in booms}) == 1
     assert {r.failure_phase for r in booms} == {"node"}
     assert [r.try_no for r in only(failed, "work")] == [1]  # the subgraph's task ran once
+    # The subgraph retried as a whole: its task's tries, and the inner node's three runs named
+    # as the first one is (LangGraph numbers the later runs' namespaces: ``work:<id>|1``).
+    tries.clear()
+    again = await runner.start(graph=_booming(tries, False).compile(name="reruns"), inputs={})
+    assert str(again.run.status) == "failed" and tries["boom"] == 3
+    assert [(r.try_no, str(r.status)) for r in only(again, "work")] == [
+        (1, "failed"),
+        (2, "failed"),
+        (3, "failed"),
+    ]
+    assert [r.error for r in only(again, "work/boom")] == [
+        "ConnectionError: try 1 broke",
+        "ConnectionError: try 2 broke",
+        "ConnectionError: try 3 broke",
+    ]
+    assert {r.node for r in again.records} == {"work", "work/boom"}
 
 
 async def test_a_factory_and_a_context_schema(runner: Runner) -> None:

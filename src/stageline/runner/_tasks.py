@@ -44,6 +44,9 @@ class TaskRecords:
 
     def observe(self, namespace: tuple[str, ...], event: Mapping[str, Any]) -> None:
         """Take one ``tasks`` stream event, from the graph at ``namespace``."""
+        # A number in the namespace (a subgraph's task that ran again: ``work:<id>|1``) tells
+        # the runs of one frame apart; it is no level of the path.
+        namespace = tuple(part for part in namespace if not part.isdigit())
         if not self._records(namespace, str(event.get("name", ""))):
             return
         for part in namespace:
