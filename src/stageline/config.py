@@ -3,8 +3,9 @@
 The file is checked against a schema, one pydantic model per section (``ConfigFile`` for the
 top-level keys, ``ServerConfig`` for ``[server]``, ``SlackConfig`` for ``[slack]``): a wrong
 type, an unknown key or a value out of range is a ``ConfigError`` naming the file, the key and
-its line. ``STAGELINE_*`` variables go through the same models. A new section is one more
-model and one more field of ``ConfigFile`` (and of ``Settings``).
+its line. ``STAGELINE_*`` variables go through the same models: ``STAGELINE_<KEY>`` for a
+top-level key, ``STAGELINE_<SECTION>_<KEY>`` for a key of a section that lists it. A new
+section is one more model and one more field of ``ConfigFile`` (and of ``Settings``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stageline.errors import ConfigError
 
@@ -34,6 +35,7 @@ CONFIG_FILE = "stageline.toml"
 LANGGRAPH_JSON = "langgraph.json"
 """LangGraph's project file: a folder holding it (or stageline.toml) is a project root."""
 ENV_PREFIX = "STAGELINE_"
+_DURATION = r"\s*\d+(?:\.\d+)?\s*[smhdw]?\s*"
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
@@ -78,7 +80,16 @@ class InterruptsConfig(BaseModel):
     model_config = _STRICT
 
     deadline: str | float = "24h"
+    """Seconds, or a duration such as ``90s``, ``15m``, ``2h``, ``1d``."""
     on_deadline: Literal["park", "fail"] = "park"
+
+    @field_validator("deadline")
+    @classmethod
+    def _a_duration(cls, value: str | float) -> str | float:
+        text = str(value)
+        if not re.fullmatch(_DURATION, text) or not float(re.sub(r"[smhdw\s]", "", text)) > 0:
+            raise ValueError("must be a duration such as 90s, 15m, 2h or 1d (more than 0)")
+        return value
 
 
 class ConfigFile(BaseModel):
@@ -124,6 +135,8 @@ _ENV_KEYS = (
     "sink_exit_timeout",
 )
 """Keys a ``STAGELINE_<KEY>`` variable overrides."""
+_ENV_SECTIONS = {"interrupts": ("deadline", "on_deadline")}
+"""Section -> its keys a ``STAGELINE_<SECTION>_<KEY>`` variable overrides."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +225,8 @@ def _message(error: Any, model: type[BaseModel]) -> str:
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     if error["type"] == "string_pattern_mismatch":  # the one pattern: services
         return f"must be 'module:callable', e.g. 'myapp.services:make' (got {shown})"
+    if error["type"] == "value_error":  # a validator's own words
+        return f"{error['ctx']['error']!s} (got {shown})"
     return f"{error['msg'][0].lower()}{error['msg'][1:]} (got {shown})"
 
 
@@ -232,15 +247,22 @@ def _validate_file(path: Path, text: str, data: dict[str, Any]) -> ConfigFile:
 
 
 def _apply_env(base: ConfigFile, env: dict[str, str]) -> ConfigFile:
-    """``base`` with each set ``STAGELINE_<KEY>`` over it, checked by the same model."""
-    given = {k: env[ENV_PREFIX + k.upper()] for k in _ENV_KEYS if env.get(ENV_PREFIX + k.upper())}
+    """``base`` with each set ``STAGELINE_<KEY>`` (and ``STAGELINE_<SECTION>_<KEY>``) over
+    it, checked by the same model."""
+    given: dict[str, Any] = {
+        k: env[ENV_PREFIX + k.upper()] for k in _ENV_KEYS if env.get(ENV_PREFIX + k.upper())
+    }
+    for section, keys in _ENV_SECTIONS.items():
+        names = {k: f"{ENV_PREFIX}{section.upper()}_{k.upper()}" for k in keys}
+        if found := {k: env[name] for k, name in names.items() if env.get(name)}:
+            given[section] = {**getattr(base, section).model_dump(), **found}
     if not given:
         return base
     try:
         checked = ConfigFile.model_validate(given, strict=False)
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = ENV_PREFIX + str(first["loc"][0]).upper()
+        name = ENV_PREFIX + "_".join(str(p) for p in first["loc"][:2]).upper()
         raise ConfigError(f"environment variable {name}: {_message(first, ConfigFile)}") from None
     return base.model_copy(update={k: getattr(checked, k) for k in given})
 

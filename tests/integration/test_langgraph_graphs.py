@@ -13,10 +13,10 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.graph import START, StateGraph
-from langgraph.types import Send, interrupt
+from langgraph.types import RetryPolicy, Send, interrupt
 
 from stageline.config import Settings, load_settings
-from stageline.errors import AlreadyDecided
+from stageline.errors import AlreadyDecided, InputError
 from stageline.ledger import NodeRecord
 from stageline.runner import Runner, RunSummary, outcome_stats
 from stageline.templates import Template, list_templates
@@ -99,10 +99,82 @@ async def test_send_tasks_are_told_apart(runner: Runner) -> None:
 async def test_command_routing_and_a_retry_policy(runner: Runner) -> None:
     done = await runner.start("command_retry", {"value": 1})
     assert str(done.run.status) == "succeeded"
-    assert nodes(done) == [("decide", "succeeded"), ("flaky", "succeeded")]
+    # The RetryPolicy's tries, each its own record of the one task, as a stage's would be.
+    assert nodes(done) == [("decide", "succeeded"), ("flaky", "failed"), ("flaky", "succeeded")]
+    failed, passed = only(done, "flaky")
+    assert (failed.task_id, failed.try_no, passed.try_no) == (passed.task_id, 1, 2)
+    assert failed.error == "ConnectionError: the service dropped the connection"
+    assert failed.failure_phase == "node" and passed.error is None
+    assert failed.finished_at is not None and failed.finished_at <= passed.started_at
+    assert done.run.failed_node is None and done.run.error is None
     assert done.state["path"] == ["decide", "flaky"] and done.state["value"] == 2
+    events = await runner.ledger.events(done.run.run_id)
+    assert [(e.kind, e.data["try"]) for e in events if e.node == "flaky"] == [
+        ("node.started", 1),
+        ("node.failed", 1),
+        ("node.started", 2),
+        ("node.succeeded", 2),
+    ]
+    outcomes = await runner.ledger.outcomes(template="command_retry")
+    assert [(o.try_no, o.status) for o in outcomes if o.node == "flaky"] == [
+        (1, "failed"),
+        (2, "succeeded"),
+    ]
     skipped = await runner.start("command_retry", {"value": -1})
     assert nodes(skipped) == [("decide", "succeeded"), ("skip", "succeeded")]
+
+
+class Count(TypedDict, total=False):
+    n: int
+
+
+def _booming(tries: Counter[str], inner_retries: bool) -> StateGraph[Any, Any, Any, Any]:
+    """A graph whose subgraph ``work`` has a node ``boom`` that always fails; retried three
+    times, by its own RetryPolicy or by the subgraph node's."""
+    policy = RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=False)
+
+    def boom(state: Count) -> dict[str, Any]:
+        tries["boom"] += 1
+        raise ConnectionError(f"try {tries['boom']} broke")
+
+    inner = StateGraph(Count)
+    inner.add_node("boom", boom, retry_policy=policy if inner_retries else None)
+    inner.add_edge(START, "boom")
+    outer = StateGraph(Count)
+    outer.add_node("work", inner.compile(), retry_policy=None if inner_retries else policy)
+    outer.add_edge(START, "work")
+    return outer
+
+
+async def test_every_try_of_a_node_that_runs_out_of_tries_in_a_subgraph(runner: Runner) -> None:
+    tries: Counter[str] = Counter()
+    failed = await runner.start(graph=_booming(tries, True).compile(name="runs_out"), inputs={})
+    assert str(failed.run.status) == "failed" and tries["boom"] == 3
+    booms = only(failed, "work/boom")
+    assert [(r.try_no, str(r.status), r.error) for r in booms] == [
+        (1, "failed", "ConnectionError: try 1 broke"),
+        (2, "failed", "ConnectionError: try 2 broke"),
+        (3, "failed", "ConnectionError: try 3 broke"),
+    ]
+    assert len({r.task_id for r in booms}) == 1
+    assert {r.failure_phase for r in booms} == {"node"}
+    assert [r.try_no for r in only(failed, "work")] == [1]  # the subgraph's task ran once
+    # The subgraph retried as a whole: its task's tries, and the inner node's three runs named
+    # as the first one is (LangGraph numbers the later runs' namespaces: ``work:<id>|1``).
+    tries.clear()
+    again = await runner.start(graph=_booming(tries, False).compile(name="reruns"), inputs={})
+    assert str(again.run.status) == "failed" and tries["boom"] == 3
+    assert [(r.try_no, str(r.status)) for r in only(again, "work")] == [
+        (1, "failed"),
+        (2, "failed"),
+        (3, "failed"),
+    ]
+    assert [r.error for r in only(again, "work/boom")] == [
+        "ConnectionError: try 1 broke",
+        "ConnectionError: try 2 broke",
+        "ConnectionError: try 3 broke",
+    ]
+    assert {r.node for r in again.records} == {"work", "work/boom"}
 
 
 async def test_a_factory_and_a_context_schema(runner: Runner) -> None:
@@ -111,6 +183,27 @@ async def test_a_factory_and_a_context_schema(runner: Runner) -> None:
     greeted = await runner.start("greeter", {}, services={"greeting": "Hi"})
     assert greeted.state == {"message": "Hi, world!", "audience": "world"}  # env from the json
     assert nodes(greeted) == [("greet", "succeeded"), ("audience", "succeeded")]
+
+
+async def test_a_runs_own_context_is_kept_for_every_advance(runner: Runner) -> None:
+    given = {"greeting": "Hey", "audience": "team"}
+    started = await runner.start("greeter", {}, context=given, services={"greeting": "Hi"})
+    assert started.state == {"message": "Hey, team!", "audience": "team"}  # over the services
+    queued = await runner.create("greeter", {"name": "Ada"}, context={"greeting": "Howdy"})
+    assert queued.inputs["stageline_context"] == {"greeting": "Howdy"}
+    resumed = await runner.resume(queued.run_id)  # as a worker or the server advances it
+    assert resumed.state == {"name": "Ada", "message": "Howdy, Ada!", "audience": "world"}
+    for template, context, says in [
+        ("greeter", {"greting": "Hi"}, "unknown context key 'greting' for graph 'greeter'"),
+        ("factory", {"greeting": "Hi"}, "graph 'factory' takes no context"),
+        ("blog_post", {"greeting": "Hi"}, "template 'blog_post' takes no context"),
+    ]:
+        with pytest.raises(InputError, match=says):
+            await runner.create(
+                template, {"topic": "owls"} if template == "blog_post" else {}, context=context
+            )
+    with pytest.raises(InputError, match="'stageline_context'"):
+        await runner.create("greeter", {"stageline_context": {}})
 
 
 async def test_a_prebuilt_react_agent(runner: Runner) -> None:
@@ -319,3 +412,58 @@ async def test_a_template_uses_a_graph_as_one_stage(runner: Runner) -> None:
         "writers/joke": 2,
         "title": 1,
     }
+
+
+class Named(TypedDict, total=False):
+    greeting: str
+    name: str
+
+
+async def test_an_interrupt_in_a_subgraph_a_node_invokes_resumes_inside_it(
+    runner: Runner,
+) -> None:
+    calls: Counter[str] = Counter()
+
+    def before(state: Named) -> dict[str, Any]:
+        calls["before"] += 1
+        return {"greeting": "Hello"}
+
+    def ask(state: Named) -> dict[str, Any]:
+        return {"name": interrupt("What is your name?")}
+
+    inner = StateGraph(Named)
+    inner.add_node("before", before)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "before")
+    inner.add_edge("before", "ask")
+    asker = inner.compile()
+
+    async def caller(state: Named) -> dict[str, Any]:  # the subgraph is no node of the graph
+        calls["caller"] += 1
+        found = await asker.ainvoke({})
+        return {"greeting": f"{found['greeting']}, {found['name']}"}
+
+    outer = StateGraph(Named)
+    outer.add_node("caller", caller)
+    outer.add_edge(START, "caller")
+    asked = await runner.start(graph=outer.compile(name="invokes"), inputs={})
+    assert str(asked.run.status) == "waiting"
+    [wait] = asked.waits
+    assert (wait.node, wait.name) == ("caller", "caller/ask")  # the run's node, then where
+    caller_task = only(asked, "caller")[0].task_id
+    assert wait.payload["namespace"] == f"caller:{caller_task}"
+    assert wait.payload["path"] == ["caller", "ask"]
+    assert nodes(asked) == [
+        ("caller", "waiting"),
+        ("caller/before", "succeeded"),
+        ("caller/ask", "waiting"),
+    ]
+    assert [w.wait_id for w in await runner.pending(asked.run.run_id)] == [wait.wait_id]
+    done = await runner.respond(asked.run.run_id, "Ada", wait_id=wait.wait_id, actor="me")
+    assert str(done.run.status) == "succeeded"
+    assert done.state["greeting"] == "Hello, Ada"
+    assert calls == {"caller": 2, "before": 1}  # the subgraph went on from its checkpoint
+    assert [(n, s) for n, s in nodes(done) if n != "caller/before"] == [
+        ("caller", "succeeded"),
+        ("caller/ask", "succeeded"),
+    ]

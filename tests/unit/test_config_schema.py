@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stageline.config import ServerConfig, SlackConfig, load_settings
+from stageline.config import InterruptsConfig, ServerConfig, SlackConfig, load_settings
 from stageline.errors import ConfigError
 
 
@@ -44,6 +44,12 @@ def write(tmp_path: Path, text: str) -> Path:
         ('[slack]\ndeciders = "U1"\n', 2, "slack.deciders: input should be a valid list"),
         ('[[sinks]]\ntype = "console"\n[[sinks]]\n', None, None),
         ("sinks = 5\n", 1, "sinks: input should be a valid list"),
+        (
+            'home = "h"\n[interrupts]\ndeadline = "later"\n',
+            3,
+            "interrupts.deadline: must be a duration such as 90s, 15m, 2h or 1d (more than 0)",
+        ),
+        ("[interrupts]\ndeadline = -5\n", 2, "interrupts.deadline: must be a duration"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
@@ -80,6 +86,15 @@ def test_a_huge_value_is_not_echoed(tmp_path: Path) -> None:
         ({"STAGELINE_LEASE_TTL": "-3"}, "STAGELINE_LEASE_TTL: input should be greater than 0"),
         ({"STAGELINE_LEASE_TTL": "inf"}, "STAGELINE_LEASE_TTL: input should be a finite number"),
         ({"STAGELINE_SERVICES": "x y"}, "STAGELINE_SERVICES: must be 'module:callable'"),
+        (
+            {"STAGELINE_INTERRUPTS_ON_DEADLINE": "explode"},
+            "STAGELINE_INTERRUPTS_ON_DEADLINE: input should be 'park' or 'fail'",
+        ),
+        (
+            {"STAGELINE_INTERRUPTS_DEADLINE": "soon"},
+            "STAGELINE_INTERRUPTS_DEADLINE: must be a duration such as 90s, 15m, 2h or 1d",
+        ),
+        ({"STAGELINE_INTERRUPTS_DEADLINE": "0"}, "STAGELINE_INTERRUPTS_DEADLINE: must be a"),
     ],
 )
 def test_environment_values_are_checked_by_the_same_schema(
@@ -136,6 +151,18 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     assert settings.lease_ttl == 30.0 and settings.model is None and settings.sinks == ()
     assert settings.server.max_body_bytes == 1_000_000
     assert settings.slack == SlackConfig() and settings.services is None
+
+
+def test_the_interrupts_section_is_set_by_file_and_environment(tmp_path: Path) -> None:
+    assert load_settings(cwd=tmp_path, env={}).interrupts == InterruptsConfig()
+    write(tmp_path, '[interrupts]\ndeadline = "2h"\n')
+    assert load_settings(cwd=tmp_path, env={}).interrupts == InterruptsConfig(deadline="2h")
+    env = {"STAGELINE_INTERRUPTS_ON_DEADLINE": "fail"}  # the file's deadline stays
+    assert load_settings(cwd=tmp_path, env=env).interrupts == InterruptsConfig(
+        deadline="2h", on_deadline="fail"
+    )
+    env = {"STAGELINE_INTERRUPTS_DEADLINE": "90", "STAGELINE_INTERRUPTS_ON_DEADLINE": ""}
+    assert load_settings(cwd=tmp_path, env=env).interrupts == InterruptsConfig(deadline="90")
 
 
 def test_an_empty_variable_counts_as_unset(tmp_path: Path) -> None:

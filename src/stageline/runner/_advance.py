@@ -31,11 +31,13 @@ from stageline.ledger import (
 )
 from stageline.llm import ChatModel, chat_model
 from stageline.runner._budget import run_budget
+from stageline.runner._graph_context import run_context
 from stageline.runner._graphs import Graphs
 from stageline.runner._interrupts import interrupt_policy
 from stageline.runner._journal import LedgerJournal
 from stageline.runner._outcome import finish_run
 from stageline.runner._support import RunSummary, _config, _public_state
+from stageline.runner._task_tries import TaskTries
 from stageline.runner._tasks import TaskRecords
 from stageline.runner._waits import Settled, settle_one_by_one, settle_waits
 from stageline.runner._worktrees import describe_worktree
@@ -184,7 +186,7 @@ class Advancer:
                 # Stopped short of the end (an error, a wait, a drain), no checkpoint follows to
                 # carry the tasks' staged writes: the ending's transaction commits them.
                 outcome, state = await self._drive(
-                    template, run_id, payload, context, control, interrupts
+                    template, run, payload, context, control, interrupts
                 )
             except CheckpointCorrupt as exc:  # named at the step the ledger has the run at
                 unreadable = True
@@ -276,7 +278,7 @@ class Advancer:
     async def _drive(
         self,
         template: Template,
-        run_id: str,
+        run: Run,
         payload: Any,
         context: RunContext,
         control: RunControl,
@@ -285,6 +287,7 @@ class Advancer:
         """Run the graph. Returns the outcome (None when it ended, 'waiting', a drain reason, or
         the error) and the latest state seen in the stream (None if it must be read back); the
         interrupts it stopped at go into ``interrupts``."""
+        run_id = run.run_id
         graph = self.graphs.graph(template)
         state: dict[str, Any] | None = None
         waiting = False
@@ -297,9 +300,10 @@ class Advancer:
                 graph,
                 payload,
                 run_id,
-                template.context_for(context.services, context),
+                # The run's own context (a LangGraph client's) goes over the services.
+                template.context_for({**context.services, **run_context(run.inputs)}, context),
                 control,
-                bool(plain),
+                tasks.tries if plain else None,
             ):
                 if mode == "tasks":
                     tasks.observe(namespace, chunk)
@@ -327,11 +331,17 @@ class Advancer:
 
     @staticmethod
     async def _stream(
-        graph: Any, payload: Any, run_id: str, context: Any, control: RunControl, plain: bool
+        graph: Any,
+        payload: Any,
+        run_id: str,
+        context: Any,
+        control: RunControl,
+        tries: TaskTries | None,
     ) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
         """The graph's stream as ``(namespace, mode, chunk)``: the values of each step, and
-        with ``plain`` nodes in the graph, every task's start and result in every subgraph."""
-        if not plain:
+        with plain nodes in the graph, every task's start and result in every subgraph (and
+        each try of a task, to ``tries``)."""
+        if tries is None:
             async for chunk in graph.astream(
                 payload,
                 _config(run_id),
@@ -344,7 +354,7 @@ class Advancer:
             return
         async for namespace, mode, chunk in graph.astream(
             payload,
-            _config(run_id),
+            {**_config(run_id), "callbacks": [tries]},
             context=context,
             durability="sync",
             stream_mode=["values", "tasks"],

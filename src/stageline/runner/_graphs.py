@@ -20,6 +20,7 @@ from stageline.config import Settings
 from stageline.errors import InputError, TemplateChanged
 from stageline.ledger import Run
 from stageline.plaindata import check_plain_inputs
+from stageline.runner._graph_context import CONTEXT_INPUT
 from stageline.runner._input_types import typed_inputs
 from stageline.runner._state_defaults import remember_graph
 from stageline.runner._support import _config, _public_state, _schema_keys
@@ -118,7 +119,7 @@ class Graphs:
                 f"unknown input {unknown[0]!r} for template {template.name!r}; "
                 f"its state keys are: {', '.join(sorted(hints))}"
             )
-        if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT)]:
+        if reserved := [k for k in inputs if k in (*RESERVED_KEYS, DEADLINES_INPUT, CONTEXT_INPUT)]:
             raise InputError(f"{reserved[0]!r} is reserved for stageline")
         if new_run:
             template.check_required(inputs)

@@ -71,13 +71,16 @@ class LedgerJournal:
         failed) and does not run the task: it announces it and never reports its end."""
         return task_id in self._succeeded
 
-    def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> int:
-        """Stage the start; returns the try number recorded. A node that an earlier process
+    def node_started(
+        self, *, node: str, task_id: str, try_no: int, stage: str, at: float | None = None
+    ) -> int:
+        """Stage the start (``at``: when it began, if not now); returns the try number
+        recorded. A node that an earlier process
         began and never finished (Ctrl-C, SIGTERM, a crash) runs again as a new try with its
         own start and duration; the replay of a node that waited for a person finishes that
         node's record instead."""
         try_no = self._try(task_id, try_no)
-        now = time.time()
+        now = time.time() if at is None else at
         self._stage(
             NodeRecord(
                 run_id=self.run_id,
@@ -128,8 +131,10 @@ class LedgerJournal:
         capability: str | None = None,
         alternative: str | None = None,
         input_shape: str = "",
+        at: float | None = None,
     ) -> None:
-        now = time.time()
+        """Stage the end (``at``: when it ended, if not now)."""
+        now = time.time() if at is None else at
         record = NodeRecord(
             run_id=self.run_id,
             task_id=task_id,

@@ -15,6 +15,7 @@ from stageline.ledger import Event, LedgerStore, Run, RunClaim, RunStatus, this_
 from stageline.names import check_run_id
 from stageline.runner._advance import Advancer, step_of
 from stageline.runner._budget import with_budget
+from stageline.runner._graph_context import with_context
 from stageline.runner._graphs import Graphs
 from stageline.runner._services import Services
 from stageline.runner._support import RunSummary, _config, _stable_ref, new_run_id
@@ -51,6 +52,7 @@ class Lifecycle:
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
         run_id = check_run_id(run_id) if run_id is not None else None
@@ -62,7 +64,9 @@ class Lifecycle:
             template=_stable_ref(ref),
             template_version=made.full_version,
             status=RunStatus.QUEUED,
-            inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
+            inputs=with_budget(
+                with_deadlines(made, with_context(made, inputs, context), deadlines), budget
+            ),
         )
         return await self.ledger.create_run(
             run,
@@ -85,6 +89,7 @@ class Lifecycle:
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> RunSummary:
         """Create a run and advance it until it ends or waits (see ``Runner.start``); of the
         ``template`` named or given, or of a LangGraph ``graph`` object."""
@@ -93,6 +98,9 @@ class Lifecycle:
             raise UsageError("start a run of a template or of a graph (one of them)")
         made = self.graphs.load(self.graphs.of_graph(graph) if template is None else template)
         inputs = self.graphs.check_inputs(made, inputs or {}, new_run=True)
+        recorded = with_budget(
+            with_deadlines(made, with_context(made, inputs, context), deadlines), budget
+        )
         services = await self.services.resolve(services)
         ref = template if isinstance(template, str) else made.name
         holder = this_holder()
@@ -104,7 +112,7 @@ class Lifecycle:
                 template=_stable_ref(ref),
                 template_version=made.full_version,
                 status=RunStatus.RUNNING,
-                inputs=with_budget(with_deadlines(made, inputs, deadlines), budget),
+                inputs=recorded,
                 lease_holder=holder,
                 lease_expires_at=time.time() + self.settings.lease_ttl,
             ),

@@ -158,10 +158,11 @@ class Runner:
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a queued run after checking its inputs; nothing runs yet."""
         return await self.lifecycle.create(
-            template, inputs, run_id=run_id, deadlines=deadlines, budget=budget
+            template, inputs, run_id=run_id, deadlines=deadlines, budget=budget, context=context
         )
 
     async def start(
@@ -174,6 +175,7 @@ class Runner:
         run_id: str | None = None,
         deadlines: Mapping[str, Any] | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> RunSummary:
         """Create a run and advance it until it ends or waits.
 
@@ -181,7 +183,9 @@ class Runner:
         name -> seconds (or ``"2h"``, ``"1d"``...). ``budget`` sets this run's token and cost
         limits (a ``Budget`` or ``{"tokens": 5000, "cost": 0.5, "nodes": {...}}``) over the
         template's. ``graph``: run a LangGraph graph instead (a ``StateGraph``, a compiled
-        graph or a factory of one), unchanged, each of its nodes recorded.
+        graph or a factory of one), unchanged, each of its nodes recorded. ``context``: what a
+        graph with a ``context_schema`` reads through its runtime (over the services of the
+        same names), kept with the run for every later advance.
         """
         return await self.lifecycle.start(
             template,
@@ -191,6 +195,7 @@ class Runner:
             run_id=run_id,
             deadlines=deadlines,
             budget=budget,
+            context=context,
         )
 
     async def resume(

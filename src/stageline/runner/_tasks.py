@@ -8,6 +8,9 @@ into the same journal records and events a stageline stage leaves: one per task,
 that called a LangChain chat model gets its tokens (the ``usage_metadata`` of the AI messages
 it wrote) and cost (where the provider's ``response_metadata`` gives one); each tool call it
 asked for is a ``node.tool_call`` event with the tool's name and call id, never its arguments.
+A task that LangGraph ran again under a ``RetryPolicy`` leaves a record per try, as a stage
+does: the same task id, try 1, 2, ..., the earlier ones failed with their error (``TaskTries``,
+a callback handler the graph runs with, sees the tries the stream does not show).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stageline.runner._journal import LedgerJournal
+from stageline.runner._task_tries import TaskTries
 from stageline.stages import input_shape
 
 __all__ = ["TaskRecords"]
@@ -35,9 +39,14 @@ class TaskRecords:
         """Task id -> (node, try, started, input shape) of the tasks begun, not yet ended."""
         self._parents: set[str] = set()
         """Task ids of the tasks that ran a subgraph (their inner nodes hold the metrics)."""
+        self.tries = TaskTries()
+        """The callback handler the graph runs with, to see every try of a task."""
 
     def observe(self, namespace: tuple[str, ...], event: Mapping[str, Any]) -> None:
         """Take one ``tasks`` stream event, from the graph at ``namespace``."""
+        # A number in the namespace (a subgraph's task that ran again: ``work:<id>|1``) tells
+        # the runs of one frame apart; it is no level of the path.
+        namespace = tuple(part for part in namespace if not part.isdigit())
         if not self._records(namespace, str(event.get("name", ""))):
             return
         for part in namespace:
@@ -60,8 +69,40 @@ class TaskRecords:
         )
         self._open[task_id] = (node, started, time.time(), input_shape(given))
 
+    def _retried(
+        self, task_id: str, node: str, try_no: int, started: float, shape: str
+    ) -> tuple[int, float]:
+        """Record the tries of the task before its last one (each failed, with its error);
+        returns the try number and start of the last one."""
+        tries = self.tries.take(task_id)
+        for number, earlier in enumerate(tries[:-1]):
+            if number:
+                try_no = self._journal.node_started(
+                    node=node,
+                    task_id=task_id,
+                    try_no=number + 1,
+                    stage=node.rpartition("/")[2],
+                    at=earlier.started,
+                )
+                started = earlier.started
+            error = _described(earlier.error) if earlier.error else "failed"
+            self._finish(
+                node, task_id, try_no, started, "failed", {}, error, shape, at=earlier.finished
+            )
+        if len(tries) > 1:
+            started = tries[-1].started
+            try_no = self._journal.node_started(
+                node=node,
+                task_id=task_id,
+                try_no=len(tries),
+                stage=node.rpartition("/")[2],
+                at=started,
+            )
+        return try_no, started
+
     def _end(self, task_id: str, event: Mapping[str, Any]) -> None:
         node, try_no, started, shape = self._open.pop(task_id)
+        try_no, started = self._retried(task_id, node, try_no, started, shape)
         error = event.get("error")
         writes = event.get("result")
         metrics: dict[str, float] = {}
@@ -78,9 +119,9 @@ class TaskRecords:
         if event.get("interrupts"):
             self._finish(node, task_id, try_no, started, "waiting", metrics)
         elif error is not None:
-            text = str(error)
-            described = f"{type(error).__name__}: {text}" if text else type(error).__name__
-            self._finish(node, task_id, try_no, started, "failed", metrics, described, shape)
+            self._finish(
+                node, task_id, try_no, started, "failed", metrics, _described(error), shape
+            )
         else:
             self._finish(node, task_id, try_no, started, "succeeded", metrics, None, shape)
 
@@ -94,6 +135,7 @@ class TaskRecords:
         metrics: Mapping[str, float],
         error: str | None = None,
         shape: str | None = None,
+        at: float | None = None,
     ) -> None:
         self._journal.node_finished(
             node=node,
@@ -107,13 +149,15 @@ class TaskRecords:
             failure_phase="node" if error else None,
             template=None if shape is None else self._template,
             input_shape=shape or "",
+            at=at,
         )
 
     def close(self) -> None:
         """The graph stopped: a task begun and never ended was stopped before it finished (a
         sibling failed, the process was stopped); a resume runs it again as a new try."""
         for task_id in list(self._open):
-            node, try_no, started, _ = self._open.pop(task_id)
+            node, try_no, started, shape = self._open.pop(task_id)
+            try_no, started = self._retried(task_id, node, try_no, started, shape)
             self._journal.node_finished(
                 node=node,
                 task_id=task_id,
@@ -125,6 +169,11 @@ class TaskRecords:
                 error="interrupted: stopped before it finished",
                 failure_phase="interrupted",
             )
+
+
+def _described(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _messages(writes: Any) -> Iterable[Any]:

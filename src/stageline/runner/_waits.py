@@ -28,6 +28,7 @@ from stageline.ledger import (
     WaitKind,
     WaitStatus,
 )
+from stageline.runner._graph_context import CONTEXT_INPUT
 from stageline.runner._interrupts import Place, Policy, interrupt_places, interrupt_wait
 from stageline.runner._support import _config, _describe_failure
 from stageline.runner._trust_writes import human_payload
@@ -359,7 +360,8 @@ def _asked_event(wait: Wait) -> Event:
 
 def graph_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A run's inputs as the graph takes them: without what stageline keeps beside them."""
-    return {k: v for k, v in inputs.items() if k not in (DEADLINES_INPUT, BUDGET_INPUT)}
+    kept = (DEADLINES_INPUT, BUDGET_INPUT, CONTEXT_INPUT)
+    return {k: v for k, v in inputs.items() if k not in kept}
 
 
 def with_deadlines(

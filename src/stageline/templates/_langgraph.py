@@ -141,6 +141,23 @@ class GraphTemplate(Template):
                 f"{', '.join(sorted(fields))}) from services: {exc}"
             ) from exc
 
+    def check_context(self, context: Mapping[str, Any]) -> None:
+        """Refuse a run's own ``context`` (as a LangGraph SDK client gives one) that the graph's
+        ``context_schema`` does not take."""
+        schema = self.context_schema
+        if schema is None:
+            raise InputError(f"graph {self.name!r} takes no context (it has no context_schema)")
+        fields = _fields(schema)
+        if unknown := sorted(set(context) - fields):
+            raise InputError(
+                f"unknown context key {unknown[0]!r} for graph {self.name!r}; its context "
+                f"({schema.__name__}) has: {', '.join(sorted(fields))}"
+            )
+        try:
+            schema(**context)
+        except Exception as exc:
+            raise InputError(f"bad context for graph {self.name!r}: {exc}") from exc
+
 
 def _fields(schema: type[Any]) -> set[str]:
     if dataclasses.is_dataclass(schema):

@@ -1,11 +1,11 @@
 """LangGraph API runs: what one asks the runner to do, and following it to its end.
 
-A run on an empty thread creates the stageline run (its inputs checked at once: 422) and has
-the server's advancer advance it; a run with ``command={"resume": ...}`` on an interrupted
-thread decides its gate or answers its question set through the runner's own ``approve``,
-``reject``, ``request_changes`` or ``answer`` (or ``respond``, for an interrupt the graph made
-itself: the resume value is its answer), with the token's name as actor, exactly as the CLI
-does; a run with neither on a failed thread retries it. Each is checked before it is
+A run on an empty thread creates the stageline run (its inputs and context checked at once:
+422) and has the server's advancer advance it; a run with ``command={"resume": ...}`` on an
+interrupted thread decides its gate or answers its question set through the runner's own
+``approve``, ``reject``, ``request_changes`` or ``answer`` (or ``respond``, for an interrupt the
+graph made itself: the resume value is its answer), with the token's name as actor, exactly as
+the CLI does; a run with neither on a failed thread retries it. Each is checked before it is
 accepted, so that a bad request is refused with its reason and leaves no API run behind.
 """
 
@@ -21,7 +21,7 @@ from fastapi import HTTPException, Request
 
 from stageline.errors import StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus, Wait, WaitKind
-from stageline.runner import Runner, RunSummary, check_inbox_answer
+from stageline.runner import Runner, RunSummary, check_inbox_answer, run_context
 from stageline.server._advancer import Advancer
 from stageline.server.langgraph._lookup import known_assistant, unprocessable
 from stageline.server.langgraph._mapping import api_status_of, assistant_of, thread_status
@@ -167,11 +167,17 @@ async def plan(
                 "resume (start it with input)",
             )
         with unprocessable():
-            await runner.create(assistant, body.input or {}, run_id=thread_id)
+            await runner.create(assistant, body.input or {}, run_id=thread_id, context=body.context)
         return lambda: advancer.advance(thread_id)
     if assistant_of(run) != assistant:
         raise HTTPException(
             409, f"thread {thread_id} belongs to assistant {assistant_of(run)!r}, not {assistant!r}"
+        )
+    if body.context and body.context != run_context(run.inputs):
+        raise HTTPException(
+            409,
+            f"thread {thread_id} keeps the context its first run was given; a later run cannot "
+            "change it (start a new thread for another context)",
         )
     said = f"thread {thread_id} is {thread_status(run)} (its run is {run.status})"
     if resume is not None:

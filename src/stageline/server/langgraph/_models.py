@@ -1,8 +1,8 @@
 """The request bodies of the LangGraph-compatible API, as ``langgraph_sdk`` sends them.
 
-Fields stageline has no use for (``config``, ``context``, ``webhook``...) are accepted and
-ignored, so an unchanged client works; unknown fields are ignored too, as LangGraph's server
-does.
+Fields stageline has no use for (``config``, ``webhook``...) are accepted and ignored, so an
+unchanged client works; unknown fields are ignored too, as LangGraph's server does. A run's
+``context`` is what a graph with a ``context_schema`` reads through its runtime.
 """
 
 from __future__ import annotations
@@ -102,6 +102,8 @@ class RunCreate(BaseModel):
     assistant_id: str = Field(min_length=1, max_length=200)
     input: dict[str, Any] | None = None
     command: CommandBody | None = None
+    context: dict[str, Any] | None = None
+    """The graph's runtime context; kept with the thread's run from its first run on."""
     metadata: dict[str, Any] | None = None
     stream_mode: str | list[str] = "values"
     if_not_exists: Literal["create", "reject"] | None = None

@@ -133,12 +133,14 @@ async def get_assistant_schemas(
     assistant_id: str, runner: RunnerDep, _actor: Reader
 ) -> dict[str, Any]:
     known_assistant(runner, assistant_id)
-    schema = state_schema(assistant_id, runner.load(assistant_id).state)
+    template = runner.load(assistant_id)
+    schema = state_schema(assistant_id, template.state)
+    context = getattr(template, "context_schema", None)  # what a run's context may hold
     return {
         "graph_id": assistant_id,
         "input_schema": schema,
         "output_schema": schema,
         "state_schema": schema,
         "config_schema": None,
-        "context_schema": None,
+        "context_schema": None if context is None else state_schema(context.__name__, context),
     }
