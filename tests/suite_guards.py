@@ -1,5 +1,6 @@
 """How the suite runs side by side (pytest-xdist) and keeps each test's leaks its own.
 
+- **Order**: the longest tests first (``LONGEST_FIRST``), so both workers end together.
 - **Serial tests** (``@pytest.mark.serial``: they stop the shared Postgres server, or need the
   machine to themselves) run after the rest, and alone: every test holds a shared lock while
   it runs, a serial test an exclusive one. The lock is one file per machine, so it also keeps
@@ -83,9 +84,32 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         lock.close()
 
 
+LONGEST_FIRST = (
+    "tests/acceptance/test_decision_races.py",
+    "tests/acceptance/test_db_cli.py",
+    "tests/acceptance/test_db_upgrade_release.py",
+    "tests/acceptance/test_langgraph_json.py",
+    "tests/acceptance/",
+    "tests/integration/",
+)
+"""Where the longest tests are, longest first: the workers start on them and finish on the
+short unit tests, so neither is left alone with a long test at the end (a test's place in the
+order changes when it runs, never what it checks)."""
+
+
+def _order(item: pytest.Item) -> tuple[bool, int]:
+    """Serial tests last; before them the ``LONGEST_FIRST`` places in turn, then the rest."""
+    serial = item.get_closest_marker(SERIAL) is not None
+    place = next(
+        (i for i, where in enumerate(LONGEST_FIRST) if item.nodeid.startswith(where)),
+        len(LONGEST_FIRST),
+    )
+    return serial, place
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Serial tests last (a stable sort: the rest keep their order)."""
-    items.sort(key=lambda item: item.get_closest_marker(SERIAL) is not None)
+    """Serial tests last, the longest first (a stable sort: each group keeps its order)."""
+    items.sort(key=_order)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -48,6 +48,7 @@ SKIPPED = {
     "python -m pip install -e '.[dev]' -c constraints/dev.txt && python -m pytest",
     "python -m venv /tmp/fresh && /tmp/fresh/bin/python -m pip install -e '.[dev]'",
     "STAGELINE_CHAOS_RUNS=200 python -m pytest tests/acceptance/test_worker_chaos.py",
+    "STAGELINE_VISIT_RACE_TRIALS=50 python -m pytest tests/acceptance/test_decision_races.py",
     "python scripts/mutation.py                  # every configured module, then a table of scores",
     "python benchmarks/bench_runner.py",
     "python benchmarks/bench_cli.py",
