@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from stageline.server.ui._charts import fmt_seconds
+from stageline.server.ui._runview import inbox_answer
 from stageline.server.ui._session import Session, SignInRequired, current_session
 from stageline.templates import TemplateInfo, list_templates
 
@@ -57,7 +58,9 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, default=str, ensure_ascii=False, sort_keys=True)
 
 
-templates.env.filters.update(when=_when, ago=_ago, seconds=fmt_seconds, pretty=_pretty)
+templates.env.filters.update(
+    when=_when, ago=_ago, seconds=fmt_seconds, pretty=_pretty, inbox_answer=inbox_answer
+)
 
 
 _TEMPLATES: dict[str, tuple[float, list[TemplateInfo]]] = {}
