@@ -100,9 +100,9 @@ def test_a_reply_answers_an_interrupt_and_a_button_accepts_a_human_interrupt(
     confirm, value = button(slack, run_id, "inbox_accept")
     elements = [e["action_id"] for b in confirm["blocks"] for e in b.get("elements", [])]
     assert elements == ["inbox_accept", "inbox_ignore"]
-    assert "Paint it?" in json.dumps(confirm) and "Reply in this thread to respond" in json.dumps(
-        confirm
-    )
+    shown = json.dumps(confirm)
+    assert "Paint it?" in shown and "Reply in this thread to respond" in shown
+    assert "To accept with edits" not in shown  # its config allows no edit
     assert click(chat_server, "inbox_accept", value, user="U1").status_code == 200
     detail = wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "succeeded")
     assert detail["state"]["colour"] == "teal & grey"
@@ -125,7 +125,8 @@ def test_a_reply_answers_an_interrupt_and_a_button_accepts_a_human_interrupt(
 
     message = _asking(slack, inbox, "Send this reply?")
     elements = [e["action_id"] for b in message["blocks"] for e in b.get("elements", [])]
-    assert elements == ["inbox_accept", "inbox_ignore"]  # edit needs the dashboard or the API
+    assert elements == ["inbox_accept", "inbox_ignore"]  # edit: the dashboard, API or CLI
+    assert "To accept with edits" in json.dumps(message)
     _reply(chat_server, message, "Which invoice?", "U1")
     detail = wait_run(chat_server, inbox, lambda d: d["run"]["status"] == "succeeded")
     assert detail["state"]["reply"] == "Thanks for: the invoice"
