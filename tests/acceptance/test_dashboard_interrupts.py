@@ -123,6 +123,7 @@ def test_corpus_interrupts_are_answered_from_the_dashboard(
         respond.click()
         assert "write the response" in page.locator(".notice.error").inner_text()
         response.fill("Which meeting?")
+        page.fill("textarea[name=edit_args]", "{not json")  # holds back only an edit
         page.click("button[data-inbox=response]")
         page.wait_for_selector("#run-status [data-run-status=succeeded]")
         said = page.locator("table.decisions tr[data-wait-status=applied]")
