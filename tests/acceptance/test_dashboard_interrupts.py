@@ -4,7 +4,7 @@ answer form, then an Agent-Inbox ``HumanInterrupt`` with the buttons its ``confi
 (accept); then the corpus's interrupting graphs (``tests/fixtures/langgraph_project``: plain
 LangGraph, no stageline imports) on SQLite and on Postgres: ``ask_name``'s subgraph
 ``interrupt()`` answered as text, ``inbox``'s ``HumanInterrupt`` by edit and by respond (and a
-second person's late ignore refused: the first answer wins); each run's records and answers,
+second person's late response refused: the first answer wins); each run's records and answers,
 with their actor, read back from the API."""
 
 from __future__ import annotations
@@ -113,6 +113,7 @@ def test_corpus_interrupts_are_answered_from_the_dashboard(
 
         late = new_page(chromium, watch)  # a second person, on the same run's page
         sign_in(late, server, "admin", start="/ui/runs/ui-respond")
+        late.fill("textarea[name=response]", "Fine by me")  # typing: the page does not reload
         page.goto(server.url + "/ui/runs/ui-respond")
         page.click("button[data-inbox=response]")  # no text yet: the browser asks for it
         response = page.locator("textarea[name=response]")
@@ -129,7 +130,7 @@ def test_corpus_interrupts_are_answered_from_the_dashboard(
         said = page.locator("table.decisions tr[data-wait-status=applied]")
         assert said.locator("[data-inbox-answer]").inner_text() == "response"
         assert said.locator("[data-answer]").inner_text() == "Which meeting?"
-        late.click("button[data-inbox=ignore]")  # the first answer wins
+        late.click("button[data-inbox=response]")  # the first answer wins
         assert "already answered by decider" in late.locator(".notice.info").inner_text()
     with server.client("read") as client:
         runs = {r: client.get(f"/v1/runs/{r}").json() for r in ("ui-ask", "ui-edit", "ui-respond")}

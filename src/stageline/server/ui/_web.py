@@ -105,10 +105,19 @@ Viewer = Annotated[Session, Depends(_viewer)]
 
 
 def render(
-    request: Request, name: str, session: Session | None, *, status_code: int = 200, **context: Any
+    request: Request,
+    name: str,
+    session: Session | None,
+    *,
+    status_code: int = 200,
+    fragment: bool = False,
+    **context: Any,
 ) -> Response:
-    """Page ``name`` with the session, its CSRF token and its notices (shown once)."""
-    notices = session.take_notices() if session is not None else []
+    """Page ``name`` with the session, its CSRF token and its notices (shown once). A
+    ``fragment`` (what a page's script fetches to stay current) shows no notice, so it leaves
+    them for the next page: taken by a refresh of another tab between a form's answer and the
+    page it leads to, a notice ("already answered", an error) would never be seen."""
+    notices = session.take_notices() if session is not None and not fragment else []
     page: HTMLResponse = templates.TemplateResponse(
         request,
         name,
