@@ -11,7 +11,7 @@ from contextlib import closing
 import httpx
 import pytest
 
-from dashboard_browser import http_session, page_csrf
+from dashboard_browser import http_session, page_csrf, start_run
 from server_fixtures import Server
 from stageline.ledger import SessionPolicy, hash_token
 
@@ -101,3 +101,19 @@ def test_signing_in_again_in_the_same_browser_ends_its_previous_session(server: 
         after = str(client.cookies[COOKIE])
     assert after != before
     assert _works(server.url, after) and not _works(server.url, before)
+
+
+def test_a_notice_waits_for_the_page_past_the_refreshes_of_other_tabs(server: Server) -> None:
+    """A form's answer is told on the page it leads to, even when another tab of the session
+    refreshed itself in between (the fragments a page's script fetches show no notice)."""
+    start_run(server, "ten_nodes", {"seed": 2}, "notice-run")
+    with http_session(server.url, server.tokens["decide"]) as client:
+        csrf = page_csrf(client.get("/ui/runs/notice-run").text)
+        sent = client.post(
+            "/ui/runs/notice-run/respond", data={"csrf": csrf, "as": "text", "value": "hi"}
+        )
+        assert sent.status_code == 303
+        assert client.get("/ui/runs/notice-run/live").status_code == 200  # another tab's
+        assert client.get("/ui/runs/rows").status_code == 200
+        page = client.get("/ui/runs/notice-run").text
+    assert "run notice-run is succeeded, not waiting for a person" in page, page

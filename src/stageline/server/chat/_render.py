@@ -236,6 +236,8 @@ def interrupt_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str,
         ]
         if "response" in allows:
             lines.append("_Reply in this thread to respond._")
+        if "edit" in allows:
+            lines.append("_To accept with edits: the dashboard, or `stageline respond`._")
     else:
         text = asked if isinstance(asked, str) else json.dumps(asked, default=str, indent=1)
         lines = [head, f"```{esc(_clip(text, 1500))}```", "_Reply in this thread to answer._"]

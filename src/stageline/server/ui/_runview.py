@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from stageline.ledger import NodeRecord, Run, RunStatus, Wait, WaitStatus
+from stageline.ledger import INBOX_TYPES, NodeRecord, Run, RunStatus, Wait, WaitStatus
 from stageline.server.ui._charts import fmt_seconds
 from stageline.server.ui._graph import END, START, Edge, GraphLayout, Node, draw_graph, layout
 
 if TYPE_CHECKING:
     from stageline.runner import Runner
 
-__all__ = ["latest_records", "node_statuses", "run_graph", "template_layout"]
+__all__ = ["inbox_answer", "latest_records", "node_statuses", "run_graph", "template_layout"]
 
 _LAYOUTS: dict[tuple[str, str], GraphLayout] = {}
 _ENDED = tuple(s for s in RunStatus if s.terminal or s is RunStatus.FAILED)
@@ -35,6 +35,22 @@ def template_layout(runner: Runner, name: str) -> GraphLayout:
         if len(_LAYOUTS) > 200:
             _LAYOUTS.pop(next(iter(_LAYOUTS)))
     return _LAYOUTS[key]
+
+
+def inbox_answer(wait: Wait) -> tuple[str, Any] | None:
+    """How a person answered the Agent-Inbox ``HumanInterrupt`` ``wait`` asked: the response's
+    type and what it carries (the edited args, the response's text, or None), else None."""
+    if not wait.payload.get("human") or not wait.response:
+        return None
+    value = wait.response.get("value")
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, Mapping) or value.get("type") not in INBOX_TYPES:
+        return None
+    args = value.get("args")
+    if value["type"] == "edit" and isinstance(args, Mapping):
+        args = args.get("args", args)
+    return str(value["type"]), args
 
 
 def latest_records(records: Sequence[NodeRecord]) -> dict[str, NodeRecord]:

@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from stageline.server.ui._charts import fmt_seconds
+from stageline.server.ui._runview import inbox_answer
 from stageline.server.ui._session import Session, SignInRequired, current_session
 from stageline.templates import TemplateInfo, list_templates
 
@@ -57,7 +58,9 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, default=str, ensure_ascii=False, sort_keys=True)
 
 
-templates.env.filters.update(when=_when, ago=_ago, seconds=fmt_seconds, pretty=_pretty)
+templates.env.filters.update(
+    when=_when, ago=_ago, seconds=fmt_seconds, pretty=_pretty, inbox_answer=inbox_answer
+)
 
 
 _TEMPLATES: dict[str, tuple[float, list[TemplateInfo]]] = {}
@@ -102,10 +105,19 @@ Viewer = Annotated[Session, Depends(_viewer)]
 
 
 def render(
-    request: Request, name: str, session: Session | None, *, status_code: int = 200, **context: Any
+    request: Request,
+    name: str,
+    session: Session | None,
+    *,
+    status_code: int = 200,
+    fragment: bool = False,
+    **context: Any,
 ) -> Response:
-    """Page ``name`` with the session, its CSRF token and its notices (shown once)."""
-    notices = session.take_notices() if session is not None else []
+    """Page ``name`` with the session, its CSRF token and its notices (shown once). A
+    ``fragment`` (what a page's script fetches to stay current) shows no notice, so it leaves
+    them for the next page: taken by a refresh of another tab between a form's answer and the
+    page it leads to, a notice ("already answered", an error) would never be seen."""
+    notices = session.take_notices() if session is not None and not fragment else []
     page: HTMLResponse = templates.TemplateResponse(
         request,
         name,

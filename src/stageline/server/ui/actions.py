@@ -139,7 +139,9 @@ def _response(form: dict[str, str]) -> Any:
     if kind in ("accept", "ignore"):
         return [{"type": kind, "args": None}]
     if kind == "response":
-        return [{"type": "response", "args": form.get("response") or ""}]
+        if not (form.get("response") or "").strip():
+            raise InputError("write the response before you press Respond")
+        return [{"type": "response", "args": form.get("response")}]
     if kind == "edit":
         try:
             args = json.loads(form.get("edit_args") or "{}")

@@ -120,7 +120,7 @@ async def runs_rows(
 ) -> Response:
     """The table's rows alone: what the page's script fetches to stay current."""
     context = await _runs_context(request, status, template, q, since, until, cursor)
-    return render(request, "_run_rows.html", session, **context)
+    return render(request, "_run_rows.html", session, fragment=True, **context)
 
 
 def _check_id(run_id: str) -> None:
@@ -206,4 +206,4 @@ async def run_live(
     except (RunNotFound, InputError) as exc:
         return Response(str(exc), status_code=404)
     context["new_events"] = [e for e in context["events"] if e.seq > after]
-    return render(request, "_run_live.html", session, **context)
+    return render(request, "_run_live.html", session, fragment=True, **context)

@@ -115,13 +115,15 @@
     checkJson(el);
   });
 
-  // A request for changes needs a note; a cancel asks first.
+  // A request for changes needs a note (a response, its text: the field data-needs-note
+  // names); a cancel asks first.
   document.querySelectorAll("button[data-needs-note]").forEach(function (btn) {
     btn.addEventListener("click", function (ev) {
-      var note = btn.form && btn.form.querySelector("textarea[name=note]");
+      var field = btn.getAttribute("data-needs-note") || "note";
+      var note = btn.form && btn.form.querySelector("textarea[name=" + field + "]");
       if (note && !note.value.trim()) {
         ev.preventDefault();
-        note.setCustomValidity("Say what to change");
+        note.setCustomValidity(btn.getAttribute("data-needs-message") || "Say what to change");
         note.reportValidity();
         note.addEventListener("input", function () { note.setCustomValidity(""); }, { once: true });
       }
