@@ -31,7 +31,8 @@ from stageline.ledger import (
     WaitStatus,
     open_backend,
 )
-from stageline.ledger._schema import MIGRATIONS, schema_version
+from stageline.ledger._migrations import MIGRATIONS
+from stageline.ledger._schema import schema_version
 
 
 def uid(prefix: str = "r") -> str:

@@ -13,7 +13,8 @@ from sqlalchemy.schema import CreateTable
 from stageline.checkpoints import checkpoint_serde
 from stageline.errors import InvalidTransition, RunNotFound
 from stageline.ledger import Backend, Event, LedgerStore, Lineage, Run, RunStatus, open_backend
-from stageline.ledger._schema import MIGRATIONS, schema_version
+from stageline.ledger._migrations import MIGRATIONS
+from stageline.ledger._schema import schema_version
 
 
 def uid(prefix: str = "r") -> str:

@@ -18,7 +18,7 @@ from stageline.ledger import (
     RunStatus,
     open_backend,
 )
-from stageline.ledger._schema import MIGRATIONS
+from stageline.ledger._migrations import MIGRATIONS
 from stageline.runner import Runner
 from stageline.stages import StageContext, stage
 from stageline.templates import Template

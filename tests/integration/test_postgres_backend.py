@@ -29,8 +29,9 @@ from stageline.ledger import (
     _sql_staging,
     open_backend,
 )
+from stageline.ledger._migrations import MIGRATIONS
 from stageline.ledger._postgres import PostgresOptions
-from stageline.ledger._schema import MIGRATIONS, schema_version
+from stageline.ledger._schema import schema_version
 from stageline.runner import Runner
 from stageline.templates import Template
 

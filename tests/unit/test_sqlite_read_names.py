@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from stageline.ledger import Run
-from stageline.ledger._schema import MIGRATIONS, runs, schema_version
+from stageline.ledger._migrations import MIGRATIONS
+from stageline.ledger._schema import runs, schema_version
 from stageline.ledger._sqlite_read import RUN_COLUMNS, RUNS_TABLE, SCHEMA_VERSION, VERSION_TABLE
 
 

@@ -32,8 +32,9 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from stageline.errors import ConfigError, StorageError
+from stageline.ledger._migrations import MIGRATIONS
 from stageline.ledger._postgres_pool import PgExecutor, PgLedger, reason
-from stageline.ledger._schema import MIGRATIONS, metadata
+from stageline.ledger._schema import metadata
 from stageline.ledger._sql import SqlLedger
 
 if TYPE_CHECKING:

@@ -1,8 +1,6 @@
-"""The ledger schema, defined once in SQLAlchemy Core, and its numbered migrations."""
+"""The ledger schema, defined once in SQLAlchemy Core (its numbered migrations: ``_migrations``)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable, Sequence
 
 from sqlalchemy import (
     Boolean,
@@ -15,11 +13,9 @@ from sqlalchemy import (
     Table,
     Text,
 )
-from sqlalchemy.engine.interfaces import Dialect
-from sqlalchemy.schema import CreateIndex, CreateTable, Index
+from sqlalchemy.schema import Index
 
 __all__ = [
-    "MIGRATIONS",
     "api_runs",
     "chat_messages",
     "chat_once",
@@ -29,6 +25,14 @@ __all__ = [
     "checkpoints",
     "effects",
     "events",
+    "index_api_runs",
+    "indexes_chat",
+    "indexes_lineage",
+    "indexes_runs_created",
+    "indexes_v1",
+    "indexes_v2",
+    "indexes_v3",
+    "indexes_v4",
     "lineage",
     "metadata",
     "node_records",
@@ -104,7 +108,7 @@ events = Table(
     Column("data", Text, nullable=False),
 )
 
-_indexes = [
+indexes_v1 = [
     Index("ix_stageline_runs_status", runs.c.status, runs.c.created_at),
     Index("ix_stageline_runs_template", runs.c.template, runs.c.created_at),
 ]
@@ -151,26 +155,9 @@ effects = Table(
 )
 """The side-effect journal: what ``ctx.effect`` ran, at most once per (run, node, key)."""
 
-_indexes_v2 = [
+indexes_v2 = [
     Index("ix_stageline_waits_status", waits.c.status, waits.c.requested_at),
 ]
-
-
-def _v1(dialect: Dialect) -> list[str]:
-    ddl = [
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-        for t in (runs, node_records, events)
-    ]
-    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes]
-    return ddl
-
-
-def _v2(dialect: Dialect) -> list[str]:
-    ddl = [
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)) for t in (waits, effects)
-    ]
-    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v2]
-    return ddl
 
 
 # -- migration 3: capability outcomes -------------------------------------------------------
@@ -201,15 +188,9 @@ outcomes = Table(
 """One row per node run (the router's and ``stats``' training signal). Not tied to the run's
 other rows: ``delete_run`` (retention) keeps a run's outcomes."""
 
-_indexes_v3 = [
+indexes_v3 = [
     Index("ix_stageline_outcomes_template", outcomes.c.template, outcomes.c.finished_at),
 ]
-
-
-def _v3(dialect: Dialect) -> list[str]:
-    ddl = [str(CreateTable(outcomes, if_not_exists=True).compile(dialect=dialect))]
-    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v3]
-    return ddl
 
 
 # -- migration 4: the sinks' outbox cursors ---------------------------------------------------
@@ -241,16 +222,7 @@ sink_cursors = Table(
 run's next batch (until when), and the failed attempts of that batch (backing off until
 ``retry_at``; a retry sends the same batch, up to ``batch_upto``)."""
 
-_indexes_v4 = [Index("ix_stageline_events_ts", events.c.ts)]
-
-
-def _v4_sink_cursors(dialect: Dialect) -> list[str]:
-    ddl = [
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-        for t in (sinks, sink_cursors)
-    ]
-    ddl += [str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_v4]
-    return ddl
+indexes_v4 = [Index("ix_stageline_events_ts", events.c.ts)]
 
 
 # -- migration: lineage (forks) --------------------------------------------------------------
@@ -266,17 +238,9 @@ lineage = Table(
 )
 """Where a forked run came from: the run, the step it starts at, the checkpoint it copied."""
 
-_indexes_lineage = [
+indexes_lineage = [
     Index("ix_stageline_lineage_parent", lineage.c.parent_run_id, lineage.c.created_at),
 ]
-
-
-def _v6_lineage(dialect: Dialect) -> list[str]:
-    ddl = [str(CreateTable(lineage, if_not_exists=True).compile(dialect=dialect))]
-    ddl += [
-        str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_lineage
-    ]
-    return ddl
 
 
 # -- migration: API tokens (`stageline token`, `stageline serve`) -----------------------------
@@ -295,22 +259,11 @@ tokens = Table(
 secret; the secret itself is never stored."""
 
 
-def _v7_tokens(dialect: Dialect) -> list[str]:
-    return [str(CreateTable(tokens, if_not_exists=True).compile(dialect=dialect))]
-
-
 # -- migration: the runs list, newest first (the dashboard's first page) ------------------------
 
-_indexes_runs_created = [
+indexes_runs_created = [
     Index("ix_stageline_runs_created", runs.c.created_at, runs.c.run_id),
 ]
-
-
-def _v8_runs_created(dialect: Dialect) -> list[str]:
-    return [
-        str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
-        for ix in _indexes_runs_created
-    ]
 
 
 # -- migration: the LangGraph-compatible API's threads and runs --------------------------------
@@ -340,15 +293,7 @@ api_runs = Table(
 """A LangGraph API run: one advance (start or resume) of the run ``run_id``."""
 
 
-_index_api_runs = Index("ix_stageline_api_runs_run", api_runs.c.run_id, api_runs.c.created_at)
-
-
-def _v9_thread_meta(dialect: Dialect) -> list[str]:
-    ddl = [
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-        for t in (thread_meta, api_runs)
-    ]
-    return [*ddl, str(CreateIndex(_index_api_runs, if_not_exists=True).compile(dialect=dialect))]
+index_api_runs = Index("ix_stageline_api_runs_run", api_runs.c.run_id, api_runs.c.created_at)
 
 
 # -- migration: two-way chat (Slack threads and messages, one-time keys, the link secret) ------
@@ -382,20 +327,9 @@ chat_secrets = Table(
 )
 """Server secrets made on first use (the key decision links are signed with)."""
 
-_indexes_chat = [
+indexes_chat = [
     Index("ix_stageline_chat_messages_ts", chat_messages.c.channel, chat_messages.c.ts),
 ]
-
-
-def _v10_chat(dialect: Dialect) -> list[str]:
-    ddl = [
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-        for t in (chat_messages, chat_once, chat_secrets)
-    ]
-    ddl += [
-        str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect)) for ix in _indexes_chat
-    ]
-    return ddl
 
 
 # -- migration: stageline's own checkpoint store (LangGraph's tables are converted by upgrade) --
@@ -431,13 +365,6 @@ checkpoint_writes = Table(
 """A pending write of a task to the checkpoint it was made on (LangGraph's ``put_writes``)."""
 
 
-def _v11_checkpoints(dialect: Dialect) -> list[str]:
-    return [
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
-        for t in (checkpoints, checkpoint_writes)
-    ]
-
-
 # -- migration: channel values stored once per version, a growing list as what it appended ------
 
 checkpoint_blobs = Table(
@@ -458,10 +385,6 @@ the items appended to the list stored at ``base_version`` of the same channel an
 is never changed once written."""
 
 
-def _v12_checkpoint_blobs(dialect: Dialect) -> list[str]:
-    return [str(CreateTable(checkpoint_blobs, if_not_exists=True).compile(dialect=dialect))]
-
-
 # -- migration 13: dashboard sessions (renumber at merge if another took 13) ------------------
 
 sessions = Table(
@@ -473,27 +396,3 @@ sessions = Table(
     Column("last_seen_at", Float, nullable=False),
 )
 """A dashboard session: the SHA-256 of its cookie's id (never the id) and its token's hash."""
-
-
-def _v13_sessions(dialect: Dialect) -> list[str]:
-    made = [str(CreateTable(sessions, if_not_exists=True).compile(dialect=dialect))]
-    return made + [
-        str(CreateIndex(i, if_not_exists=True).compile(dialect=dialect)) for i in sessions.indexes
-    ]
-
-
-MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
-    _v1,
-    _v2,
-    _v3,
-    _v4_sink_cursors,
-    _v6_lineage,
-    _v7_tokens,
-    _v8_runs_created,
-    _v9_thread_meta,
-    _v10_chat,
-    _v11_checkpoints,
-    _v12_checkpoint_blobs,
-    _v13_sessions,
-)
-"""Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

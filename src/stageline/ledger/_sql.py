@@ -40,14 +40,11 @@ from stageline.ledger._chat import ChatSql
 from stageline.ledger._executor import Check, Executor, Op
 from stageline.ledger._human import WaitChanges
 from stageline.ledger._lineage import Lineage, LineageSql
+from stageline.ledger._migrations import MIGRATIONS
 from stageline.ledger._outbox import OutboxSql
 from stageline.ledger._outcome_stats import OutcomeStatsSql
 from stageline.ledger._outcomes import Outcome, OutcomesSql
-from stageline.ledger._schema import (
-    MIGRATIONS,
-    runs,
-    schema_version,
-)
+from stageline.ledger._schema import runs, schema_version
 from stageline.ledger._search import RunSearchSql
 from stageline.ledger._sessions import SessionsSql
 from stageline.ledger._sql_human import HumanSql, RoundMoved

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Dialect
 
 from stageline.errors import ConfigError, StorageError
 from stageline.ledger._executor import Check
-from stageline.ledger._schema import MIGRATIONS
+from stageline.ledger._migrations import MIGRATIONS
 from stageline.ledger._sql import SqlLedger
 from stageline.ledger._sqlite_read import sqlite_path
 

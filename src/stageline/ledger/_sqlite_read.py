@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 12
-"""``len(_schema.MIGRATIONS)``: the version of a database every migration was applied to."""
+"""``len(_migrations.MIGRATIONS)``: the version of a database every migration was applied to."""
 VERSION_TABLE = "stageline_schema_version"
 RUNS_TABLE = "stageline_runs"
 RUN_COLUMNS = (
