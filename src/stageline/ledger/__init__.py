@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from stageline.ledger._sessions import SessionPolicy
     from stageline.ledger._sqlite import MemoryLedger
     from stageline.ledger._sqlite_read import read_runs
+    from stageline.ledger._store import open_store
     from stageline.ledger._threads import ApiRun, ApiRunStatus, ThreadMeta
     from stageline.ledger._tokens import Scope, Token, hash_token, new_token
 
@@ -61,6 +62,7 @@ _LAZY = {
     "upgrade_database": "stageline.ledger._admin",
     "MemoryLedger": "stageline.ledger._sqlite",
     "read_runs": "stageline.ledger._sqlite_read",
+    "open_store": "stageline.ledger._store",
     "Outcome": "stageline.ledger._outcomes",
     "Lineage": "stageline.ledger._lineage",
     "RunPage": "stageline.ledger._search",
@@ -135,6 +137,7 @@ __all__ = [
     "new_token",
     "open_backend",
     "open_ledger",
+    "open_store",
     "read_runs",
     "reclaim_space",
     "this_holder",

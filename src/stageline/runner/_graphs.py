@@ -14,6 +14,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
+from langgraph.store.base import BaseStore
 
 from stageline.checkpoints import ensure_checkpointable
 from stageline.config import Settings
@@ -37,9 +38,13 @@ GRAPH_CACHE_SIZE = 32
 class Graphs:
     """The templates and compiled graphs of one runner, over its checkpoint saver."""
 
-    def __init__(self, settings: Settings, saver: BaseCheckpointSaver[Any]) -> None:
+    def __init__(
+        self, settings: Settings, saver: BaseCheckpointSaver[Any], store: BaseStore | None = None
+    ) -> None:
         self.settings = settings
         self._saver = saver
+        self._store = store
+        """LangGraph's store the graphs are compiled with (``runtime.store``, ``ctx.store``)."""
         self._compiled: collections.OrderedDict[tuple[str, str, str], tuple[Template, Any]] = (
             collections.OrderedDict()
         )
@@ -87,7 +92,7 @@ class Graphs:
         if hit is not None and hit[0] is template:
             self._compiled.move_to_end(key)
             return hit[1]
-        graph = template.compile(self.saver(template))
+        graph = template.compile(self.saver(template), store=self._store)
         remember_graph(
             self.settings.home, template.full_version, graph, _schema_keys(template.state)
         )

@@ -19,11 +19,14 @@ import contextlib
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from typing import Any, Unpack
 
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
 from stageline.checkpoints import checkpoint_serde
 from stageline.config import Settings, load_settings
 from stageline.events import Deliverer, EventBus, Sink
 from stageline.events._links import DecisionLinks
-from stageline.ledger import Backend, Run, RunStatus, Wait, open_backend
+from stageline.ledger import Backend, Run, RunStatus, Wait, open_backend, open_store
 from stageline.llm import ChatModel
 from stageline.runner._advance import Advancer
 from stageline.runner._deadlines import Sweeper
@@ -52,16 +55,20 @@ class Runner:
         *,
         bus: EventBus | None = None,
         model: ChatModel | None = None,
+        store: BaseStore | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend
+        self.store: BaseStore = store if store is not None else InMemoryStore()
+        """LangGraph's store that graphs are compiled with (``runtime.store``, ``ctx.store``):
+        on the project's database when opened by ``Runner.open``, else in memory."""
         self.ledger = backend.ledger
         self.bus = bus or EventBus()
         self.ledger.publisher = self.bus.publish
         self.deliverer: Deliverer | None = None
         """Delivers to the ``[[sinks]]`` outbox sinks (``Runner.open(deliver=True)``)."""
         use_project(settings)  # the root on the import path; stage names found in the project
-        self.graphs = Graphs(settings, backend.saver)
+        self.graphs = Graphs(settings, backend.saver, self.store)
         self.services = Services(settings)
         self.advancer = Advancer(settings, self.ledger, self.graphs, model=model)
         self.lifecycle = Lifecycle(settings, self.ledger, self.graphs, self.services, self.advancer)
@@ -106,12 +113,13 @@ class Runner:
                 if deliverer.sink_ids:
                     bus.add(deliverer)  # committed events wake it up
                     await deliverer.start()
-            runner = cls(settings, backend, bus=bus, model=model)
-            runner.deliverer = deliverer
-            try:
-                yield runner
-            finally:
-                await runner.close_services()
+            async with open_store(settings.database_url) as store:
+                runner = cls(settings, backend, bus=bus, model=model, store=store)
+                runner.deliverer = deliverer
+                try:
+                    yield runner
+                finally:
+                    await runner.close_services()
         finally:
             try:
                 if deliverer is not None:  # what is due, within a short bound; the rest waits

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from langgraph.store.base import BaseStore
+
 from stageline.llm import ChatModel
 from stageline.stages._waiting import DEFAULT_DEADLINE, ask_person, deadline_steps, parse_duration
 
@@ -115,6 +117,10 @@ class StageContext:
     """LangGraph's id of this node's task (what budgets and gates key on)."""
     metrics: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
+    store: BaseStore | None = None
+    """LangGraph's store (``runtime.store``): what stages keep across runs and threads, on
+    the project's database (``await ctx.store.aput(("ns",), "key", {...})``); ``None`` only
+    for a graph compiled without one."""
 
     @property
     def run_id(self) -> str:

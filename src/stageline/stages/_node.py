@@ -67,7 +67,7 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
             rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
             or try_no
         )
-        ctx = StageContext(run=rc, node=node, try_no=try_no, task_id=task_id)
+        ctx = StageContext(run=rc, node=node, try_no=try_no, task_id=task_id, store=runtime.store)
         try:
             if loop is not None:
                 count = (_get(state, LOOPS_KEY) or {}).get(loop[0], 0)

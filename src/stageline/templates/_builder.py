@@ -476,9 +476,10 @@ class Template:
         route.__name__ = f"route_after_{source}"
         return route, targets
 
-    def compile(self, checkpointer: Any) -> Any:
-        """The compiled graph the runner drives, over ``checkpointer``."""
-        return self.build().compile(checkpointer=checkpointer)
+    def compile(self, checkpointer: Any, *, store: Any = None) -> Any:
+        """The compiled graph the runner drives, over ``checkpointer`` (and LangGraph's
+        ``store``: what stages keep across runs, ``ctx.store``)."""
+        return self.build().compile(checkpointer=checkpointer, store=store)
 
     def mermaid(self) -> str:
         """The graph as Mermaid text."""

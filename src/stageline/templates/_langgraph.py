@@ -101,8 +101,11 @@ class GraphTemplate(Template):
     def build(self) -> StateGraph[Any, Any, Any, Any]:
         return self.graph
 
-    def compile(self, checkpointer: Any) -> Any:
-        return self.graph.compile(checkpointer=checkpointer, **self._compile_options)
+    def compile(self, checkpointer: Any, *, store: Any = None) -> Any:
+        # A graph compiled with a store of its own keeps it; the others get the runner's.
+        return self.graph.compile(
+            checkpointer=checkpointer, **{"store": store, **self._compile_options}
+        )
 
     def mermaid(self) -> str:
         return str(self.graph.compile().get_graph(xray=True).draw_mermaid())
