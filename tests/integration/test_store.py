@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypedDict
 
@@ -13,6 +15,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.memory import InMemoryStore
 
 from stageline.config import Settings
+from stageline.ledger import open_store
 from stageline.runner import Runner
 from stageline.stages import StageContext
 from stageline.templates import Template
@@ -94,3 +97,17 @@ async def test_a_memory_runner_keeps_its_store_in_memory(memory_settings: Settin
         assert noted.state["seen"] == 1
     async with Runner.open(memory_settings) as fresh:  # nothing outlives a memory runner
         assert await fresh.store.aget(("visits",), "ada") is None
+
+
+async def test_runners_opening_a_new_database_at_once_all_get_the_store(
+    shared_backend_url: str,
+) -> None:
+    """Processes racing to create the store's tables: each one's store works (the loser of the
+    race sets up again and finds them made)."""
+    async with contextlib.AsyncExitStack() as stack:
+        stores = await asyncio.gather(
+            *[stack.enter_async_context(open_store(shared_backend_url)) for _ in range(4)]
+        )
+        for n, store in enumerate(stores):
+            await store.aput(("race",), f"k{n}", {"n": n})
+        assert len(await stores[0].asearch(("race",))) == 4

@@ -1,15 +1,16 @@
 """The LangGraph Platform API, so that ``langgraph_sdk`` clients drive stageline unchanged.
 
 An assistant is a template, a thread is a run, a LangGraph run is one advance of it (the start,
-each resume). ``ROUTERS`` is what the app includes.
+each resume); the store is LangGraph's own, on the project's database. ``ROUTERS`` is what
+the app includes.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server.langgraph import assistants, runs, threads
+from stageline.server.langgraph import assistants, runs, store, threads
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: list[APIRouter] = [assistants.router, threads.router, runs.router]
+ROUTERS: list[APIRouter] = [assistants.router, threads.router, runs.router, store.router]
