@@ -83,6 +83,13 @@ async def test_the_sdk_store_is_the_stages_store(server: Server) -> None:
             ("GET", "/store/items", {"params": {"namespace": "a..b", "key": "k"}}),
             ("POST", "/store/items/search", {"json": {"namespace_prefix": [""]}}),
             ("POST", "/store/items/search", {"json": {"limit": 0}}),
+            ("POST", "/store/items/search", {"json": {"filter": {"n": {"$near": 1}}}}),
+            ("PUT", "/store/items", {"json": {"namespace": ["a"], "key": "k\u0000", "value": {}}}),
+            (
+                "PUT",
+                "/store/items",
+                {"json": {"namespace": ["a"], "key": "k", "value": {"n": 2**70}}},
+            ),
             ("POST", "/store/namespaces", {"json": {"prefix": ["x.y"]}}),
         ]:
             answer = http.request(method, path, **kwargs)
