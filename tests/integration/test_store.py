@@ -108,6 +108,7 @@ async def test_runners_opening_a_new_database_at_once_all_get_the_store(
         stores = await asyncio.gather(
             *[stack.enter_async_context(open_store(shared_backend_url)) for _ in range(4)]
         )
-        for n, store in enumerate(stores):
-            await store.aput(("race",), f"k{n}", {"n": n})
+        await asyncio.gather(  # each opens and sets up on its first use: all at once
+            *[store.aput(("race",), f"k{n}", {"n": n}) for n, store in enumerate(stores)]
+        )
         assert len(await stores[0].asearch(("race",))) == 4
