@@ -41,13 +41,13 @@ def read_visits(state: Visits) -> dict[str, Any]:
     return {"seen": item.value["count"] if item else 0}
 
 
-def visits_graph() -> Any:
+def visits_graph(**options: Any) -> Any:
     builder = StateGraph(Visits)
     builder.add_node("count_visit", count_visit)
     builder.add_node("read_visits", read_visits)
     builder.add_edge(START, "count_visit")
     builder.add_edge("count_visit", "read_visits")
-    return builder.compile(name="visits")
+    return builder.compile(name=options.pop("name", "visits"), **options)
 
 
 async def remember(state: Visits, ctx: StageContext) -> dict[str, Any]:
@@ -95,6 +95,10 @@ async def test_a_memory_runner_keeps_its_store_in_memory(memory_settings: Settin
         assert again.state["seen"] == 2
         noted = await runner.start(NOTES, {"user": "ada"})
         assert noted.state["seen"] == 1
+        own = InMemoryStore()  # a graph compiled with a store of its own keeps it
+        await runner.start(graph=visits_graph(name="own", store=own), inputs={"user": "cy"})
+        assert (await own.aget(("visits",), "cy")) is not None
+        assert await runner.store.aget(("visits",), "cy") is None
     async with Runner.open(memory_settings) as fresh:  # nothing outlives a memory runner
         assert await fresh.store.aget(("visits",), "ada") is None
 
