@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         reclaim_space,
         upgrade_database,
     )
+    from stageline.ledger._assistants import Assistant, AssistantNotFound
     from stageline.ledger._lineage import Lineage
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
@@ -63,6 +64,8 @@ _LAZY = {
     "read_runs": "stageline.ledger._sqlite_read",
     "Outcome": "stageline.ledger._outcomes",
     "Lineage": "stageline.ledger._lineage",
+    "Assistant": "stageline.ledger._assistants",
+    "AssistantNotFound": "stageline.ledger._assistants",
     "RunPage": "stageline.ledger._search",
     "ApiRun": "stageline.ledger._threads",
     "ApiRunStatus": "stageline.ledger._threads",
@@ -93,6 +96,8 @@ __all__ = [
     "INBOX_TYPES",
     "ApiRun",
     "ApiRunStatus",
+    "Assistant",
+    "AssistantNotFound",
     "Backend",
     "Claim",
     "Claimed",
