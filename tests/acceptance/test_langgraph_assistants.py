@@ -122,6 +122,16 @@ async def test_an_assistant_configures_its_template_runs_and_keeps_versions(
         with pytest.raises(httpx.HTTPStatusError) as gone:
             await admin.assistants.get(other["assistant_id"])
         assert status(gone) == 404
+        # With delete_threads, the threads its runs started go too; other threads stay.
+        kept = (await admin.threads.create())["thread_id"]
+        await admin.runs.wait(kept, "greeter", input={})
+        await admin.assistants.delete(aid, delete_threads=True)
+        for call in (admin.assistants.get(aid), admin.threads.get(thread)):
+            with pytest.raises(httpx.HTTPStatusError) as gone:
+                await call
+            assert status(gone) == 404
+        assert await admin.threads.search(metadata={"assistant_id": aid}) == []
+        assert (await admin.threads.get(kept))["metadata"]["assistant_id"] == "greeter"
 
 
 async def test_built_in_assistants_are_fixed_and_assistants_need_their_scopes(

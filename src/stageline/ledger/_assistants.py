@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import BindParameter, bindparam, delete, func, insert, select, update
 
 from stageline.errors import InvalidTransition, UsageError
 from stageline.ledger._schema import assistant_versions as _v
@@ -173,7 +173,7 @@ class AssistantsSql:
         return bool(count)
 
 
-_ID = bindparam("assistant_id")
+_ID: BindParameter[str] = bindparam("assistant_id")
 _INSERT = insert(_a)
 _INSERT_VERSION = insert(_v)
 _SELECT = select(_a).where(_a.c.assistant_id == _ID)

@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from stageline.errors import StagelineError
+from stageline.errors import RunNotFound, StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Assistant, Run, RunStatus, Wait, WaitKind
 from stageline.runner import Runner, RunSummary, check_inbox_answer, run_context
 from stageline.server._advancer import Advancer
@@ -29,7 +29,7 @@ from stageline.server.langgraph._mapping import api_status_of, assistant_of, thr
 from stageline.server.langgraph._models import RunCreate
 from stageline.stages import validate_answers
 
-__all__ = ["ApiRuns", "plan"]
+__all__ = ["ApiRuns", "plan", "thread_busy"]
 
 _log = logging.getLogger("stageline.server")
 
@@ -138,6 +138,17 @@ class ApiRuns:
         deadline = time.monotonic() + timeout
         while not (await self.status(runner, api_run)).done and time.monotonic() < deadline:
             await asyncio.sleep(JOIN_POLL)
+
+
+async def thread_busy(request: Request, runner: Runner, thread_id: str) -> bool:
+    """Whether an API run of this server, or a live process, advances the thread's run."""
+    if ApiRuns.of(request).busy(thread_id):
+        return True
+    try:
+        run = await runner.ledger.get_run(thread_id)
+    except RunNotFound:
+        return False
+    return run.status is RunStatus.RUNNING and (run.lease_expires_at or 0) > time.time()
 
 
 async def plan(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import typing
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter
 
@@ -32,6 +32,7 @@ from stageline.server.langgraph._assistants import (
     version_json,
 )
 from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
+from stageline.server.langgraph._execute import thread_busy
 from stageline.server.langgraph._lookup import known_assistant
 from stageline.server.langgraph._mapping import jsonable, matches
 from stageline.server.langgraph._models import (
@@ -144,18 +145,24 @@ async def update_assistant(
 @router.delete("/assistants/{assistant_id}", status_code=204, summary="Delete an assistant")
 async def delete_assistant(
     assistant_id: str,
+    request: Request,
     runner: RunnerDep,
     _actor: Admin,
     delete_threads: Annotated[bool, Query()] = False,
 ) -> Response:
     fixed(runner, assistant_id, "deleted")
-    if delete_threads:
-        raise HTTPException(
-            422,
-            "delete_threads is not supported: a thread is a run with its own record; "
-            "delete its threads with threads.delete",
-        )
     await find_assistant(runner, assistant_id)
+    if delete_threads:  # the threads its runs started, as LangGraph finds them: by metadata
+        threads = [
+            m.run_id
+            for m in await runner.ledger.thread_metas()
+            if m.metadata.get("assistant_id") == assistant_id
+        ]
+        busy = [t for t in threads if await thread_busy(request, runner, t)]
+        if busy:
+            raise HTTPException(409, f"threads {', '.join(busy)} are busy; cancel their runs first")
+        for thread_id in threads:
+            await runner.delete(thread_id)
     await runner.ledger.delete_assistant(assistant_id)
     return Response(status_code=204)
 
