@@ -15,6 +15,29 @@ from langgraph_sdk import get_client
 from server_fixtures import Server, make_project
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
+WITH_GRAPH = """
+from typing import TypedDict
+
+from langgraph.graph import START, StateGraph
+
+from stageline import Template
+
+
+class Post(TypedDict, total=False):
+    topic: str
+    draft: str
+
+
+inner = StateGraph(Post)
+inner.add_node("write", lambda state: {"draft": "words"})
+inner.add_edge(START, "write")
+
+template = Template("graph_post", state=Post)
+template.add_graph("writers", inner)
+template.add_stage("title", lambda state, ctx: {})
+template.add_edge("writers", "title")
+"""
+"""A stageline template with a subgraph stage."""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -24,6 +47,7 @@ def served(
     url = request.getfixturevalue("postgres_module_url") if request.param == "postgres" else None
     server = make_project(tmp_path_factory.mktemp(f"assist-{request.param}"), database_url=url)
     shutil.copytree(CORPUS, server.project, dirs_exist_ok=True)
+    (server.project / "templates" / "graph_post.py").write_text(WITH_GRAPH)
     try:
         yield server.start()
     finally:
@@ -117,6 +141,8 @@ async def test_an_assistant_configures_its_template_runs_and_keeps_versions(
         assert await admin.assistants.get_subgraphs(aid) == {}
         subgraphs = await admin.assistants.get_subgraphs("ask_name")
         assert list(subgraphs) == ["asker"] and subgraphs["asker"]["state_schema"]["properties"]
+        staged = await admin.assistants.get_subgraphs("graph_post")
+        assert set(staged["writers"]["state_schema"]["properties"]) == {"topic", "draft"}
 
         await admin.assistants.delete(other["assistant_id"])
         with pytest.raises(httpx.HTTPStatusError) as gone:
