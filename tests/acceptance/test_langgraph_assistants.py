@@ -103,8 +103,11 @@ async def test_an_assistant_configures_its_template_runs_and_keeps_versions(
         assert second["name"] == "Pirate greeter"
         yo = await admin.runs.wait(None, aid, input={"name": "Bo"})
         assert yo["message"] == "Yo, Bo!"
+        third = await admin.assistants.update(aid, context={"greeting": "Hi"})
+        assert third["config"] == {"configurable": {"greeting": "Hi"}} and third["version"] == 3
         versions = await admin.assistants.get_versions(aid)
         assert [(v["version"], v["context"]) for v in versions] == [
+            (3, {"greeting": "Hi"}),
             (2, {"greeting": "Yo"}),
             (1, {"greeting": "Ahoy", "audience": "crew"}),
         ]

@@ -128,11 +128,11 @@ async def update_assistant(
     changes: dict[str, Any] = {}
     if body.graph_id is not None:
         changes["graph_id"] = known_assistant(runner, body.graph_id)
-    if body.config or body.context is not None:
-        config, context = settings(body.config or found.config, body.context)
+    config, context = settings(body.config, body.context)
+    if config:  # an empty config keeps the one it had, as LangGraph's server does
         changes["config"] = config
-        if context is not None:
-            changes["context"] = context
+    if context is not None:
+        changes["context"] = context
     if body.metadata is not None:
         changes["metadata"] = {**found.metadata, **body.metadata}  # merged, as LangGraph does
     changes.update({k: getattr(body, k) for k in ("name", "description") if getattr(body, k)})
