@@ -216,7 +216,10 @@ async def plan(
 
 async def _started_by(runner: Runner, thread_id: str, found: Assistant) -> None:
     """Note on the thread which assistant, at which version, started its run (LangGraph's
-    threads carry ``assistant_id`` and ``graph_id`` in their metadata)."""
+    threads carry ``assistant_id`` and ``graph_id`` in their metadata). A built-in assistant's
+    run says so itself (its template is the assistant): no write on that common path."""
+    if found.assistant_id == found.graph_id:
+        return
     meta = await runner.ledger.thread_meta(thread_id)
     await runner.ledger.set_thread_metadata(
         thread_id,
