@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         reclaim_space,
         upgrade_database,
     )
+    from stageline.ledger._assistants import Assistant, AssistantNotFound
     from stageline.ledger._lineage import Lineage
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
@@ -65,6 +66,8 @@ _LAZY = {
     "open_store": "stageline.ledger._store",
     "Outcome": "stageline.ledger._outcomes",
     "Lineage": "stageline.ledger._lineage",
+    "Assistant": "stageline.ledger._assistants",
+    "AssistantNotFound": "stageline.ledger._assistants",
     "RunPage": "stageline.ledger._search",
     "ApiRun": "stageline.ledger._threads",
     "ApiRunStatus": "stageline.ledger._threads",
@@ -95,6 +98,8 @@ __all__ = [
     "INBOX_TYPES",
     "ApiRun",
     "ApiRunStatus",
+    "Assistant",
+    "AssistantNotFound",
     "Backend",
     "Claim",
     "Claimed",

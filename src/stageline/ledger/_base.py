@@ -6,12 +6,13 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from stageline.ledger._human import Effect, Wait, WaitChanges, WaitStatus
 from stageline.ledger.records import Claimed, Event, NodeRecord, Run, RunClaim, RunStatus
 
 if TYPE_CHECKING:
+    from stageline.ledger._assistants import Assistant
     from stageline.ledger._chat import ChatMessage
     from stageline.ledger._lineage import Lineage
     from stageline.ledger._outbox import Claim, SinkStart
@@ -244,6 +245,19 @@ class LedgerStore(Protocol):
     async def set_api_run_status(
         self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
     ) -> None: ...
+
+    # -- LangGraph API assistants ----------------------------------------------------------
+    async def put_assistant(
+        self, made: Assistant, *, if_exists: Literal["raise", "do_nothing"] = "raise"
+    ) -> Assistant: ...
+    async def assistant(self, assistant_id: str) -> Assistant | None: ...
+    async def assistants(self, graph_id: str | None = None) -> list[Assistant]: ...
+    async def update_assistant(
+        self, assistant_id: str, changes: Mapping[str, Any]
+    ) -> Assistant: ...
+    async def assistant_versions(self, assistant_id: str) -> list[Assistant]: ...
+    async def set_latest_assistant(self, assistant_id: str, version: int) -> Assistant: ...
+    async def delete_assistant(self, assistant_id: str) -> bool: ...
 
     # -- two-way chat -----------------------------------------------------------------------
     async def chat_message(self, run_id: str, key: str) -> ChatMessage | None: ...

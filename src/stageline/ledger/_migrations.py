@@ -12,6 +12,8 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from stageline.ledger._schema import (
     api_runs,
+    assistant_versions,
+    assistants,
     chat_messages,
     chat_once,
     chat_secrets,
@@ -131,6 +133,14 @@ def _v13_sessions(dialect: Dialect) -> list[str]:
     ]
 
 
+def _v14_assistants(dialect: Dialect) -> list[str]:
+    """Schema version 13: LangGraph assistants and their versions."""
+    return [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect))
+        for t in (assistants, assistant_versions)
+    ]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1,
     _v2,
@@ -144,5 +154,6 @@ MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v11_checkpoints,
     _v12_checkpoint_blobs,
     _v13_sessions,
+    _v14_assistants,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

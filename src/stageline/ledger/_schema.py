@@ -17,6 +17,8 @@ from sqlalchemy.schema import Index
 
 __all__ = [
     "api_runs",
+    "assistant_versions",
+    "assistants",
     "chat_messages",
     "chat_once",
     "chat_secrets",
@@ -396,3 +398,37 @@ sessions = Table(
     Column("last_seen_at", Float, nullable=False),
 )
 """A dashboard session: the SHA-256 of its cookie's id (never the id) and its token's hash."""
+
+
+# -- migration 14 (schema version 13): LangGraph assistants, configured variants of a template --
+
+_ASSISTANT_COLUMNS = (
+    ("graph_id", String(200)),
+    ("name", String(200)),
+    ("description", Text),
+    ("config", Text),
+    ("context", Text),
+    ("metadata", Text),
+)
+
+assistants = Table(
+    "stageline_assistants",
+    metadata,
+    Column("assistant_id", String(200), primary_key=True),
+    Column("version", Integer, nullable=False),
+    *(Column(name, kind, nullable=name == "description") for name, kind in _ASSISTANT_COLUMNS),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""An assistant as it is now: its latest version (or the one ``set_latest`` chose) copied
+from ``assistant_versions``; config, context and metadata are JSON."""
+
+assistant_versions = Table(
+    "stageline_assistant_versions",
+    metadata,
+    Column("assistant_id", String(200), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    *(Column(name, kind, nullable=name == "description") for name, kind in _ASSISTANT_COLUMNS),
+    Column("created_at", Float, nullable=False),
+)
+"""Every version of an assistant (each create or update writes one, never changed)."""

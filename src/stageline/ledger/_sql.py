@@ -35,6 +35,7 @@ from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql import ClauseElement
 
 from stageline.errors import InvalidTransition, RunNotFound
+from stageline.ledger._assistants import AssistantsSql
 from stageline.ledger._base import Publisher
 from stageline.ledger._chat import ChatSql
 from stageline.ledger._executor import Check, Executor, Op
@@ -84,6 +85,7 @@ class SqlLedger(
     SessionsSql,
     RunSearchSql,
     ThreadsSql,
+    AssistantsSql,
 ):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 

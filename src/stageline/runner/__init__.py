@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stageline.runner._client import Client, connect
-    from stageline.runner._graph_context import run_context
+    from stageline.runner._graph_context import run_context, with_context
     from stageline.runner._interrupts import check_inbox_answer
     from stageline.runner._reads import pending_waits, waiting_on
     from stageline.runner._retention import PRUNED_BY_DEFAULT, PruneReport
@@ -35,6 +35,7 @@ _LAZY = {
     "parse_since": "stageline.runner._stats",
     "pending_waits": "stageline.runner._reads",
     "run_context": "stageline.runner._graph_context",
+    "with_context": "stageline.runner._graph_context",
     "percentile": "stageline.runner._stats",
     "waiting_on": "stageline.runner._reads",
 }
@@ -66,4 +67,5 @@ __all__ = [
     "percentile",
     "run_context",
     "waiting_on",
+    "with_context",
 ]

@@ -19,16 +19,17 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from stageline.errors import StagelineError
-from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus, Wait, WaitKind
+from stageline.errors import RunNotFound, StagelineError
+from stageline.ledger import ApiRun, ApiRunStatus, Assistant, Run, RunStatus, Wait, WaitKind
 from stageline.runner import Runner, RunSummary, check_inbox_answer, run_context
 from stageline.server._advancer import Advancer
-from stageline.server.langgraph._lookup import known_assistant, unprocessable
+from stageline.server.langgraph._assistants import find_assistant
+from stageline.server.langgraph._lookup import unprocessable
 from stageline.server.langgraph._mapping import api_status_of, assistant_of, thread_status
 from stageline.server.langgraph._models import RunCreate
 from stageline.stages import validate_answers
 
-__all__ = ["ApiRuns", "plan"]
+__all__ = ["ApiRuns", "plan", "thread_busy"]
 
 _log = logging.getLogger("stageline.server")
 
@@ -139,12 +140,25 @@ class ApiRuns:
             await asyncio.sleep(JOIN_POLL)
 
 
+async def thread_busy(request: Request, runner: Runner, thread_id: str) -> bool:
+    """Whether an API run of this server, or a live process, advances the thread's run."""
+    if ApiRuns.of(request).busy(thread_id):
+        return True
+    try:
+        run = await runner.ledger.get_run(thread_id)
+    except RunNotFound:
+        return False
+    return run.status is RunStatus.RUNNING and (run.lease_expires_at or 0) > time.time()
+
+
 async def plan(
     runner: Runner, advancer: Advancer, body: RunCreate, thread_id: str, run: Run | None, actor: str
 ) -> Work:
     """Check what ``body`` asks of the thread and return the work that does it; a run made
     for an empty thread is created here (queued), so that its inputs are checked at once."""
-    assistant = known_assistant(runner, body.assistant_id)
+    found = await find_assistant(runner, body.assistant_id)
+    assistant = found.graph_id  # the template its runs are of
+    context = {**found.context, **(body.context or {})} or None
     command = body.command
     if command is not None and (command.update is not None or command.goto is not None):
         if run is not None:  # on an interrupted thread: 409, naming what decides it
@@ -167,13 +181,14 @@ async def plan(
                 "resume (start it with input)",
             )
         with unprocessable():
-            await runner.create(assistant, body.input or {}, run_id=thread_id, context=body.context)
+            await runner.create(assistant, body.input or {}, run_id=thread_id, context=context)
+        await _started_by(runner, thread_id, found)
         return lambda: advancer.advance(thread_id)
     if assistant_of(run) != assistant:
         raise HTTPException(
-            409, f"thread {thread_id} belongs to assistant {assistant_of(run)!r}, not {assistant!r}"
+            409, f"thread {thread_id} runs template {assistant_of(run)!r}, not {assistant!r}"
         )
-    if body.context and body.context != run_context(run.inputs):
+    if body.context and context != run_context(run.inputs):
         raise HTTPException(
             409,
             f"thread {thread_id} keeps the context its first run was given; a later run cannot "
@@ -197,6 +212,24 @@ async def plan(
     if run.status in (RunStatus.QUEUED, RunStatus.STOPPED):  # a stopped run continues
         return lambda: advancer.advance(thread_id)
     raise HTTPException(409, f"{said}; there is nothing to run")
+
+
+async def _started_by(runner: Runner, thread_id: str, found: Assistant) -> None:
+    """Note on the thread which assistant, at which version, started its run (LangGraph's
+    threads carry ``assistant_id`` and ``graph_id`` in their metadata). A built-in assistant's
+    run says so itself (its template is the assistant): no write on that common path."""
+    if found.assistant_id == found.graph_id:
+        return
+    meta = await runner.ledger.thread_meta(thread_id)
+    await runner.ledger.set_thread_metadata(
+        thread_id,
+        {
+            **(meta.metadata if meta else {}),
+            "graph_id": found.graph_id,
+            "assistant_id": found.assistant_id,
+            "assistant_version": found.version,
+        },
+    )
 
 
 def _chosen(pending: list[Wait], resume: Any) -> tuple[Wait, Any]:

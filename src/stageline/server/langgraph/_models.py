@@ -12,7 +12,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "AssistantCreate",
+    "AssistantLatest",
+    "AssistantPatch",
     "AssistantSearch",
+    "AssistantVersions",
     "CheckpointRef",
     "CommandBody",
     "HistoryBody",
@@ -35,6 +39,43 @@ class AssistantSearch(BaseModel):
     name: str | None = None
     limit: int = _LIMIT
     offset: int = Field(0, ge=0)
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[str] | None = None
+
+
+class AssistantCreate(BaseModel):
+    model_config = _LOOSE
+    graph_id: str = Field(min_length=1, max_length=200)
+    assistant_id: str | None = Field(None, max_length=200)
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    name: str | None = Field(None, max_length=200)
+    description: str | None = None
+
+
+class AssistantPatch(BaseModel):
+    model_config = _LOOSE
+    graph_id: str | None = Field(None, min_length=1, max_length=200)
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = Field(None, max_length=200)
+    description: str | None = None
+
+
+class AssistantVersions(BaseModel):
+    model_config = _LOOSE
+    metadata: dict[str, Any] | None = None
+    limit: int = _LIMIT
+    offset: int = Field(0, ge=0)
+
+
+class AssistantLatest(BaseModel):
+    model_config = _LOOSE
+    version: int = Field(ge=1)
 
 
 class ThreadCreate(BaseModel):

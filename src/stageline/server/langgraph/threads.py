@@ -4,7 +4,6 @@ delete, copy (fork), state (get, at a checkpoint, update) and history."""
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
@@ -17,7 +16,7 @@ from stageline.server._advancer import Advancer
 from stageline.server._auth import require_scope
 from stageline.server._state import get_advancer, get_runner
 from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
-from stageline.server.langgraph._execute import ApiRuns
+from stageline.server.langgraph._execute import ApiRuns, thread_busy
 from stageline.server.langgraph._lookup import config_of, find_thread, snapshot, unprocessable
 from stageline.server.langgraph._mapping import (
     checkpoint_json,
@@ -153,12 +152,8 @@ async def update_thread(
 async def delete_thread(
     thread_id: str, request: Request, runner: RunnerDep, _actor: Admin
 ) -> Response:
-    run, _meta = await find_thread(runner, thread_id)
-    if ApiRuns.of(request).busy(thread_id) or (
-        run is not None
-        and run.status is RunStatus.RUNNING
-        and (run.lease_expires_at or 0) > time.time()
-    ):
+    await find_thread(runner, thread_id)
+    if await thread_busy(request, runner, thread_id):
         raise HTTPException(409, f"thread {thread_id} is busy; cancel its run first")
     await runner.delete(thread_id)
     return Response(status_code=204)
