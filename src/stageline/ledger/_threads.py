@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 
 from stageline.errors import InvalidTransition
 from stageline.ledger._schema import api_runs, thread_meta
@@ -32,9 +32,9 @@ __all__ = ["ApiRun", "ApiRunStatus", "ThreadMeta", "ThreadsSql"]
 class ApiRunStatus(StrEnum):
     PENDING = "pending"  # accepted; its advance has not begun
     RUNNING = "running"  # the run is being advanced for it
-    SUCCESS = "success"  # the run reached its end (or a gate rejected it)
+    SUCCESS = "success"  # the run reached its end, a gate or question (or a gate rejected it)
     ERROR = "error"  # the advance failed, or a node did
-    INTERRUPTED = "interrupted"  # the run stopped at a gate or question, or was cancelled
+    INTERRUPTED = "interrupted"  # the run was cut short (cancelled, or its process stopped)
 
     @property
     def done(self) -> bool:
@@ -153,6 +153,14 @@ class ThreadsSql:
             rows = await x.fetch(self._sql(_SELECT_API_RUNS), {"run_id": run_id})
         return [ApiRun.from_row(r) for r in rows]
 
+    async def delete_api_run(self, api_run_id: str) -> bool:
+        """Forget an API run (its thread's run and checkpoints stay); False if there was none."""
+        async with self._tx() as x:
+            found = await x.fetch(self._sql(_SELECT_API_RUN), {"api_run_id": api_run_id})
+            if found:
+                await x.execute(self._sql(_DELETE_API_RUN), {"api_run_id": api_run_id})
+        return bool(found)
+
     async def set_api_run_status(
         self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
     ) -> None:
@@ -179,6 +187,7 @@ _UPDATE_THREAD = (
 )
 _INSERT_API_RUN = insert(_a)
 _SELECT_API_RUN = select(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
+_DELETE_API_RUN = delete(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
 _SELECT_API_RUNS = (
     select(_a)
     .where(_a.c.run_id == bindparam("run_id"))

@@ -45,6 +45,7 @@ class ApiRuns:
         self._threads: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._starts: dict[str, str | None] = {}
+        self._modes: dict[str, list[str]] = {}
 
     @classmethod
     def of(cls, request: Request) -> ApiRuns:
@@ -70,8 +71,17 @@ class ApiRuns:
         """The checkpoint an API run this server follows started from (None: the beginning)."""
         return self._starts.get(api_run_id)
 
+    def modes_of(self, api_run_id: str) -> list[str]:
+        """The stream modes an API run was started with (``values``, LangGraph's default)."""
+        return self._modes.get(api_run_id, ["values"])
+
     def launch(
-        self, runner: Runner, api_run: ApiRun, work: Work, start: str | None = None
+        self,
+        runner: Runner,
+        api_run: ApiRun,
+        work: Work,
+        start: str | None = None,
+        modes: list[str] | None = None,
     ) -> asyncio.Task[None]:
         """Carry out ``work`` for ``api_run`` (from checkpoint ``start``) in the background,
         recording how it ended."""
@@ -102,11 +112,13 @@ class ApiRuns:
         self._tasks[key] = task
         self._threads[api_run.run_id] = key
         self._starts[key] = start
+        self._modes[key] = modes or ["values"]
 
         def forget(done: asyncio.Task[None]) -> None:
             if self._tasks.get(key) is done:
                 del self._tasks[key]
                 self._starts.pop(key, None)
+                self._modes.pop(key, None)
             if self._threads.get(api_run.run_id) == key:
                 del self._threads[api_run.run_id]
 

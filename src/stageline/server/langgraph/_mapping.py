@@ -50,13 +50,15 @@ THREAD_STATUS: dict[RunStatus, str] = {
 _API_STATUS: dict[RunStatus, ApiRunStatus] = {
     RunStatus.QUEUED: ApiRunStatus.PENDING,
     RunStatus.RUNNING: ApiRunStatus.RUNNING,
-    RunStatus.WAITING: ApiRunStatus.INTERRUPTED,
+    # A run that stopped at an interrupt did its work: LangGraph calls it a success (the
+    # thread is "interrupted"); its own "interrupted" means cut short (a cancel).
+    RunStatus.WAITING: ApiRunStatus.SUCCESS,
     RunStatus.SUCCEEDED: ApiRunStatus.SUCCESS,
     RunStatus.FAILED: ApiRunStatus.ERROR,
     RunStatus.CANCELLED: ApiRunStatus.INTERRUPTED,
     RunStatus.REJECTED: ApiRunStatus.SUCCESS,
     RunStatus.TAKEN_OVER: ApiRunStatus.SUCCESS,
-    RunStatus.PARKED: ApiRunStatus.INTERRUPTED,
+    RunStatus.PARKED: ApiRunStatus.SUCCESS,
     RunStatus.STOPPED: ApiRunStatus.INTERRUPTED,  # as LangGraph's run cut short (a cancel)
 }
 

@@ -17,9 +17,12 @@ __all__ = [
     "CommandBody",
     "HistoryBody",
     "RunCreate",
+    "RunsCancel",
     "StateAtCheckpoint",
+    "ThreadCount",
     "ThreadCreate",
     "ThreadPatch",
+    "ThreadPrune",
     "ThreadSearch",
     "UpdateState",
 ]
@@ -59,6 +62,19 @@ class ThreadSearch(BaseModel):
     offset: int = Field(0, ge=0)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
+
+
+class ThreadCount(BaseModel):
+    model_config = _LOOSE
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+class ThreadPrune(BaseModel):
+    model_config = _LOOSE
+    thread_ids: list[str] = Field(default_factory=list)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class CheckpointRef(BaseModel):
@@ -108,3 +124,10 @@ class RunCreate(BaseModel):
     stream_mode: str | list[str] = "values"
     if_not_exists: Literal["create", "reject"] | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+
+
+class RunsCancel(BaseModel):
+    model_config = _LOOSE
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None

@@ -61,10 +61,15 @@ async def stream_run(
     modes: list[str],
     start: str | None,
     task: asyncio.Future[Any] | None,
+    *,
+    metadata: bool = True,
 ) -> AsyncIterator[bytes]:
     """Events of ``api_run`` from checkpoint ``start`` (None: from the thread's beginning)
-    until its advance (``task``) has ended."""
-    yield sse("metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id, "attempt": 1})
+    until its advance (``task``) has ended; the ``metadata`` event first unless told not."""
+    if metadata:
+        yield sse(
+            "metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id, "attempt": 1}
+        )
     graph = runner.graph(template)
     thread_id = api_run.run_id
     last = start

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
@@ -31,8 +32,10 @@ from stageline.server.langgraph._mapping import (
 from stageline.server.langgraph._models import (
     HistoryBody,
     StateAtCheckpoint,
+    ThreadCount,
     ThreadCreate,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
     UpdateState,
 )
@@ -81,10 +84,10 @@ async def create_thread(
     return thread_json(thread_id, None, meta, None)
 
 
-@router.post("/threads/search", summary="Threads by metadata, status, ids or values")
-async def search_threads(
-    body: ThreadSearch, request: Request, runner: RunnerDep, _actor: Reader
-) -> list[dict[str, Any]]:
+async def _matching(
+    body: ThreadSearch | ThreadCount, request: Request, runner: Runner
+) -> AsyncIterator[dict[str, Any]]:
+    """The threads ``body`` asks for, described, in its order (newest first by default)."""
     ledger = runner.ledger
     metas = {m.run_id: m for m in await ledger.thread_metas()}
     statuses = runs_of_thread_status(body.status) if body.status else [None]
@@ -99,7 +102,8 @@ async def search_threads(
             if thread_id not in runs:
                 with contextlib.suppress(RunNotFound):
                     runs[thread_id] = await ledger.get_run(thread_id)
-    ids = set(body.ids) if body.ids else None
+    wanted = getattr(body, "ids", None)
+    ids = set(wanted) if wanted else None
     tracker = ApiRuns.of(request)
     chosen: list[tuple[str, Run | None, ThreadMeta | None, dict[str, Any]]] = []
     for thread_id in {*runs, *(metas if body.status in (None, "idle") else ())}:
@@ -111,14 +115,22 @@ async def search_threads(
         brief = thread_json(thread_id, its_run, meta, None)
         if matches(brief["metadata"], body.metadata or {}):
             chosen.append((thread_id, its_run, meta, brief))
-    key = body.sort_by or "created_at"
-    chosen.sort(key=lambda c: (str(c[3][key]), c[0]), reverse=(body.sort_order or "desc") == "desc")
-    found: list[dict[str, Any]] = []
-    skipped = 0
+    key = getattr(body, "sort_by", None) or "created_at"
+    descending = (getattr(body, "sort_order", None) or "desc") == "desc"
+    chosen.sort(key=lambda c: (str(c[3][key]), c[0]), reverse=descending)
     for thread_id, its_run, meta, _brief in chosen:
         shown = await describe(request, runner, thread_id, (its_run, meta))
-        if body.values and not matches(shown["values"], body.values):
-            continue
+        if not body.values or matches(shown["values"], body.values):
+            yield shown
+
+
+@router.post("/threads/search", summary="Threads by metadata, status, ids or values")
+async def search_threads(
+    body: ThreadSearch, request: Request, runner: RunnerDep, _actor: Reader
+) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    skipped = 0
+    async for shown in _matching(body, request, runner):
         if skipped < body.offset:
             skipped += 1
             continue
@@ -126,6 +138,49 @@ async def search_threads(
         if len(found) >= body.limit:
             break
     return found
+
+
+@router.post("/threads/count", summary="How many threads match metadata, status or values")
+async def count_threads(
+    body: ThreadCount, request: Request, runner: RunnerDep, _actor: Reader
+) -> int:
+    return len([t async for t in _matching(body, request, runner)])
+
+
+@router.post(
+    "/threads/prune",
+    summary="Delete threads by id (strategy delete); keep_latest is refused (422): a "
+    "thread's checkpoints are its audited history",
+)
+async def prune_threads(
+    body: ThreadPrune, request: Request, runner: RunnerDep, _actor: Admin
+) -> dict[str, int]:
+    if body.strategy != "delete":
+        raise HTTPException(
+            422,
+            "strategy keep_latest is not supported: stageline keeps a thread's checkpoints "
+            "(they are its audited history); prune with strategy delete",
+        )
+    pruned = 0
+    for thread_id in dict.fromkeys(body.thread_ids):
+        try:
+            run, _meta = await find_thread(runner, thread_id)
+        except HTTPException:
+            continue  # already gone
+        _check_idle(request, thread_id, run)
+        await runner.delete(thread_id)
+        pruned += 1
+    return {"pruned_count": pruned}
+
+
+def _check_idle(request: Request, thread_id: str, run: Run | None) -> None:
+    """409 for a thread whose run some process is advancing (it cannot be deleted)."""
+    if ApiRuns.of(request).busy(thread_id) or (
+        run is not None
+        and run.status is RunStatus.RUNNING
+        and (run.lease_expires_at or 0) > time.time()
+    ):
+        raise HTTPException(409, f"thread {thread_id} is busy; cancel its run first")
 
 
 @router.get("/threads/{thread_id}", summary="A thread: its status, metadata, values and interrupts")
@@ -154,12 +209,7 @@ async def delete_thread(
     thread_id: str, request: Request, runner: RunnerDep, _actor: Admin
 ) -> Response:
     run, _meta = await find_thread(runner, thread_id)
-    if ApiRuns.of(request).busy(thread_id) or (
-        run is not None
-        and run.status is RunStatus.RUNNING
-        and (run.lease_expires_at or 0) > time.time()
-    ):
-        raise HTTPException(409, f"thread {thread_id} is busy; cancel its run first")
+    _check_idle(request, thread_id, run)
     await runner.delete(thread_id)
     return Response(status_code=204)
 
