@@ -2,7 +2,8 @@
 answers them: counting, pruning, batches, cancelling many, deleting runs, joining streams, and a
 ``runs.wait`` that outlives a restart of the server (the SDK follows ``Location`` by itself).
 
-``blog_post`` stops at its gate; ``async_nodes`` takes 0.5 s a node (ten nodes), leaving a trail.
+``blog_post`` stops at its gate; ``async_nodes`` takes 0.5 s a node (ten nodes), leaving a trail;
+``flaky`` fails at its second node.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def trail(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(tmp_path_factory: pytest.TempPathFactory, trail: Path) -> Iterator[Server]:
     started: list[Server] = []
     yield _factory(tmp_path_factory.mktemp("served"), started)(
-        templates=("async_nodes.py",),
+        templates=("async_nodes.py", "flaky.py"),
         env={"STAGELINE_TEST_NODE_SLEEP": "0.5", "STAGELINE_TEST_TRAIL": str(trail)},
     )
     for one in started:
@@ -151,6 +152,47 @@ async def test_join_stream_sends_the_modes_the_run_was_started_with(
         ]
         assert {p.event for p in both} == {"updates"}  # its own mode only, no metadata
         assert [p async for p in parts]  # the first stream goes on to its end
+
+
+async def test_history_pages_and_the_shapes_langgraph_sends(server: Server) -> None:
+    async with sdk(server) as client:
+        tid = (await client.threads.create())["thread_id"]
+        await client.runs.wait(tid, "blog_post", input={"topic": "owls"})
+        thread = await client.threads.get(tid)
+        assert thread["error"] is None and thread["state_updated_at"]
+        assert thread["config"]["configurable"]["graph_id"] == "blog_post"
+        [interrupt] = [i for v in thread["interrupts"].values() for i in v]
+        assert set(interrupt) <= {"id", "value", "response_schema"} and interrupt["id"]
+
+        history = await client.threads.get_history(tid, limit=100)
+        assert len(history) > 4
+        for newer, older in zip(history, history[1:], strict=False):
+            assert newer["checkpoint_id"] == newer["checkpoint"]["checkpoint_id"]
+            assert newer["parent_checkpoint_id"] == older["checkpoint_id"]
+            assert newer["parent_checkpoint"]["checkpoint_id"] == older["checkpoint_id"]
+        assert history[-1]["parent_checkpoint_id"] is None
+        state = await client.threads.get_state(tid)
+        assert state["checkpoint_id"] == history[0]["checkpoint_id"]
+        assert state["tasks"][0]["path"]
+
+        middle = history[2]
+        before = await client.threads.get_history(
+            tid, before={"configurable": {"checkpoint_id": middle["checkpoint_id"]}}, limit=100
+        )
+        assert [h["checkpoint_id"] for h in before] == [h["checkpoint_id"] for h in history[3:]]
+        two = await client.threads.get_history(tid, before=middle["checkpoint"], limit=2)
+        assert [h["checkpoint_id"] for h in two] == [h["checkpoint_id"] for h in history[3:5]]
+        steps = await client.threads.get_history(
+            tid, before=middle["checkpoint"], metadata={"source": "loop"}, limit=100
+        )
+        assert steps and all(h["metadata"]["source"] == "loop" for h in steps)
+        assert {h["checkpoint_id"] for h in steps} < {h["checkpoint_id"] for h in history[3:]}
+
+        failed = (await client.threads.create())["thread_id"]
+        ended = await client.runs.wait(failed, "flaky", input={"topic": "x"}, raise_error=False)
+        assert "ok.flag" in ended["__error__"]["message"]
+        broken = await client.threads.get(failed)
+        assert broken["status"] == "error" and "ok.flag" in broken["error"]
 
 
 @pytest.mark.filterwarnings("ignore:Request failed, attempting reconnect")

@@ -25,6 +25,7 @@ __all__ = [
     "ThreadPrune",
     "ThreadSearch",
     "UpdateState",
+    "before_id",
 ]
 
 _LOOSE = ConfigDict(extra="ignore")
@@ -93,9 +94,20 @@ class StateAtCheckpoint(BaseModel):
 class HistoryBody(BaseModel):
     model_config = _LOOSE
     limit: int = _LIMIT
-    before: str | CheckpointRef | None = None
+    before: str | dict[str, Any] | None = None
+    """A checkpoint id, a ``Checkpoint`` or a config (``{"configurable": {"checkpoint_id"}}``,
+    as the SDK sends it)."""
     metadata: dict[str, Any] | None = None
     checkpoint: CheckpointRef | None = None
+
+
+def before_id(before: str | dict[str, Any] | None) -> str | None:
+    """The checkpoint id a history's ``before`` names, in any of its forms."""
+    if before is None or isinstance(before, str):
+        return before or None
+    ref = before.get("configurable", before)
+    found = ref.get("checkpoint_id") if isinstance(ref, dict) else None
+    return str(found) if found else None
 
 
 class UpdateState(BaseModel):
@@ -124,6 +136,8 @@ class RunCreate(BaseModel):
     stream_mode: str | list[str] = "values"
     if_not_exists: Literal["create", "reject"] | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    strict_resume: bool | None = None
+    """Refuse (409) a resume that no interrupt waits for, instead of ignoring it."""
 
 
 class RunsCancel(BaseModel):

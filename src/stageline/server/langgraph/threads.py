@@ -38,6 +38,7 @@ from stageline.server.langgraph._models import (
     ThreadPrune,
     ThreadSearch,
     UpdateState,
+    before_id,
 )
 
 __all__ = ["describe", "router"]
@@ -286,8 +287,8 @@ async def post_state_at(
 @router.post(
     "/threads/{thread_id}/state",
     summary="Change the state: in place for a failed thread (retry goes on from it); a "
-    "finished one is forked at the checkpoint (admin); an interrupted one is refused (409: "
-    "decide or answer it), as is any write that would pass a gate or question",
+    "finished one is refused (409: a finished run cannot change; fork it with /v1), as is an "
+    "interrupted one (decide or answer it) and any write that would pass a gate or question",
 )
 async def update_state(
     thread_id: str,
@@ -303,24 +304,16 @@ async def update_state(
     values = dict(body.values or {})
     checkpoint_id = _checkpoint_id(body)
     if run.status.terminal:
-        if checkpoint_id is None:
-            raise HTTPException(
-                409,
-                f"thread {thread_id} has finished ({run.status}); give a "
-                "checkpoint to fork it from, with the changed values",
-            )
-        if not request.state.token.scope.allows("admin"):
-            raise HTTPException(
-                403,
-                f"token {actor!r} has scope {request.state.token.scope}; "
-                "changing a finished thread forks it, which needs admin",
-            )
-        with unprocessable():
-            done = await advancer.run(
-                runner.fork(thread_id, checkpoint_id=checkpoint_id, changes=values)
-            )
-        target = done.run.run_id
-    elif run.status.waits_for_person or run.status is RunStatus.FAILED:
+        # LangGraph would add a checkpoint to the finished thread; stageline keeps a finished
+        # run's record final (one ending per run, its decisions bound to it): a change at one
+        # of its checkpoints is a new run, forked with its lineage recorded.
+        raise HTTPException(
+            409,
+            f"thread {thread_id} has finished ({run.status}) and a finished run cannot change "
+            "(stageline keeps its record final); fork it at that checkpoint with the changed "
+            f"values: POST /v1/runs/{thread_id}/fork (admin) or `stageline fork`",
+        )
+    if run.status.waits_for_person or run.status is RunStatus.FAILED:
         if ApiRuns.of(request).busy(thread_id):
             raise HTTPException(409, f"thread {thread_id} is busy")
         with unprocessable():
@@ -333,12 +326,11 @@ async def update_state(
                     actor=actor,
                 )
             )
-        target = thread_id
     else:
         raise HTTPException(409, f"thread {thread_id} is busy; change its state when it stops")
-    found = await runner.ledger.get_run(target)
+    found = await runner.ledger.get_run(thread_id)
     latest = await snapshot(runner, found)
-    return {"checkpoint": checkpoint_json(target, latest.config if latest else None)}
+    return {"checkpoint": checkpoint_json(thread_id, latest.config if latest else None)}
 
 
 @router.post("/threads/{thread_id}/history", summary="The thread's checkpoints, newest first")
@@ -348,15 +340,12 @@ async def get_history(
     run, _meta = await find_thread(runner, thread_id)
     if run is None:
         return []
-    before = (
-        body.before
-        if isinstance(body.before, str) or body.before is None
-        else (body.before.checkpoint_id)
-    )
+    before = before_id(body.before)
     graph = runner.graph(run.template)
     found: list[dict[str, Any]] = []
+    start = body.checkpoint.checkpoint_id if body.checkpoint else None
     async for snap in graph.aget_state_history(  # metadata is matched here: any key may come
-        config_of(thread_id), before=config_of(thread_id, before) if before else None
+        config_of(thread_id, start), before=config_of(thread_id, before) if before else None
     ):
         if not matches(jsonable(dict(snap.metadata or {})), body.metadata or {}):
             continue
