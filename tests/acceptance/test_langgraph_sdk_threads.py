@@ -9,6 +9,8 @@ answers them: counting, pruning, batches, cancelling many, deleting runs, joinin
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +156,35 @@ async def test_join_stream_sends_the_modes_the_run_was_started_with(
         assert [p async for p in parts]  # the first stream goes on to its end
 
 
+async def test_a_thread_stream_follows_its_runs(server: Server) -> None:
+    async with sdk(server) as client:
+        tid = (await client.threads.create())["thread_id"]
+        parts: list[tuple[str, dict]] = []  # type: ignore[type-arg]
+        joined = asyncio.Event()
+
+        async def follow() -> None:
+            async with contextlib.aclosing(await client.threads.join_stream(tid)) as stream:
+                joined.set()
+                async for part in stream:
+                    parts.append((part.event, part.data))
+                    if part.event == "metadata" and part.data.get("status") == "run_done":
+                        return
+
+        following = asyncio.create_task(follow())
+        await joined.wait()
+        await asyncio.sleep(0.5)  # the stream is open before the run starts
+        run = await client.runs.create(tid, "blog_post", input={"topic": "owls"})
+        await asyncio.wait_for(following, 60)
+        events = [e for e, _ in parts]
+        assert events[0] == "metadata" and parts[0][1]["run_id"] == run["run_id"]
+        assert set(events[1:-1]) == {"values"} and "__interrupt__" in parts[-2][1]
+        assert parts[-1][1] == {"status": "run_done", "run_id": run["run_id"]}
+        with pytest.raises(httpx.HTTPStatusError) as bad_mode:
+            async for _ in await client.threads.join_stream(tid, stream_mode="no_such_mode"):  # type: ignore[arg-type]
+                pass
+        assert status_of(bad_mode) == 422
+
+
 async def test_history_pages_and_the_shapes_langgraph_sends(server: Server) -> None:
     async with sdk(server) as client:
         tid = (await client.threads.create())["thread_id"]
@@ -166,7 +197,7 @@ async def test_history_pages_and_the_shapes_langgraph_sends(server: Server) -> N
 
         history = await client.threads.get_history(tid, limit=100)
         assert len(history) > 4
-        for newer, older in zip(history, history[1:], strict=False):
+        for newer, older in itertools.pairwise(history):
             assert newer["checkpoint_id"] == newer["checkpoint"]["checkpoint_id"]
             assert newer["parent_checkpoint_id"] == older["checkpoint_id"]
             assert newer["parent_checkpoint"]["checkpoint_id"] == older["checkpoint_id"]

@@ -37,8 +37,10 @@ _log = logging.getLogger("stageline.server")
 Work = Callable[[], Awaitable[RunSummary | None]]
 
 
-async def NOTHING() -> None:  # noqa: N802 (a constant: the work of a run with nothing to do)
+async def NOTHING() -> None:
     """The work of a run on a finished thread: none (it succeeds, the thread unchanged)."""
+
+
 JOIN_POLL = 0.2
 """Seconds between two looks at a run this server does not advance itself (join)."""
 

@@ -309,7 +309,13 @@ async def join_stream(
     modes = [m for m in own if m in asked] if asked else own
     return StreamingResponse(
         stream_run(
-            runner, api_run, run.template, modes, start, task, metadata=not asked or "metadata" in asked
+            runner,
+            api_run,
+            run.template,
+            modes,
+            start,
+            task,
+            metadata=not asked or "metadata" in asked,
         ),
         media_type="text/event-stream",
     )

@@ -3,12 +3,14 @@ delete, copy (fork), state (get, at a checkpoint, update) and history."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.responses import StreamingResponse
 
 from stageline.errors import InputError, RunNotFound
 from stageline.ledger import Run, RunStatus, ThreadMeta
@@ -40,6 +42,7 @@ from stageline.server.langgraph._models import (
     UpdateState,
     before_id,
 )
+from stageline.server.langgraph._stream import THREAD_STREAM_MODES, thread_stream
 
 __all__ = ["describe", "router"]
 
@@ -238,6 +241,37 @@ async def copy_thread(
     if metadata:
         await runner.ledger.set_thread_metadata(new_id, metadata)
     return await describe(request, runner, new_id)
+
+
+@router.get(
+    "/threads/{thread_id}/stream",
+    summary="Follow a thread: each of its runs' events as they come, then a run_done "
+    "metadata event, until the client goes",
+)
+async def join_thread_stream(
+    thread_id: str,
+    request: Request,
+    runner: RunnerDep,
+    _actor: Reader,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    stream_modes: Annotated[str | None, Query()] = None,
+) -> StreamingResponse:
+    await find_thread(runner, thread_id)
+    asked = [m.strip() for m in (stream_mode or []) + (stream_modes or "").split(",")]
+    modes = [m for m in asked if m] or ["run_modes"]
+    for mode in modes:
+        if mode not in THREAD_STREAM_MODES:
+            raise HTTPException(
+                422, f"stream mode {mode!r} is none of {', '.join(THREAD_STREAM_MODES)}"
+            )
+    tracker = ApiRuns.of(request)
+
+    def follow(key: str) -> tuple[asyncio.Task[None] | None, str | None, list[str]]:
+        return tracker.task(key), tracker.start_of(key), tracker.modes_of(key)
+
+    return StreamingResponse(
+        thread_stream(runner, thread_id, modes, follow), media_type="text/event-stream"
+    )
 
 
 def _checkpoint_id(body: UpdateState | HistoryBody | StateAtCheckpoint) -> str | None:
