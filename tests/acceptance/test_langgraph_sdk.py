@@ -425,6 +425,11 @@ async def test_the_same_on_postgres(
         stopped = await client.runs.wait(tid, "blog_post", input={"topic": "elephants"})
         assert stopped["__interrupt__"][0]["value"]["gate"] == "editor_approval"
         assert (await client.threads.get(tid))["status"] == "interrupted"
+        async with sdk(server, "admin") as admin:  # the copy keeps the whole history
+            copy = (await admin.threads.copy(tid))["thread_id"]
+        assert [h["checkpoint_id"] for h in await client.threads.get_history(copy, limit=50)] == [
+            h["checkpoint_id"] for h in await client.threads.get_history(tid, limit=50)
+        ]
         parts = [
             p
             async for p in client.runs.stream(

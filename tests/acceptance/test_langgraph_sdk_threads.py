@@ -219,6 +219,15 @@ async def test_history_pages_and_the_shapes_langgraph_sends(server: Server) -> N
         assert steps and all(h["metadata"]["source"] == "loop" for h in steps)
         assert {h["checkpoint_id"] for h in steps} < {h["checkpoint_id"] for h in history[3:]}
 
+        async with sdk(server, "admin") as admin:
+            copy = await admin.threads.copy(tid)
+        assert copy["status"] == "interrupted" and copy["values"] == thread["values"]
+        copied = await client.threads.get_history(copy["thread_id"], limit=100)
+        assert [h["checkpoint_id"] for h in copied] == [h["checkpoint_id"] for h in history]
+        assert [h["values"] for h in copied] == [h["values"] for h in history]
+        done = await client.runs.wait(copy["thread_id"], "blog_post", command={"resume": "approve"})
+        assert done["post_path"] and (await client.threads.get(tid))["status"] == "interrupted"
+
         failed = (await client.threads.create())["thread_id"]
         ended = await client.runs.wait(failed, "flaky", input={"topic": "x"}, raise_error=False)
         assert "ok.flag" in ended["__error__"]["message"]

@@ -220,8 +220,8 @@ async def delete_thread(
 
 @router.post(
     "/threads/{thread_id}/copy",
-    summary="Copy a thread: a fork of its run from its "
-    "latest checkpoint, with the lineage recorded",
+    summary="Copy a thread: a new run with its whole history, standing where it stands "
+    "(at the same gate or question, waiting for its own decision), with the lineage recorded",
 )
 async def copy_thread(
     thread_id: str, request: Request, runner: RunnerDep, advancer: AdvancerDep, _actor: Admin
@@ -234,10 +234,10 @@ async def copy_thread(
     if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
         raise HTTPException(409, f"thread {thread_id} is busy; copy it when its run stops")
     try:
-        forked = await advancer.run(runner.fork(thread_id))
-    except InputError as exc:  # its latest checkpoint cannot be forked (a state edit made it)
+        copied = await advancer.run(runner.copy(thread_id))
+    except InputError as exc:
         raise HTTPException(409, f"cannot copy thread {thread_id}: {exc}") from exc
-    new_id = forked.run.run_id
+    new_id = copied.run.run_id
     if metadata:
         await runner.ledger.set_thread_metadata(new_id, metadata)
     return await describe(request, runner, new_id)
