@@ -154,15 +154,30 @@ async def _wait(
     actor: str,
 ) -> StreamingResponse:
     api_run, task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
+    return _answer_when_done(runner, api_run, task)
+
+
+def _answer_when_done(
+    runner: Runner, api_run: ApiRun, done: asyncio.Future[Any], *, owned: bool = False
+) -> StreamingResponse:
+    """The run's outcome once ``done`` is (cancelled with the answer when ``owned``).
+
+    The headers (with ``Location``) go at once; blank lines keep the connection alive until
+    the outcome, so that a client cut off by a restart knows where to join the run again, as
+    LangGraph's server does."""
 
     async def answer() -> AsyncIterator[bytes]:
-        # The headers (with Location) go at once; blank lines keep the connection alive until
-        # the outcome, so that a client cut off by a restart knows where to join the run.
-        while not task.done():
-            await asyncio.wait({task}, timeout=WAIT_HEARTBEAT)
-            if not task.done():
-                yield b"\n"
-        yield json.dumps(await _outcome(runner, api_run)).encode()
+        try:
+            while not done.done():
+                await asyncio.wait({done}, timeout=WAIT_HEARTBEAT)
+                if not done.done():
+                    yield b"\n"
+            if owned and not done.cancelled():
+                done.exception()  # a join that gave up (its bound): the outcome as it stands
+            yield json.dumps(await _outcome(runner, api_run)).encode()
+        finally:
+            if owned and not done.done():
+                done.cancel()
 
     return StreamingResponse(
         answer(), media_type="application/json", headers=_join_location(api_run)
@@ -275,10 +290,10 @@ async def get_run(
 )
 async def join_run(
     thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Reader
-) -> dict[str, Any]:
+) -> StreamingResponse:
     api_run = await _api_run(runner, thread_id, run_id)
-    await ApiRuns.of(request).join(runner, api_run)
-    return await _outcome(runner, api_run)
+    joined = asyncio.ensure_future(ApiRuns.of(request).join(runner, api_run))
+    return _answer_when_done(runner, api_run, joined, owned=True)
 
 
 @router.get(
@@ -416,7 +431,7 @@ async def cancel_runs(
     status_code=204,
     summary="Forget an API run that has ended (the thread and its history stay)",
 )
-async def delete_run(
+async def forget_api_run(
     thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Admin
 ) -> Response:
     api_run = await _api_run(runner, thread_id, run_id)
