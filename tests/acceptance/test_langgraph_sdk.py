@@ -87,14 +87,14 @@ async def test_a_gate_waits_is_shown_resumed_by_command_and_joined(server: Serve
         assert task["interrupts"][0]["value"]["show"]["draft"] == stopped["draft"]
         assert state["values"]["topic"] == "owls"
         [first] = await client.runs.list(tid)
-        assert first["status"] == "interrupted" and first["assistant_id"] == "blog_post"
+        assert first["status"] == "success" and first["assistant_id"] == "blog_post"
 
         resumed = await client.runs.create(tid, "blog_post", command={"resume": "approve"})
         assert resumed["status"] == "pending" and resumed["thread_id"] == tid
         done = await client.runs.join(tid, resumed["run_id"])
         assert done["post_path"] and "__interrupt__" not in done
         assert (await client.runs.get(tid, resumed["run_id"]))["status"] == "success"
-        assert [r["status"] for r in await client.runs.list(tid)] == ["success", "interrupted"]
+        assert [r["status"] for r in await client.runs.list(tid)] == ["success", "success"]
         assert (await client.threads.get(tid))["status"] == "idle"
         assert (await client.threads.get_state(tid))["next"] == []
 
@@ -157,16 +157,18 @@ async def test_stream_updates_then_values(server: Server) -> None:
         values = [p.data for p in parts if p.event == "values"]
         assert values[-1]["post_path"] and values[-1]["topic"] == "bees"
         assert (await client.threads.get(tid))["status"] == "idle"
-        assert [r["status"] for r in await client.runs.list(tid)] == ["success", "interrupted"]
+        assert [r["status"] for r in await client.runs.list(tid)] == ["success", "success"]
 
         other = (await client.threads.create())["thread_id"]
         started = await client.runs.create(other, "blog_post", input={"topic": "wasps"})
-        joined = [
+        joined = [p async for p in client.runs.join_stream(other, started["run_id"])]
+        assert joined[0].event == "metadata" and joined[0].data["run_id"] == started["run_id"]
+        assert joined[-1].event == "values" and "__interrupt__" in joined[-1].data
+        # Asked for updates, a run started in values mode sends none (as LangGraph's join).
+        assert [
             p
             async for p in client.runs.join_stream(other, started["run_id"], stream_mode="updates")
-        ]
-        assert joined[0].event == "metadata" and joined[0].data["run_id"] == started["run_id"]
-        assert joined[-1].event == "updates" and "__interrupt__" in joined[-1].data
+        ] == []
 
 
 async def test_a_question_set_is_answered_by_command(server: Server) -> None:
@@ -198,7 +200,7 @@ async def test_a_question_set_is_answered_by_command(server: Server) -> None:
         await client.runs.join(tid, run["run_id"])
         after = await client.threads.get_state(tid)
         assert after["values"]["answers"]["priority"] == "high"
-        assert (await client.runs.get(tid, run["run_id"]))["status"] in ("success", "interrupted")
+        assert (await client.runs.get(tid, run["run_id"]))["status"] == "success"
 
     [question] = shown(server, tid)["questions"]
     assert question["actor"] == "decider"
@@ -243,33 +245,42 @@ async def test_changes_update_state_copy_and_cancel(server: Server) -> None:
         await admin.runs.cancel(other, run["run_id"])
         assert (await client.threads.get(other))["status"] == "idle"
         assert shown(server, other)["run"]["status"] == "cancelled"
-        assert (await client.runs.get(other, run["run_id"]))["status"] == "interrupted"
+        # It had stopped at the gate (a success); the cancel ended the thread's run, not it.
+        assert (await client.runs.get(other, run["run_id"]))["status"] == "success"
         with pytest.raises(httpx.HTTPStatusError) as twice:
             await admin.runs.cancel(other, run["run_id"])
         assert status_of(twice) == 409
         assert (await client.threads.get(copy["thread_id"]))["status"] == "interrupted"
 
 
-async def test_a_finished_thread_changed_at_a_checkpoint_is_forked(server: Server) -> None:
+async def test_a_finished_thread_is_not_changed_but_forked_by_stagelines_api(
+    server: Server,
+) -> None:
     async with sdk(server) as client, sdk(server, "admin") as admin:
         tid = (await client.threads.create())["thread_id"]
         await client.runs.wait(tid, "blog_post", input={"topic": "cats"})
         finished = await client.runs.wait(tid, "blog_post", command={"resume": "approve"})
         history = await client.threads.get_history(tid, limit=100)
         at_draft = next(h for h in history if h["next"] == ["draft"])
-        with pytest.raises(httpx.HTTPStatusError) as needs_admin:
-            await client.threads.update_state(
-                tid, {"topic": "dogs"}, checkpoint=at_draft["checkpoint"]
-            )
-        assert status_of(needs_admin) == 403
-        with pytest.raises(httpx.HTTPStatusError) as no_checkpoint:
-            await admin.threads.update_state(tid, {"topic": "dogs"})
-        assert status_of(no_checkpoint) == 409
+        for changed in (
+            admin.threads.update_state(tid, {"topic": "dogs"}, checkpoint=at_draft["checkpoint"]),
+            admin.threads.update_state(tid, {"topic": "dogs"}),
+        ):
+            with pytest.raises(httpx.HTTPStatusError) as final:
+                await changed
+            assert status_of(final) == 409
+            assert "a finished run cannot change" in final.value.response.json()["detail"]
+        assert len(await client.threads.get_history(tid, limit=100)) == len(history)
 
-        forked = await admin.threads.update_state(
-            tid, {"topic": "dogs"}, checkpoint=at_draft["checkpoint"]
+        forked = admin.http.post(  # stageline's own fork, named by the 409
+            f"/v1/runs/{tid}/fork",
+            json={
+                "checkpoint_id": at_draft["checkpoint"]["checkpoint_id"],
+                "changes": {"topic": "dogs"},
+                "wait": True,
+            },
         )
-        fork = forked["checkpoint"]["thread_id"]
+        fork = (await forked)["run"]["run_id"]
         assert fork != tid
         state = await client.threads.get_state(fork)
         assert state["values"]["topic"] == "dogs" and state["next"] == ["editor_approval"]
@@ -342,9 +353,25 @@ async def test_errors_are_what_the_sdk_expects(server: Server) -> None:
         assert (await client.runs.get(tid, rejected["run_id"]))["status"] == "success"
         assert (await client.threads.get(tid))["status"] == "idle"
         assert shown(server, tid)["run"]["status"] == "rejected"
+        # As LangGraph's: a run on a finished thread has nothing to do (a resume with nothing
+        # waiting is ignored) and succeeds, the thread unchanged; input is refused.
+        before = await client.threads.get_state(tid)
+        ignored = await client.runs.wait(tid, "blog_post", command={"resume": "approve"})
+        assert ignored == before["values"]
+        again = await client.runs.create(tid, "blog_post")
+        await client.runs.join(tid, again["run_id"])
+        assert (await client.runs.get(tid, again["run_id"]))["status"] == "success"
+        assert (await client.threads.get_state(tid))["checkpoint"] == before["checkpoint"]
+        assert shown(server, tid)["run"]["status"] == "rejected"
+        with pytest.raises(httpx.HTTPStatusError) as strict:
+            await client.runs.wait(
+                tid, "blog_post", command={"resume": "approve"}, strict_resume=True
+            )
+        assert status_of(strict) == 409 and "no interrupt waits" in strict.value.response.text
         with pytest.raises(httpx.HTTPStatusError) as finished:
-            await client.runs.wait(tid, "blog_post", command={"resume": "approve"})
+            await client.runs.wait(tid, "blog_post", input={"topic": "again"})
         assert status_of(finished) == 409
+        assert "a finished run cannot change" in finished.value.response.text
         with pytest.raises(httpx.HTTPStatusError) as missing_run:
             await client.runs.get(tid, "no-such-run")
         assert status_of(missing_run) == 404
@@ -398,6 +425,11 @@ async def test_the_same_on_postgres(
         stopped = await client.runs.wait(tid, "blog_post", input={"topic": "elephants"})
         assert stopped["__interrupt__"][0]["value"]["gate"] == "editor_approval"
         assert (await client.threads.get(tid))["status"] == "interrupted"
+        async with sdk(server, "admin") as admin:  # the copy keeps the whole history
+            copy = (await admin.threads.copy(tid))["thread_id"]
+        assert [h["checkpoint_id"] for h in await client.threads.get_history(copy, limit=50)] == [
+            h["checkpoint_id"] for h in await client.threads.get_history(tid, limit=50)
+        ]
         parts = [
             p
             async for p in client.runs.stream(
@@ -410,7 +442,7 @@ async def test_the_same_on_postgres(
             t["thread_id"]
             for t in await client.threads.search(metadata={"db": "postgres"}, status="idle")
         ] == [tid]
-        assert [r["status"] for r in await client.runs.list(tid)] == ["success", "interrupted"]
+        assert [r["status"] for r in await client.runs.list(tid)] == ["success", "success"]
 
 
 def _wait_for(path: Path, text: str, timeout: float = 60.0) -> None:

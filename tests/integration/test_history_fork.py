@@ -234,3 +234,30 @@ async def test_update_state_of_a_failed_run_then_retry_continues_from_it(
         done = await runner.retry(rid)
     assert done.status is RunStatus.SUCCEEDED and done.state == {"topic": "b", "done": True}
     assert [r.node for r in done.records].count("first") == 1
+
+
+async def test_a_copy_keeps_the_whole_history_and_waits_for_its_own_decision(
+    settings_for: Callable[[str], Settings], shared_backend_url: str
+) -> None:
+    async with Runner.open(settings_for(shared_backend_url)) as runner:
+        waiting = await runner.start("blog_post", {"topic": "copies"})
+        before = await _snapshot(runner, waiting.run.run_id)
+        copy = await runner.copy(waiting.run.run_id)
+        copy_id = copy.run.run_id
+        assert copy.status is RunStatus.WAITING and copy.state == waiting.state
+        assert [w.name for w in copy.waits] == ["editor_approval"]
+        assert copy.waits[0].run_id == copy_id  # its own wait (the same interrupt id)
+        history = await runner.history(waiting.run.run_id)
+        assert [c.checkpoint_id for c in await runner.history(copy_id)] == [
+            c.checkpoint_id for c in history
+        ]
+        assert copy.lineage is not None
+        assert copy.lineage.parent_checkpoint_id == history[-1].checkpoint_id
+        assert await _snapshot(runner, waiting.run.run_id) == before  # only read
+
+        done = await runner.approve(copy_id, actor="ed")
+        assert done.status is RunStatus.SUCCEEDED
+        finished = await runner.copy(copy_id)
+        assert finished.status is RunStatus.SUCCEEDED and finished.state == done.state
+        assert len(await runner.history(finished.run.run_id)) == len(await runner.history(copy_id))
+        assert (await runner.status(waiting.run.run_id)).status is RunStatus.WAITING

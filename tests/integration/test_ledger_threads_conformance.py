@@ -96,6 +96,11 @@ async def test_api_runs_are_listed_newest_first_and_their_status_is_set(
     assert found.status.done and not ApiRunStatus.RUNNING.done
     assert await ledger.api_run(uid("a")) is None
 
+    assert await ledger.delete_api_run(first.api_run_id)  # runs.delete: the others stay
+    assert await ledger.api_run(first.api_run_id) is None
+    assert [r.api_run_id for r in await ledger.api_runs(thread)] == [second.api_run_id]
+    assert not await ledger.delete_api_run(first.api_run_id)
+
 
 async def test_deleting_a_run_deletes_its_thread_rows(ledger: LedgerStore) -> None:
     thread, kept = uid(), uid()

@@ -26,13 +26,13 @@ def _run(status: RunStatus, template: str = "blog_post") -> Run:
     [
         (RunStatus.QUEUED, "busy", ApiRunStatus.PENDING),
         (RunStatus.RUNNING, "busy", ApiRunStatus.RUNNING),
-        (RunStatus.WAITING, "interrupted", ApiRunStatus.INTERRUPTED),
+        (RunStatus.WAITING, "interrupted", ApiRunStatus.SUCCESS),
         (RunStatus.SUCCEEDED, "idle", ApiRunStatus.SUCCESS),
         (RunStatus.FAILED, "error", ApiRunStatus.ERROR),
         (RunStatus.CANCELLED, "idle", ApiRunStatus.INTERRUPTED),
         (RunStatus.REJECTED, "idle", ApiRunStatus.SUCCESS),
         (RunStatus.TAKEN_OVER, "idle", ApiRunStatus.SUCCESS),
-        (RunStatus.PARKED, "interrupted", ApiRunStatus.INTERRUPTED),
+        (RunStatus.PARKED, "interrupted", ApiRunStatus.SUCCESS),
         (RunStatus.STOPPED, "idle", ApiRunStatus.INTERRUPTED),
     ],
 )

@@ -16,10 +16,16 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import Table, Text, bindparam, cast, delete, insert, select, update
 
 from stageline.errors import InvalidTransition
-from stageline.ledger._schema import api_runs, thread_meta
+from stageline.ledger._schema import (
+    api_runs,
+    checkpoint_blobs,
+    checkpoint_writes,
+    checkpoints,
+    thread_meta,
+)
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -32,9 +38,9 @@ __all__ = ["ApiRun", "ApiRunStatus", "ThreadMeta", "ThreadsSql"]
 class ApiRunStatus(StrEnum):
     PENDING = "pending"  # accepted; its advance has not begun
     RUNNING = "running"  # the run is being advanced for it
-    SUCCESS = "success"  # the run reached its end (or a gate rejected it)
+    SUCCESS = "success"  # the run reached its end, a gate or question (or a gate rejected it)
     ERROR = "error"  # the advance failed, or a node did
-    INTERRUPTED = "interrupted"  # the run stopped at a gate or question, or was cancelled
+    INTERRUPTED = "interrupted"  # the run was cut short (cancelled, or its process stopped)
 
     @property
     def done(self) -> bool:
@@ -153,6 +159,22 @@ class ThreadsSql:
             rows = await x.fetch(self._sql(_SELECT_API_RUNS), {"run_id": run_id})
         return [ApiRun.from_row(r) for r in rows]
 
+    async def copy_checkpoints(self, from_run_id: str, to_run_id: str) -> None:
+        """Copy every checkpoint of a run (with its pending writes and channel values) to
+        another run id, in one transaction: ``threads.copy`` keeps the whole history."""
+        params = {"src": from_run_id, "dst": to_run_id}
+        async with self._tx() as x:
+            for stmt in _COPY_CHECKPOINTS:
+                await x.execute(self._sql(stmt), params)
+
+    async def delete_api_run(self, api_run_id: str) -> bool:
+        """Forget an API run (its thread's run and checkpoints stay); False if there was none."""
+        async with self._tx() as x:
+            found = await x.fetch(self._sql(_SELECT_API_RUN), {"api_run_id": api_run_id})
+            if found:
+                await x.execute(self._sql(_DELETE_API_RUN), {"api_run_id": api_run_id})
+        return bool(found)
+
     async def set_api_run_status(
         self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
     ) -> None:
@@ -179,6 +201,7 @@ _UPDATE_THREAD = (
 )
 _INSERT_API_RUN = insert(_a)
 _SELECT_API_RUN = select(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
+_DELETE_API_RUN = delete(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
 _SELECT_API_RUNS = (
     select(_a)
     .where(_a.c.run_id == bindparam("run_id"))
@@ -189,3 +212,16 @@ _SET_API_RUN = (
     .where(_a.c.api_run_id == bindparam("api_run_id"))
     .values(status=bindparam("status"), error=bindparam("error"), updated_at=bindparam("now"))
 )
+
+
+def _copy_rows(table: Table) -> Any:
+    """INSERT the rows of thread ``:src`` of ``table`` again as thread ``:dst``."""
+    columns = [
+        cast(bindparam("dst"), Text).label("thread_id") if c.name == "thread_id" else c
+        for c in table.c
+    ]
+    chosen = select(*columns).where(table.c.thread_id == bindparam("src"))
+    return insert(table).from_select([c.name for c in table.c], chosen)
+
+
+_COPY_CHECKPOINTS = [_copy_rows(t) for t in (checkpoint_blobs, checkpoints, checkpoint_writes)]

@@ -166,41 +166,18 @@ class History:
         changes = self.graphs.check_inputs(made, dict(changes or {}))
         base, writers = await self._fork_base(made, source, at_step, checkpoint_id, bool(changes))
         given = await self.services.resolve(services)
-        new_id = check_run_id(fork_id or new_run_id())
         step = base.info.step + 1
-        holder = this_holder()
-        run = await self.ledger.create_run(
-            Run(
-                run_id=new_id,
-                template=source.template,
-                template_version=made.full_version,
-                status=RunStatus.RUNNING,
-                inputs={**source.inputs, **changes},
-                lease_holder=holder,
-                lease_expires_at=time.time() + self.settings.lease_ttl,
-            ),
-            events=[
-                Event(
-                    run_id=new_id,
-                    kind="run.forked",
-                    message=f"forked from run {run_id} at step {step}",
-                    data={
-                        "attempt": 1,
-                        "template": made.name,
-                        "from": run_id,
-                        "step": step,
-                        "checkpoint_id": base.info.checkpoint_id,
-                        "changes": sorted(changes),
-                    },
-                )
-            ],
-            lineage=Lineage(
-                run_id=new_id,
-                parent_run_id=run_id,
-                parent_step=step,
-                parent_checkpoint_id=base.info.checkpoint_id,
-            ),
+        run = await self._child(
+            source,
+            made,
+            fork_id,
+            inputs={**source.inputs, **changes},
+            message=f"forked from run {run_id} at step {step}",
+            step=step,
+            checkpoint_id=base.info.checkpoint_id,
+            data={"changes": sorted(changes)},
         )
+        new_id = run.run_id
         try:
             payload = await self._seed(made, new_id, base, writers, changes, source)
         except BaseException as exc:  # nothing half-made: no run without its checkpoint
@@ -231,13 +208,106 @@ class History:
                 state=_public_state(base.raw),
                 lineage=await self.ledger.lineage(new_id),
             )
+        return await self._advance_child(run, made, payload, given)
+
+    async def copy(
+        self,
+        run_id: str,
+        *,
+        copy_id: str | None = None,
+        services: Mapping[str, Any] | None = None,
+    ) -> RunSummary:
+        """A new run with every checkpoint of run ``run_id`` (its whole history, as LangGraph's
+        ``threads.copy``), advanced from the latest: it stops where the original stands (at
+        the same gate or question, asked again and waiting for its own decision; or ended).
+        Its lineage is recorded as a fork's; the original is only read."""
+        source = await self.ledger.get_run(run_id)
+        made = self.graphs.checked(source, False)
+        snaps = await self.snaps(made, run_id)  # (a read: any write that waited is flushed)
+        if not snaps:
+            raise InvalidTransition(f"run {run_id} has no checkpoint yet; nothing to copy")
+        latest = snaps[-1]
+        given = await self.services.resolve(services)
+        run = await self._child(
+            source,
+            made,
+            copy_id,
+            inputs=dict(source.inputs),
+            message=f"copied from run {run_id} with its history",
+            step=latest.info.step + 1,
+            checkpoint_id=latest.info.checkpoint_id,
+            data={"changes": [], "copy": True},
+        )
+        new_id = run.run_id
+        try:
+            await self.ledger.copy_checkpoints(run_id, new_id)
+        except BaseException:  # nothing half-made: no run without its checkpoints
+            with contextlib.suppress(StagelineError):
+                await self.ledger.delete_run(new_id)
+            raise
+        return await self._advance_child(run, made, None, given)
+
+    async def _advance_child(
+        self, run: Run, made: Template, payload: Any, given: Mapping[str, Any]
+    ) -> RunSummary:
+        """Advance a new fork or copy like ``start``; its summary shows its lineage."""
+        holder = run.lease_holder or this_holder()
         done = await self.advancer.advance(run, made, payload, given, holder=holder, fresh=True)
         return RunSummary(
             run=done.run,
             records=done.records,
             state=done.state,
             waits=done.waits,
-            lineage=await self.ledger.lineage(new_id),
+            lineage=await self.ledger.lineage(run.run_id),
+        )
+
+    async def _child(
+        self,
+        source: Run,
+        made: Template,
+        child_id: str | None,
+        *,
+        inputs: Mapping[str, Any],
+        message: str,
+        step: int,
+        checkpoint_id: str,
+        data: Mapping[str, Any],
+    ) -> Run:
+        """A fork or copy of ``source`` (id ``child_id``, or a new one): running under this
+        process's lease, its lineage recorded from ``checkpoint_id`` (step ``step``) with a
+        ``run.forked`` event."""
+        new_id = check_run_id(child_id or new_run_id())
+        return await self.ledger.create_run(
+            Run(
+                run_id=new_id,
+                template=source.template,
+                template_version=made.full_version,
+                status=RunStatus.RUNNING,
+                inputs=dict(inputs),
+                lease_holder=this_holder(),
+                lease_expires_at=time.time() + self.settings.lease_ttl,
+            ),
+            events=[
+                Event(
+                    run_id=new_id,
+                    kind="run.forked",
+                    message=message,
+                    data={
+                        "attempt": 1,
+                        "template": made.name,
+                        "from": source.run_id,
+                        "step": step,
+                        "checkpoint_id": checkpoint_id,
+                        **data,
+                    },
+                )
+            ],
+            lineage=Lineage(
+                run_id=new_id,
+                parent_run_id=source.run_id,
+                parent_step=step,
+                parent_checkpoint_id=checkpoint_id,
+            ),
         )
 
     async def _fork_base(

@@ -371,6 +371,10 @@ class Runner:
             force=force,
         )
 
+    async def copy(self, run_id: str, *, copy_id: str | None = None) -> RunSummary:
+        """A new run with all of run ``run_id``'s checkpoints, advanced to where it stands."""
+        return await self.checkpoint_history.copy(run_id, copy_id=copy_id)
+
     async def update_state(
         self,
         run_id: str,

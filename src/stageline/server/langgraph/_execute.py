@@ -5,7 +5,9 @@ A run on an empty thread creates the stageline run (its inputs and context check
 interrupted thread decides its gate or answers its question set through the runner's own
 ``approve``, ``reject``, ``request_changes`` or ``answer`` (or ``respond``, for an interrupt the
 graph made itself: the resume value is its answer), with the token's name as actor, exactly as
-the CLI does; a run with neither on a failed thread retries it. Each is checked before it is
+the CLI does; a run with neither on a failed thread retries it; one on a finished thread has
+nothing to do and succeeds at once, the thread unchanged (as LangGraph's: nothing is next), and
+input there is refused (409: a finished run cannot change). Each is checked before it is
 accepted, so that a bad request is refused with its reason and leaves no API run behind.
 """
 
@@ -29,11 +31,17 @@ from stageline.server.langgraph._mapping import api_status_of, assistant_of, thr
 from stageline.server.langgraph._models import RunCreate
 from stageline.stages import validate_answers
 
-__all__ = ["ApiRuns", "plan", "thread_busy"]
+__all__ = ["NOTHING", "ApiRuns", "plan", "thread_busy"]
 
 _log = logging.getLogger("stageline.server")
 
 Work = Callable[[], Awaitable[RunSummary | None]]
+
+
+async def NOTHING() -> None:
+    """The work of a run on a finished thread: none (it succeeds, the thread unchanged)."""
+
+
 JOIN_POLL = 0.2
 """Seconds between two looks at a run this server does not advance itself (join)."""
 
@@ -46,6 +54,7 @@ class ApiRuns:
         self._threads: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._starts: dict[str, str | None] = {}
+        self._modes: dict[str, list[str]] = {}
 
     @classmethod
     def of(cls, request: Request) -> ApiRuns:
@@ -71,8 +80,17 @@ class ApiRuns:
         """The checkpoint an API run this server follows started from (None: the beginning)."""
         return self._starts.get(api_run_id)
 
+    def modes_of(self, api_run_id: str) -> list[str]:
+        """The stream modes an API run was started with (``values``, LangGraph's default)."""
+        return self._modes.get(api_run_id, ["values"])
+
     def launch(
-        self, runner: Runner, api_run: ApiRun, work: Work, start: str | None = None
+        self,
+        runner: Runner,
+        api_run: ApiRun,
+        work: Work,
+        start: str | None = None,
+        modes: list[str] | None = None,
     ) -> asyncio.Task[None]:
         """Carry out ``work`` for ``api_run`` (from checkpoint ``start``) in the background,
         recording how it ended."""
@@ -85,7 +103,7 @@ class ApiRuns:
                 await ledger.set_api_run_status(key, ApiRunStatus.RUNNING)
                 summary = await work()
                 run = summary.run if summary is not None else await ledger.get_run(api_run.run_id)
-                status = api_status_of(run)
+                status = ApiRunStatus.SUCCESS if work is NOTHING else api_status_of(run)
                 if status is ApiRunStatus.PENDING:  # drained at shutdown: it goes on later
                     status = ApiRunStatus.RUNNING
                 error = run.error if status is ApiRunStatus.ERROR else None
@@ -103,11 +121,13 @@ class ApiRuns:
         self._tasks[key] = task
         self._threads[api_run.run_id] = key
         self._starts[key] = start
+        self._modes[key] = modes or ["values"]
 
         def forget(done: asyncio.Task[None]) -> None:
             if self._tasks.get(key) is done:
                 del self._tasks[key]
                 self._starts.pop(key, None)
+                self._modes.pop(key, None)
             if self._threads.get(api_run.run_id) == key:
                 del self._threads[api_run.run_id]
 
@@ -195,6 +215,19 @@ async def plan(
             "change it (start a new thread for another context)",
         )
     said = f"thread {thread_id} is {thread_status(run)} (its run is {run.status})"
+    if run.status.terminal:
+        if body.input:
+            raise HTTPException(
+                409,
+                f"{said}; a finished run cannot change (stageline records one ending per "
+                "run), so its thread takes no new input: copy it with threads.copy, or start "
+                "a new thread",
+            )
+        if resume is not None and body.strict_resume:
+            raise HTTPException(409, f"{said}; no interrupt waits for this resume")
+        # As LangGraph: nothing is next on a finished thread, so the run ends at once (a
+        # resume with nothing waiting is ignored) and the thread stays as it is.
+        return NOTHING
     if resume is not None:
         if run.status is not RunStatus.WAITING:
             raise HTTPException(409, f"{said}; only an interrupted thread can be resumed")

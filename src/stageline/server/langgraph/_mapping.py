@@ -50,13 +50,15 @@ THREAD_STATUS: dict[RunStatus, str] = {
 _API_STATUS: dict[RunStatus, ApiRunStatus] = {
     RunStatus.QUEUED: ApiRunStatus.PENDING,
     RunStatus.RUNNING: ApiRunStatus.RUNNING,
-    RunStatus.WAITING: ApiRunStatus.INTERRUPTED,
+    # A run that stopped at an interrupt did its work: LangGraph calls it a success (the
+    # thread is "interrupted"); its own "interrupted" means cut short (a cancel).
+    RunStatus.WAITING: ApiRunStatus.SUCCESS,
     RunStatus.SUCCEEDED: ApiRunStatus.SUCCESS,
     RunStatus.FAILED: ApiRunStatus.ERROR,
     RunStatus.CANCELLED: ApiRunStatus.INTERRUPTED,
     RunStatus.REJECTED: ApiRunStatus.SUCCESS,
     RunStatus.TAKEN_OVER: ApiRunStatus.SUCCESS,
-    RunStatus.PARKED: ApiRunStatus.INTERRUPTED,
+    RunStatus.PARKED: ApiRunStatus.SUCCESS,
     RunStatus.STOPPED: ApiRunStatus.INTERRUPTED,  # as LangGraph's run cut short (a cancel)
 }
 
@@ -155,15 +157,27 @@ def thread_json(
         for task in snapshot.tasks:
             if task.interrupts:
                 interrupts[task.id] = [interrupt_json(i) for i in task.interrupts]
+    state_at = snapshot.created_at if snapshot is not None else None
     return {
         "thread_id": thread_id,
         "created_at": iso(created),
         "updated_at": iso(updated),
+        "state_updated_at": state_at or iso(updated),
         "metadata": jsonable(thread_metadata(run, meta)),
         "status": thread_status(run, busy),
+        "config": _thread_config(thread_id, run),
+        "error": run.error if run is not None and run.status is RunStatus.FAILED else None,
         "values": public_values(snapshot.values) if snapshot is not None else {},
         "interrupts": interrupts,
     }
+
+
+def _thread_config(thread_id: str, run: Run | None) -> dict[str, Any]:
+    """The config a thread's runs run with, as LangGraph keeps it on the thread."""
+    if run is None:
+        return {}
+    name = assistant_of(run)
+    return {"configurable": {"thread_id": thread_id, "graph_id": name, "assistant_id": name}}
 
 
 def checkpoint_json(thread_id: str, config: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -192,6 +206,8 @@ def state_json(thread_id: str, snapshot: Any | None) -> dict[str, Any]:
             "interrupts": [],
             "metadata": {},
             "created_at": None,
+            "checkpoint_id": None,
+            "parent_checkpoint_id": None,
             "parent_checkpoint": None,
             "checkpoint": {
                 "thread_id": thread_id,
@@ -204,6 +220,7 @@ def state_json(thread_id: str, snapshot: Any | None) -> dict[str, Any]:
         {
             "id": task.id,
             "name": task.name,
+            "path": jsonable(list(getattr(task, "path", ()))),
             "error": None if task.error is None else f"{type(task.error).__name__}: {task.error}",
             "interrupts": [interrupt_json(i) for i in task.interrupts],
             "checkpoint": None,
@@ -212,13 +229,17 @@ def state_json(thread_id: str, snapshot: Any | None) -> dict[str, Any]:
         }
         for task in snapshot.tasks
     ]
+    checkpoint = checkpoint_json(thread_id, snapshot.config)
+    parent = checkpoint_json(thread_id, snapshot.parent_config)
     return {
         "values": public_values(snapshot.values),
         "next": list(snapshot.next),
-        "checkpoint": checkpoint_json(thread_id, snapshot.config),
+        "checkpoint": checkpoint,
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "parent_checkpoint_id": parent["checkpoint_id"] if parent else None,
         "metadata": jsonable(dict(snapshot.metadata or {})),
         "created_at": snapshot.created_at,
-        "parent_checkpoint": checkpoint_json(thread_id, snapshot.parent_config),
+        "parent_checkpoint": parent,
         "tasks": tasks,
         "interrupts": [interrupt_json(i) for i in snapshot.interrupts],
     }

@@ -21,11 +21,15 @@ __all__ = [
     "CommandBody",
     "HistoryBody",
     "RunCreate",
+    "RunsCancel",
     "StateAtCheckpoint",
+    "ThreadCount",
     "ThreadCreate",
     "ThreadPatch",
+    "ThreadPrune",
     "ThreadSearch",
     "UpdateState",
+    "before_id",
 ]
 
 _LOOSE = ConfigDict(extra="ignore")
@@ -102,6 +106,19 @@ class ThreadSearch(BaseModel):
     sort_order: Literal["asc", "desc"] | None = None
 
 
+class ThreadCount(BaseModel):
+    model_config = _LOOSE
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+class ThreadPrune(BaseModel):
+    model_config = _LOOSE
+    thread_ids: list[str] = Field(default_factory=list)
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+
 class CheckpointRef(BaseModel):
     model_config = _LOOSE
     thread_id: str | None = None
@@ -118,9 +135,20 @@ class StateAtCheckpoint(BaseModel):
 class HistoryBody(BaseModel):
     model_config = _LOOSE
     limit: int = _LIMIT
-    before: str | CheckpointRef | None = None
+    before: str | dict[str, Any] | None = None
+    """A checkpoint id, a ``Checkpoint`` or a config (``{"configurable": {"checkpoint_id"}}``,
+    as the SDK sends it)."""
     metadata: dict[str, Any] | None = None
     checkpoint: CheckpointRef | None = None
+
+
+def before_id(before: str | dict[str, Any] | None) -> str | None:
+    """The checkpoint id a history's ``before`` names, in any of its forms."""
+    if before is None or isinstance(before, str):
+        return before or None
+    ref = before.get("configurable", before)
+    found = ref.get("checkpoint_id") if isinstance(ref, dict) else None
+    return str(found) if found else None
 
 
 class UpdateState(BaseModel):
@@ -149,3 +177,12 @@ class RunCreate(BaseModel):
     stream_mode: str | list[str] = "values"
     if_not_exists: Literal["create", "reject"] | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    strict_resume: bool | None = None
+    """Refuse (409) a resume that no interrupt waits for, instead of ignoring it."""
+
+
+class RunsCancel(BaseModel):
+    model_config = _LOOSE
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None

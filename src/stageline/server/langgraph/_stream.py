@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from stageline.ledger import ApiRun, ApiRunStatus
@@ -17,12 +17,17 @@ from stageline.runner import Runner
 from stageline.server.langgraph._lookup import config_of
 from stageline.server.langgraph._mapping import interrupt_json, jsonable, public_values
 
-__all__ = ["STREAM_MODES", "sse", "stream_run"]
+__all__ = ["STREAM_MODES", "THREAD_STREAM_MODES", "sse", "stream_run", "thread_stream"]
 
 STREAM_MODES = ("values", "updates")
 """The stream modes stageline sends; others are accepted and send nothing."""
+THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
+"""What a thread's stream can follow: its runs' events, their starts and ends, state updates
+(stageline sends none of these: a state update is no run)."""
 POLL = 0.1
 """Seconds between two looks for new checkpoints while the advance goes on."""
+THREAD_POLL = 0.2
+"""Seconds between two looks for a thread's new runs (its stream)."""
 
 
 def sse(event: str, data: Any) -> bytes:
@@ -61,10 +66,15 @@ async def stream_run(
     modes: list[str],
     start: str | None,
     task: asyncio.Future[Any] | None,
+    *,
+    metadata: bool = True,
 ) -> AsyncIterator[bytes]:
     """Events of ``api_run`` from checkpoint ``start`` (None: from the thread's beginning)
-    until its advance (``task``) has ended."""
-    yield sse("metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id, "attempt": 1})
+    until its advance (``task``) has ended; the ``metadata`` event first unless told not."""
+    if metadata:
+        yield sse(
+            "metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id, "attempt": 1}
+        )
     graph = runner.graph(template)
     thread_id = api_run.run_id
     last = start
@@ -91,3 +101,34 @@ async def stream_run(
     ended = await runner.ledger.api_run(api_run.api_run_id)
     if ended is not None and ended.status is ApiRunStatus.ERROR:
         yield sse("error", {"error": "RunError", "message": ended.error or "the run failed"})
+
+
+async def thread_stream(
+    runner: Runner,
+    thread_id: str,
+    modes: list[str],
+    follow: Callable[[str], tuple[asyncio.Future[Any] | None, str | None, list[str]]],
+) -> AsyncIterator[bytes]:
+    """A thread's runs as they come, until the client goes: each one's events (``run_modes``:
+    in the modes it was started with; ``lifecycle``: its ``metadata`` only), then a
+    ``metadata`` event ``{"status": "run_done", "run_id"}``. ``follow`` gives an API run's
+    task, start checkpoint and modes (its task None once it ended)."""
+    seen = {r.api_run_id for r in await runner.ledger.api_runs(thread_id) if r.status.done}
+    while True:
+        for api_run in reversed(await runner.ledger.api_runs(thread_id)):  # oldest first
+            if api_run.api_run_id in seen:
+                continue
+            seen.add(api_run.api_run_id)
+            task, start, own = follow(api_run.api_run_id)
+            run = await runner.ledger.get_run(thread_id)
+            if "run_modes" in modes:
+                async for event in stream_run(runner, api_run, run.template, own, start, task):
+                    yield event
+            else:
+                if "lifecycle" in modes:
+                    yield sse("metadata", {"run_id": api_run.api_run_id, "attempt": 1})
+                if task is not None:
+                    await asyncio.wait({task})
+            if "run_modes" in modes or "lifecycle" in modes:
+                yield sse("metadata", {"status": "run_done", "run_id": api_run.api_run_id})
+        await asyncio.sleep(THREAD_POLL)

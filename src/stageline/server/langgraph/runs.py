@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import uuid
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from stageline.errors import StagelineError
@@ -21,7 +24,7 @@ from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
 from stageline.server.langgraph._execute import ApiRuns, plan
 from stageline.server.langgraph._lookup import find_thread, snapshot, unprocessable
 from stageline.server.langgraph._mapping import api_run_json, interrupt_json, public_values
-from stageline.server.langgraph._models import RunCreate
+from stageline.server.langgraph._models import RunCreate, RunsCancel
 from stageline.server.langgraph._stream import stream_run
 
 __all__ = ["router"]
@@ -32,6 +35,8 @@ Decider = Annotated[str, Depends(require_scope("decide"))]
 Admin = Annotated[str, Depends(require_scope("admin"))]
 RunnerDep = Annotated[Runner, Depends(get_runner)]
 AdvancerDep = Annotated[Advancer, Depends(get_advancer)]
+WAIT_HEARTBEAT = 5.0
+"""Seconds between two blank lines a ``wait`` answer sends while its run goes on."""
 
 
 async def _accept(
@@ -68,12 +73,35 @@ async def _accept(
                 metadata=body.metadata or {},
             )
         )
-        task = tracker.launch(runner, api_run, work, start)
+        task = tracker.launch(runner, api_run, work, start, _modes(body.stream_mode))
     return api_run, task, start
+
+
+def _modes(asked: str | list[str] | None) -> list[str]:
+    """Stream modes as the SDK sends them: one, a list, a JSON list in one query value, or
+    nothing (``?stream_mode=``)."""
+    if isinstance(asked, str):
+        asked = [asked]
+    found: list[str] = []
+    for mode in asked or []:
+        if mode.startswith("["):
+            with contextlib.suppress(ValueError):
+                found.extend(str(m) for m in json.loads(mode))
+                continue
+        if mode:
+            found.append(mode)
+    return found
 
 
 def _location(api_run: ApiRun) -> dict[str, str]:
     return {"Content-Location": f"/threads/{api_run.run_id}/runs/{api_run.api_run_id}"}
+
+
+def _join_location(api_run: ApiRun) -> dict[str, str]:
+    """Where a client that lost a ``wait`` answer joins the run instead (the SDK follows
+    ``Location`` by itself when the server went away mid-answer), as LangGraph's server says."""
+    path = f"/threads/{api_run.run_id}/runs/{api_run.api_run_id}"
+    return {"Location": f"{path}/join", "Content-Location": path}
 
 
 async def _outcome(runner: Runner, api_run: ApiRun) -> dict[str, Any]:
@@ -124,10 +152,36 @@ async def _wait(
     body: RunCreate,
     thread_id: str | None,
     actor: str,
-) -> JSONResponse:
+) -> StreamingResponse:
     api_run, task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
-    await asyncio.shield(task)
-    return JSONResponse(await _outcome(runner, api_run), headers=_location(api_run))
+    return _answer_when_done(runner, api_run, task)
+
+
+def _answer_when_done(
+    runner: Runner, api_run: ApiRun, done: asyncio.Future[Any], *, owned: bool = False
+) -> StreamingResponse:
+    """The run's outcome once ``done`` is (cancelled with the answer when ``owned``).
+
+    The headers (with ``Location``) go at once; blank lines keep the connection alive until
+    the outcome, so that a client cut off by a restart knows where to join the run again, as
+    LangGraph's server does."""
+
+    async def answer() -> AsyncIterator[bytes]:
+        try:
+            while not done.done():
+                await asyncio.wait({done}, timeout=WAIT_HEARTBEAT)
+                if not done.done():
+                    yield b"\n"
+            if owned and not done.cancelled():
+                done.exception()  # a join that gave up (its bound): the outcome as it stands
+            yield json.dumps(await _outcome(runner, api_run)).encode()
+        finally:
+            if owned and not done.done():
+                done.cancel()
+
+    return StreamingResponse(
+        answer(), media_type="application/json", headers=_join_location(api_run)
+    )
 
 
 @router.post(
@@ -141,14 +195,14 @@ async def wait_run(
     runner: RunnerDep,
     advancer: AdvancerDep,
     actor: Decider,
-) -> JSONResponse:
+) -> StreamingResponse:
     return await _wait(request, runner, advancer, body, thread_id, actor)
 
 
 @router.post("/runs/wait", summary="Start a run on a new thread and answer when it ends or waits")
 async def wait_stateless_run(
     body: RunCreate, request: Request, runner: RunnerDep, advancer: AdvancerDep, actor: Decider
-) -> JSONResponse:
+) -> StreamingResponse:
     return await _wait(request, runner, advancer, body, None, actor)
 
 
@@ -161,7 +215,7 @@ async def _stream(
     actor: str,
 ) -> StreamingResponse:
     api_run, task, start = await _accept(request, runner, advancer, body, thread_id, actor)
-    modes = [body.stream_mode] if isinstance(body.stream_mode, str) else list(body.stream_mode)
+    modes = _modes(body.stream_mode)
     run = await runner.ledger.get_run(api_run.run_id)
     return StreamingResponse(
         stream_run(runner, api_run, run.template, modes, start, task),
@@ -236,10 +290,10 @@ async def get_run(
 )
 async def join_run(
     thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Reader
-) -> dict[str, Any]:
+) -> StreamingResponse:
     api_run = await _api_run(runner, thread_id, run_id)
-    await ApiRuns.of(request).join(runner, api_run)
-    return await _outcome(runner, api_run)
+    joined = asyncio.ensure_future(ApiRuns.of(request).join(runner, api_run))
+    return _answer_when_done(runner, api_run, joined, owned=True)
 
 
 @router.get(
@@ -264,9 +318,20 @@ async def join_stream(
     else:  # ended (or followed by no one here): only where it is now
         latest = await snapshot(runner, run)
         start = latest.config["configurable"].get("checkpoint_id") if latest else None
-    modes = stream_mode or ["values", "updates"]
+    # As LangGraph's join: the events the run makes (in the modes it was started with), those
+    # of the modes asked for only when some are (``?stream_mode=`` asks for none).
+    own, asked = tracker.modes_of(api_run.api_run_id), _modes(stream_mode)
+    modes = [m for m in own if m in asked] if asked else own
     return StreamingResponse(
-        stream_run(runner, api_run, run.template, modes, start, task),
+        stream_run(
+            runner,
+            api_run,
+            run.template,
+            modes,
+            start,
+            task,
+            metadata=not asked or "metadata" in asked,
+        ),
         media_type="text/event-stream",
     )
 
@@ -291,8 +356,17 @@ async def cancel_run(
         raise HTTPException(
             409, f"thread {thread_id}'s run is already {run.status}; there is nothing to cancel"
         )
+    await _cancel(runner, tracker, api_run, actor)
+    if wait:
+        await tracker.join(runner, api_run)
+    current = await runner.ledger.api_run(api_run.api_run_id) or api_run
+    return api_run_json(current, await tracker.status(runner, current))
+
+
+async def _cancel(runner: Runner, tracker: ApiRuns, api_run: ApiRun, actor: str) -> None:
+    """Cancel the thread's run through the runner (409 naming why it cannot be)."""
     try:
-        await runner.cancel(thread_id)
+        await runner.cancel(api_run.run_id)
     except StagelineError as exc:
         if exc.http_status != 409:
             raise
@@ -301,7 +375,82 @@ async def cancel_run(
         await runner.ledger.set_api_run_status(
             api_run.api_run_id, ApiRunStatus.INTERRUPTED, f"cancelled by {actor}"
         )
-    if wait:
-        await tracker.join(runner, api_run)
-    current = await runner.ledger.api_run(api_run.api_run_id) or api_run
-    return api_run_json(current, await tracker.status(runner, current))
+
+
+async def _active(runner: Runner, tracker: ApiRuns, thread_ids: list[str]) -> list[ApiRun]:
+    """The API runs of these threads that are pending or running."""
+    found = []
+    for thread_id in thread_ids:
+        for api_run in await runner.ledger.api_runs(thread_id):
+            if not (await tracker.status(runner, api_run)).done:
+                found.append(api_run)
+    return found
+
+
+@router.post(
+    "/runs/cancel",
+    status_code=204,
+    summary="Cancel runs: by thread and run ids, or every pending / running one (status)",
+)
+async def cancel_runs(
+    body: RunsCancel,
+    request: Request,
+    runner: RunnerDep,
+    actor: Admin,
+    action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
+) -> Response:
+    tracker = ApiRuns.of(request)
+    if body.status is not None:
+        if body.thread_id or body.run_ids:
+            raise HTTPException(
+                422, "give status alone (it cancels every run in it), or thread_id and run_ids"
+            )
+        statuses = {"pending": ["queued"], "running": ["running"]}.get(
+            body.status, ["queued", "running"]
+        )
+        threads = [r.run_id for s in statuses for r in await runner.ledger.list_runs(status=s)]
+        chosen = await _active(runner, tracker, threads)
+        chosen = [
+            r
+            for r in chosen
+            if body.status == "all" or str(await tracker.status(runner, r)) == body.status
+        ]
+    else:
+        if not body.thread_id or not body.run_ids:
+            raise HTTPException(422, "give thread_id and run_ids, or a status")
+        await find_thread(runner, body.thread_id)
+        active = {r.api_run_id: r for r in await _active(runner, tracker, [body.thread_id])}
+        chosen = [active[i] for i in body.run_ids if i in active]
+    for api_run in chosen:
+        await _cancel(runner, tracker, api_run, actor)
+    return Response(status_code=204)
+
+
+@router.delete(
+    "/threads/{thread_id}/runs/{run_id}",
+    status_code=204,
+    summary="Forget an API run that has ended (the thread and its history stay)",
+)
+async def forget_api_run(
+    thread_id: str, run_id: str, request: Request, runner: RunnerDep, _actor: Admin
+) -> Response:
+    api_run = await _api_run(runner, thread_id, run_id)
+    if not (await ApiRuns.of(request).status(runner, api_run)).done:
+        raise HTTPException(409, f"run {run_id} is still going on; cancel it first")
+    await runner.ledger.delete_api_run(run_id)
+    return Response(status_code=204)
+
+
+@router.post("/runs/batch", summary="Start several runs, each on a new thread, in the background")
+async def create_run_batch(
+    body: list[RunCreate],
+    request: Request,
+    runner: RunnerDep,
+    advancer: AdvancerDep,
+    actor: Decider,
+) -> list[dict[str, Any]]:
+    made = []
+    for one in body:  # each is checked as it comes: one refused leaves those before it running
+        api_run, _task, _start = await _accept(request, runner, advancer, one, None, actor)
+        made.append(api_run_json(api_run))
+    return made

@@ -3,10 +3,13 @@ delete, copy (fork), state (get, at a checkpoint, update) and history."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.responses import StreamingResponse
 
 from stageline.errors import InputError, RunNotFound
 from stageline.ledger import Run, RunStatus, ThreadMeta
@@ -30,11 +33,15 @@ from stageline.server.langgraph._mapping import (
 from stageline.server.langgraph._models import (
     HistoryBody,
     StateAtCheckpoint,
+    ThreadCount,
     ThreadCreate,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
     UpdateState,
+    before_id,
 )
+from stageline.server.langgraph._stream import THREAD_STREAM_MODES, thread_stream
 
 __all__ = ["describe", "router"]
 
@@ -80,10 +87,10 @@ async def create_thread(
     return thread_json(thread_id, None, meta, None)
 
 
-@router.post("/threads/search", summary="Threads by metadata, status, ids or values")
-async def search_threads(
-    body: ThreadSearch, request: Request, runner: RunnerDep, _actor: Reader
-) -> list[dict[str, Any]]:
+async def _matching(
+    body: ThreadSearch | ThreadCount, request: Request, runner: Runner
+) -> AsyncIterator[dict[str, Any]]:
+    """The threads ``body`` asks for, described, in its order (newest first by default)."""
     ledger = runner.ledger
     metas = {m.run_id: m for m in await ledger.thread_metas()}
     statuses = runs_of_thread_status(body.status) if body.status else [None]
@@ -98,7 +105,8 @@ async def search_threads(
             if thread_id not in runs:
                 with contextlib.suppress(RunNotFound):
                     runs[thread_id] = await ledger.get_run(thread_id)
-    ids = set(body.ids) if body.ids else None
+    wanted = getattr(body, "ids", None)
+    ids = set(wanted) if wanted else None
     tracker = ApiRuns.of(request)
     chosen: list[tuple[str, Run | None, ThreadMeta | None, dict[str, Any]]] = []
     for thread_id in {*runs, *(metas if body.status in (None, "idle") else ())}:
@@ -110,14 +118,22 @@ async def search_threads(
         brief = thread_json(thread_id, its_run, meta, None)
         if matches(brief["metadata"], body.metadata or {}):
             chosen.append((thread_id, its_run, meta, brief))
-    key = body.sort_by or "created_at"
-    chosen.sort(key=lambda c: (str(c[3][key]), c[0]), reverse=(body.sort_order or "desc") == "desc")
-    found: list[dict[str, Any]] = []
-    skipped = 0
+    key = getattr(body, "sort_by", None) or "created_at"
+    descending = (getattr(body, "sort_order", None) or "desc") == "desc"
+    chosen.sort(key=lambda c: (str(c[3][key]), c[0]), reverse=descending)
     for thread_id, its_run, meta, _brief in chosen:
         shown = await describe(request, runner, thread_id, (its_run, meta))
-        if body.values and not matches(shown["values"], body.values):
-            continue
+        if not body.values or matches(shown["values"], body.values):
+            yield shown
+
+
+@router.post("/threads/search", summary="Threads by metadata, status, ids or values")
+async def search_threads(
+    body: ThreadSearch, request: Request, runner: RunnerDep, _actor: Reader
+) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    skipped = 0
+    async for shown in _matching(body, request, runner):
         if skipped < body.offset:
             skipped += 1
             continue
@@ -125,6 +141,45 @@ async def search_threads(
         if len(found) >= body.limit:
             break
     return found
+
+
+@router.post("/threads/count", summary="How many threads match metadata, status or values")
+async def count_threads(
+    body: ThreadCount, request: Request, runner: RunnerDep, _actor: Reader
+) -> int:
+    return len([t async for t in _matching(body, request, runner)])
+
+
+@router.post(
+    "/threads/prune",
+    summary="Delete threads by id (strategy delete); keep_latest is refused (422): a "
+    "thread's checkpoints are its audited history",
+)
+async def prune_threads(
+    body: ThreadPrune, request: Request, runner: RunnerDep, _actor: Admin
+) -> dict[str, int]:
+    if body.strategy != "delete":
+        raise HTTPException(
+            422,
+            "strategy keep_latest is not supported: stageline keeps a thread's checkpoints "
+            "(they are its audited history); prune with strategy delete",
+        )
+    pruned = 0
+    for thread_id in dict.fromkeys(body.thread_ids):
+        try:
+            await find_thread(runner, thread_id)
+        except HTTPException:
+            continue  # already gone
+        await _check_idle(request, runner, thread_id)
+        await runner.delete(thread_id)
+        pruned += 1
+    return {"pruned_count": pruned}
+
+
+async def _check_idle(request: Request, runner: Runner, thread_id: str) -> None:
+    """409 for a thread whose run some process is advancing (it cannot be deleted)."""
+    if await thread_busy(request, runner, thread_id):
+        raise HTTPException(409, f"thread {thread_id} is busy; cancel its run first")
 
 
 @router.get("/threads/{thread_id}", summary="A thread: its status, metadata, values and interrupts")
@@ -153,16 +208,15 @@ async def delete_thread(
     thread_id: str, request: Request, runner: RunnerDep, _actor: Admin
 ) -> Response:
     await find_thread(runner, thread_id)
-    if await thread_busy(request, runner, thread_id):
-        raise HTTPException(409, f"thread {thread_id} is busy; cancel its run first")
+    await _check_idle(request, runner, thread_id)
     await runner.delete(thread_id)
     return Response(status_code=204)
 
 
 @router.post(
     "/threads/{thread_id}/copy",
-    summary="Copy a thread: a fork of its run from its "
-    "latest checkpoint, with the lineage recorded",
+    summary="Copy a thread: a new run with its whole history, standing where it stands "
+    "(at the same gate or question, waiting for its own decision), with the lineage recorded",
 )
 async def copy_thread(
     thread_id: str, request: Request, runner: RunnerDep, advancer: AdvancerDep, _actor: Admin
@@ -175,13 +229,44 @@ async def copy_thread(
     if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
         raise HTTPException(409, f"thread {thread_id} is busy; copy it when its run stops")
     try:
-        forked = await advancer.run(runner.fork(thread_id))
-    except InputError as exc:  # its latest checkpoint cannot be forked (a state edit made it)
+        copied = await advancer.run(runner.copy(thread_id))
+    except InputError as exc:
         raise HTTPException(409, f"cannot copy thread {thread_id}: {exc}") from exc
-    new_id = forked.run.run_id
+    new_id = copied.run.run_id
     if metadata:
         await runner.ledger.set_thread_metadata(new_id, metadata)
     return await describe(request, runner, new_id)
+
+
+@router.get(
+    "/threads/{thread_id}/stream",
+    summary="Follow a thread: each of its runs' events as they come, then a run_done "
+    "metadata event, until the client goes",
+)
+async def join_thread_stream(
+    thread_id: str,
+    request: Request,
+    runner: RunnerDep,
+    _actor: Reader,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    stream_modes: Annotated[str | None, Query()] = None,
+) -> StreamingResponse:
+    await find_thread(runner, thread_id)
+    asked = [m.strip() for m in (stream_mode or []) + (stream_modes or "").split(",")]
+    modes = [m for m in asked if m] or ["run_modes"]
+    for mode in modes:
+        if mode not in THREAD_STREAM_MODES:
+            raise HTTPException(
+                422, f"stream mode {mode!r} is none of {', '.join(THREAD_STREAM_MODES)}"
+            )
+    tracker = ApiRuns.of(request)
+
+    def follow(key: str) -> tuple[asyncio.Task[None] | None, str | None, list[str]]:
+        return tracker.task(key), tracker.start_of(key), tracker.modes_of(key)
+
+    return StreamingResponse(
+        thread_stream(runner, thread_id, modes, follow), media_type="text/event-stream"
+    )
 
 
 def _checkpoint_id(body: UpdateState | HistoryBody | StateAtCheckpoint) -> str | None:
@@ -231,8 +316,8 @@ async def post_state_at(
 @router.post(
     "/threads/{thread_id}/state",
     summary="Change the state: in place for a failed thread (retry goes on from it); a "
-    "finished one is forked at the checkpoint (admin); an interrupted one is refused (409: "
-    "decide or answer it), as is any write that would pass a gate or question",
+    "finished one is refused (409: a finished run cannot change; fork it with /v1), as is an "
+    "interrupted one (decide or answer it) and any write that would pass a gate or question",
 )
 async def update_state(
     thread_id: str,
@@ -248,24 +333,16 @@ async def update_state(
     values = dict(body.values or {})
     checkpoint_id = _checkpoint_id(body)
     if run.status.terminal:
-        if checkpoint_id is None:
-            raise HTTPException(
-                409,
-                f"thread {thread_id} has finished ({run.status}); give a "
-                "checkpoint to fork it from, with the changed values",
-            )
-        if not request.state.token.scope.allows("admin"):
-            raise HTTPException(
-                403,
-                f"token {actor!r} has scope {request.state.token.scope}; "
-                "changing a finished thread forks it, which needs admin",
-            )
-        with unprocessable():
-            done = await advancer.run(
-                runner.fork(thread_id, checkpoint_id=checkpoint_id, changes=values)
-            )
-        target = done.run.run_id
-    elif run.status.waits_for_person or run.status is RunStatus.FAILED:
+        # LangGraph would add a checkpoint to the finished thread; stageline keeps a finished
+        # run's record final (one ending per run, its decisions bound to it): a change at one
+        # of its checkpoints is a new run, forked with its lineage recorded.
+        raise HTTPException(
+            409,
+            f"thread {thread_id} has finished ({run.status}) and a finished run cannot change "
+            "(stageline keeps its record final); fork it at that checkpoint with the changed "
+            f"values: POST /v1/runs/{thread_id}/fork (admin) or `stageline fork`",
+        )
+    if run.status.waits_for_person or run.status is RunStatus.FAILED:
         if ApiRuns.of(request).busy(thread_id):
             raise HTTPException(409, f"thread {thread_id} is busy")
         with unprocessable():
@@ -278,12 +355,11 @@ async def update_state(
                     actor=actor,
                 )
             )
-        target = thread_id
     else:
         raise HTTPException(409, f"thread {thread_id} is busy; change its state when it stops")
-    found = await runner.ledger.get_run(target)
+    found = await runner.ledger.get_run(thread_id)
     latest = await snapshot(runner, found)
-    return {"checkpoint": checkpoint_json(target, latest.config if latest else None)}
+    return {"checkpoint": checkpoint_json(thread_id, latest.config if latest else None)}
 
 
 @router.post("/threads/{thread_id}/history", summary="The thread's checkpoints, newest first")
@@ -293,15 +369,12 @@ async def get_history(
     run, _meta = await find_thread(runner, thread_id)
     if run is None:
         return []
-    before = (
-        body.before
-        if isinstance(body.before, str) or body.before is None
-        else (body.before.checkpoint_id)
-    )
+    before = before_id(body.before)
     graph = runner.graph(run.template)
     found: list[dict[str, Any]] = []
+    start = body.checkpoint.checkpoint_id if body.checkpoint else None
     async for snap in graph.aget_state_history(  # metadata is matched here: any key may come
-        config_of(thread_id), before=config_of(thread_id, before) if before else None
+        config_of(thread_id, start), before=config_of(thread_id, before) if before else None
     ):
         if not matches(jsonable(dict(snap.metadata or {})), body.metadata or {}):
             continue
