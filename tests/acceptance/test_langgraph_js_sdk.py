@@ -98,3 +98,11 @@ def test_the_js_sdk_does_the_core_flow_agent_inbox_and_the_store(
     assert decided["run"]["status"] == "succeeded"
     [decision] = decided["decisions"]
     assert (decision["actor"], decision["response"]["decision"]) == ("decider", "approve")
+
+
+def test_the_readme_names_the_tested_version() -> None:
+    pinned = json.loads((JS / "package.json").read_text())["dependencies"][SDK]
+    locked = json.loads((JS / "package-lock.json").read_text())["packages"]
+    assert locked[f"node_modules/{SDK}"]["version"] == pinned  # an exact pin, and the lock agrees
+    readme = (JS.parents[1] / "README.md").read_text()
+    assert f"`{SDK}` (tested: {pinned}," in readme
