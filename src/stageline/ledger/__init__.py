@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         reclaim_space,
         upgrade_database,
     )
+    from stageline.ledger._crons import Cron, check_schedule, next_due
     from stageline.ledger._lineage import Lineage
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
@@ -63,6 +64,9 @@ _LAZY = {
     "read_runs": "stageline.ledger._sqlite_read",
     "Outcome": "stageline.ledger._outcomes",
     "Lineage": "stageline.ledger._lineage",
+    "Cron": "stageline.ledger._crons",
+    "check_schedule": "stageline.ledger._crons",
+    "next_due": "stageline.ledger._crons",
     "RunPage": "stageline.ledger._search",
     "ApiRun": "stageline.ledger._threads",
     "ApiRunStatus": "stageline.ledger._threads",
@@ -97,6 +101,7 @@ __all__ = [
     "Claim",
     "Claimed",
     "CopyReport",
+    "Cron",
     "Effect",
     "EffectStatus",
     "Event",
@@ -127,12 +132,14 @@ __all__ = [
     "WaitKind",
     "WaitStatus",
     "already_decided",
+    "check_schedule",
     "copy_database",
     "group_outcomes",
     "hash_token",
     "holder_is_dead",
     "mask_url",
     "new_token",
+    "next_due",
     "open_backend",
     "open_ledger",
     "read_runs",

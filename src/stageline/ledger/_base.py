@@ -13,6 +13,7 @@ from stageline.ledger.records import Claimed, Event, NodeRecord, Run, RunClaim, 
 
 if TYPE_CHECKING:
     from stageline.ledger._chat import ChatMessage
+    from stageline.ledger._crons import Cron
     from stageline.ledger._lineage import Lineage
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup
@@ -244,6 +245,28 @@ class LedgerStore(Protocol):
     async def set_api_run_status(
         self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
     ) -> None: ...
+
+    # -- schedules (LangGraph's crons) -------------------------------------------------------
+    async def put_cron(self, cron: Cron, *, now: float | None = None) -> Cron: ...
+    async def cron(self, cron_id: str) -> Cron | None: ...
+    async def crons(
+        self,
+        *,
+        assistant_id: str | None = None,
+        thread_id: str | None = None,
+        enabled: bool | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[Cron]: ...
+    async def update_cron(
+        self, cron_id: str, changes: Mapping[str, Any], *, now: float | None = None
+    ) -> Cron | None: ...
+    async def delete_cron(self, cron_id: str) -> bool: ...
+    async def due_crons(self, now: float) -> list[Cron]: ...
+    async def claim_fire(
+        self, cron: Cron, *, run_id: str, next_run_at: float | None, now: float
+    ) -> bool: ...
+    async def fired_by(self, run_id: str) -> str | None: ...
+    async def cron_fires(self, cron_id: str) -> list[dict[str, Any]]: ...
 
     # -- two-way chat -----------------------------------------------------------------------
     async def chat_message(self, run_id: str, key: str) -> ChatMessage | None: ...

@@ -18,6 +18,8 @@ from stageline.ledger._schema import (
     checkpoint_blobs,
     checkpoint_writes,
     checkpoints,
+    cron_fires,
+    crons,
     effects,
     events,
     index_api_runs,
@@ -131,6 +133,18 @@ def _v13_sessions(dialect: Dialect) -> list[str]:
     ]
 
 
+def _v15_crons(dialect: Dialect) -> list[str]:
+    """Schedules and their firings (migration 14 of issue #25; the 13th entry on its branch)."""
+    made = [
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)) for t in (crons, cron_fires)
+    ]
+    return made + [
+        str(CreateIndex(i, if_not_exists=True).compile(dialect=dialect))
+        for t in (crons, cron_fires)
+        for i in t.indexes
+    ]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1,
     _v2,
@@ -144,5 +158,6 @@ MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v11_checkpoints,
     _v12_checkpoint_blobs,
     _v13_sessions,
+    _v15_crons,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

@@ -23,6 +23,8 @@ __all__ = [
     "checkpoint_blobs",
     "checkpoint_writes",
     "checkpoints",
+    "cron_fires",
+    "crons",
     "effects",
     "events",
     "index_api_runs",
@@ -396,3 +398,36 @@ sessions = Table(
     Column("last_seen_at", Float, nullable=False),
 )
 """A dashboard session: the SHA-256 of its cookie's id (never the id) and its token's hash."""
+
+
+# -- migration 14 (the 13th in this branch; renumber at merge): schedules ---------------------
+
+crons = Table(
+    "stageline_crons",
+    metadata,
+    Column("cron_id", String(64), primary_key=True),
+    Column("assistant_id", Text, nullable=False),
+    Column("thread_id", String(64)),
+    Column("schedule", Text, nullable=False),
+    Column("timezone", Text),
+    Column("payload", Text, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("end_time", Float),
+    Column("next_run_at", Float, index=True),
+    Column("created_by", Text),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A schedule (LangGraph's cron): what it starts (``payload``: input, context), when
+(``schedule`` in ``timezone``), and its next due time (None: it is over)."""
+
+cron_fires = Table(
+    "stageline_cron_fires",
+    metadata,
+    Column("cron_id", String(64), primary_key=True),
+    Column("due_at", Float, primary_key=True),
+    Column("run_id", String(64), nullable=False, index=True),
+    Column("fired_at", Float, nullable=False),
+)
+"""One firing of a schedule: the due time it was for and the run it started (its lineage)."""

@@ -37,6 +37,7 @@ from sqlalchemy.sql import ClauseElement
 from stageline.errors import InvalidTransition, RunNotFound
 from stageline.ledger._base import Publisher
 from stageline.ledger._chat import ChatSql
+from stageline.ledger._crons import CronsSql
 from stageline.ledger._executor import Check, Executor, Op
 from stageline.ledger._human import WaitChanges
 from stageline.ledger._lineage import Lineage, LineageSql
@@ -84,6 +85,7 @@ class SqlLedger(
     SessionsSql,
     RunSearchSql,
     ThreadsSql,
+    CronsSql,
 ):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 
