@@ -49,8 +49,8 @@ def check_schedule(schedule: str, timezone: str | None = None) -> None:
     """Refuse (``InputError``) a cron expression or a time zone that is not one."""
     if not isinstance(schedule, str) or not croniter.is_valid(schedule):
         raise InputError(
-            f"schedule {schedule!r} is not a cron expression: five fields, "
-            "minute hour day-of-month month day-of-week, e.g. '*/5 * * * *'"
+            f"schedule {schedule!r} is not a cron expression: five fields, minute hour "
+            "day-of-month month day-of-week (e.g. '*/5 * * * *'), and seconds as an optional sixth"
         )
     _zone(timezone)
 

@@ -78,6 +78,26 @@ class Schedules:
         )
         return await self.ledger.put_cron(cron, now=now)
 
+    async def update(
+        self, cron_id: str, changes: Mapping[str, Any], *, now: float | None = None
+    ) -> Cron | None:
+        """Change a schedule: ``schedule``, ``timezone``, ``end_time``, ``enabled``,
+        ``metadata``, or what its runs start with (``input``, ``context``; checked as ``add``
+        checks them). None when there is no such schedule."""
+        cron = await self.ledger.cron(cron_id)
+        if cron is None:
+            return None
+        fields = {k: v for k, v in changes.items() if k not in ("input", "context")}
+        if "input" in changes or "context" in changes:
+            payload = dict(cron.payload)
+            for key in ("input", "context"):
+                if key in changes:
+                    payload[key] = dict(changes[key] or {})
+            made = self.graphs.load(cron.assistant_id)
+            self.graphs.check_inputs(made, payload.get("input") or {}, new_run=True)
+            fields["payload"] = payload
+        return await self.ledger.update_cron(cron_id, fields, now=now)
+
     async def fire_due(self, now: float | None = None) -> list[str]:
         """Fire every schedule due at ``now``: the ids of the queued runs made here (a due time
         another process fired, or one skipped, makes none)."""

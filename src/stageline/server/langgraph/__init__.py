@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server.langgraph import assistants, runs, threads
+from stageline.server.langgraph import assistants, crons, runs, threads
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: list[APIRouter] = [assistants.router, threads.router, runs.router]
+ROUTERS: list[APIRouter] = [assistants.router, threads.router, crons.router, runs.router]
