@@ -162,10 +162,13 @@ async def work_queue(
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), RESTART_WAIT)
     finally:
+        if not stopping.is_set():
+            scheduler.cancel()
         for task in (rescuer, scheduler):
-            task.cancel()
+            if task is rescuer:
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await task  # the scheduler ends by itself: a firing is never cut in two
 
 
 async def _adopt_queued(app: App, runner: Runner) -> None:
