@@ -1,11 +1,13 @@
 """``langgraph_sdk``'s crons against a running ``stageline serve``: create, search, count,
-update, delete, a schedule that fires (its run names it), a thread's schedule, and refusals."""
+update, delete, a schedule that fires (its run names it), a thread's schedule, and refusals;
+and the dashboard's schedules page in a real Chromium. One server for the module."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +16,10 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from dashboard_browser import Watch, browser, new_page, sign_in
 from server_fixtures import Server
+
+pytestmark = pytest.mark.timeout(300)  # a hang guard: nothing here is timed
 
 
 def sdk(server: Server, scope: str = "decide") -> LangGraphClient:
@@ -36,8 +41,7 @@ async def fired_threads(client: LangGraphClient, cron_id: str) -> list[dict[str,
     raise AssertionError(f"schedule {cron_id} never fired")
 
 
-async def test_schedules_over_the_sdk(serve_project: Callable[..., Server]) -> None:
-    server = serve_project()
+async def test_schedules_over_the_sdk(server: Server) -> None:
     async with sdk(server) as client, sdk(server, "admin") as admin, sdk(server, "read") as reader:
         assert await refused(client.crons.create("blog_post", schedule="often")) == 422
         assert await refused(client.crons.create("nope", schedule="* * * * *")) == 404
@@ -108,3 +112,50 @@ async def test_schedules_over_the_sdk(serve_project: Callable[..., Server]) -> N
             await admin.crons.delete(cron["cron_id"])
         assert await refused(admin.crons.delete(daily["cron_id"])) == 404
         assert await reader.crons.count() == 0
+
+
+def test_the_schedules_page_lists_each_schedule_and_its_runs(server: Server) -> None:
+    with server.client("decide") as client:
+        made = client.post(
+            "/runs/crons",
+            json={
+                "assistant_id": "blog_post",
+                "schedule": "* * * * * *",
+                "input": {"topic": "moss"},
+                "metadata": {"owner": "web"},
+            },
+        )
+        assert made.status_code == 200, made.text
+        often = made.json()["cron_id"]
+        fired: list[dict[str, object]] = []
+        for _ in range(300):  # a hang guard: the server looks every two seconds
+            fired = client.post("/threads/search", json={"metadata": {"cron_id": often}}).json()
+            if fired:
+                break
+            time.sleep(0.1)
+        assert fired, "the schedule never fired"
+        assert client.patch(f"/runs/crons/{often}", json={"enabled": False}).status_code == 200
+        later = client.post(
+            "/runs/crons",
+            json={"assistant_id": "ten_nodes", "schedule": "0 9 * * 1-5", "timezone": "Asia/Tokyo"},
+        ).json()["cron_id"]
+    watch = Watch()
+    with browser() as chromium:
+        page = new_page(chromium, watch)
+        sign_in(page, server, "read", start="/ui/schedules")
+        assert page.url.endswith("/ui/schedules")
+        assert page.locator("nav a.active").inner_text() == "Schedules"
+        row = page.locator(f"tr[data-schedule='{often}']")
+        assert "owner=web" in row.inner_text() and "disabled" in row.locator(".next").inner_text()
+        first = row.locator("a.mono").first
+        run_id = first.inner_text()
+        assert run_id in {str(t["thread_id"]) for t in fired}
+        other = page.locator(f"tr[data-schedule='{later}']")
+        assert "0 9 * * 1-5" in other.inner_text() and "Asia/Tokyo" in other.inner_text()
+        assert "none yet" in other.inner_text()
+        first.click()
+        page.wait_for_url(f"**/ui/runs/{run_id}")
+    watch.check()
+    with server.client("admin") as client:
+        for cron_id in (often, later):
+            assert client.delete(f"/runs/crons/{cron_id}").status_code == 204
