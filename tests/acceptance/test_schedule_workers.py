@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from conftest import run_stageline
 
 WORKERS = 3
@@ -92,7 +93,7 @@ def test_a_due_schedule_fires_exactly_once_across_workers(
     )  # fmt: skip
     assert over.returncode == 0 and "never (over)" in over.stdout, over.stderr
     listed = json.loads(run_stageline(tmp_path, env, "schedule", "list", "--json").stdout)
-    assert [c["cron_id"] for c in listed][0] == cron_id and listed[1]["next_run_at"] is None
+    assert listed[0]["cron_id"] == cron_id and listed[1]["next_run_at"] is None
     table = run_stageline(tmp_path, env, "schedule", "list").stdout
     assert cron_id in table and "never (over)" in table
     assert run_stageline(tmp_path, env, "schedule", "delete", cron_id).returncode == 0

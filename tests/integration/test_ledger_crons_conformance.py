@@ -59,10 +59,7 @@ async def test_a_due_time_is_claimed_once_and_names_its_run(ledger: LedgerStore)
     [found] = await ledger.due_crons(due)
     later = due + 60
     claims = await asyncio.gather(
-        *(
-            ledger.claim_fire(found, run_id=f"run-{i}", next_run_at=later, now=due)
-            for i in range(5)
-        )
+        *(ledger.claim_fire(found, run_id=f"run-{i}", next_run_at=later, now=due) for i in range(5))
     )
     assert claims.count(True) == 1
     winner = f"run-{claims.index(True)}"

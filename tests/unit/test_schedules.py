@@ -68,9 +68,7 @@ async def test_an_ended_or_disabled_schedule_stops_firing(runner: Runner) -> Non
     over = await runner.ledger.cron(ending.cron_id)
     assert over is not None and over.next_run_at is None  # the next, T0+600, is past its end
     assert await runner.schedules.fire_due(now=T0 + 3600) == []
-    off = await runner.schedules.add(
-        "blog_post", "* * * * *", inputs=INPUTS, enabled=False, now=T0
-    )
+    off = await runner.schedules.add("blog_post", "* * * * *", inputs=INPUTS, enabled=False, now=T0)
     assert off.next_run_at is None
     assert await runner.schedules.fire_due(now=T0 + 3600) == []
 

@@ -40,9 +40,9 @@ from stageline.cli._render import (
 )
 from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
 from stageline.cli._respond import respond
+from stageline.cli._schedules import schedule_app
 from stageline.cli._serve import serve
 from stageline.cli._stats import stats
-from stageline.cli._schedules import schedule_app
 from stageline.cli._tokens import token_app
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
 from stageline.ledger import EventCategory, Run, RunStatus, WaitKind, open_ledger

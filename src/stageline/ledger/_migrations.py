@@ -135,12 +135,11 @@ def _v13_sessions(dialect: Dialect) -> list[str]:
 
 def _v15_crons(dialect: Dialect) -> list[str]:
     """Schedules and their firings (migration 14 of issue #25; the 13th entry on its branch)."""
-    made = [
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)) for t in (crons, cron_fires)
-    ]
+    tables = (crons, cron_fires)
+    made = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)) for t in tables]
     return made + [
         str(CreateIndex(i, if_not_exists=True).compile(dialect=dialect))
-        for t in (crons, cron_fires)
+        for t in tables
         for i in t.indexes
     ]
 

@@ -98,9 +98,7 @@ async def _matching(runner: Runner, body: CronSearch | CronCount) -> list[Cron]:
 
 
 @router.post("/runs/crons/search", summary="Search schedules")
-async def search_crons(
-    body: CronSearch, runner: RunnerDep, _actor: Reader
-) -> list[dict[str, Any]]:
+async def search_crons(body: CronSearch, runner: RunnerDep, _actor: Reader) -> list[dict[str, Any]]:
     found = await _matching(runner, body)
     if body.sort_by:
         key = _SORT.get(body.sort_by, body.sort_by)
