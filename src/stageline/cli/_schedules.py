@@ -4,7 +4,7 @@ by whichever ``stageline serve`` or ``stageline worker`` runs."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,7 +14,10 @@ from stageline.cli._inputs import parse_inputs
 from stageline.cli._launch import input_file_option, inputs_option
 from stageline.cli._render import console, print_json, when
 from stageline.errors import UsageError
-from stageline.ledger import Cron, open_ledger
+from stageline.ledger import open_ledger
+
+if TYPE_CHECKING:
+    from stageline.ledger import Cron
 
 __all__ = ["schedule_app"]
 
