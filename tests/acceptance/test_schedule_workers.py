@@ -35,6 +35,13 @@ def test_a_due_schedule_fires_exactly_once_across_workers(
     assert bad.returncode == 2 and "not a cron expression" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) <= 2
 
+    added = run_stageline(
+        tmp_path, env, "schedule", "add", "blog_post", "* * * * * *", "-i", "topic=t", "--json"
+    )
+    assert added.returncode == 0, added.stderr
+    cron_id = json.loads(added.stdout)["cron_id"]
+    # Due every second from now on: the workers, starting together, all find its first due
+    # times missed (one firing for them) and then the next ones, each due time once.
     procs: list[subprocess.Popen[bytes]] = []
     for i in range(WORKERS):
         with (tmp_path / f"worker{i}.log").open("wb") as log:
@@ -48,11 +55,6 @@ def test_a_due_schedule_fires_exactly_once_across_workers(
                 )
             )
     try:
-        added = run_stageline(
-            tmp_path, env, "schedule", "add", "blog_post", "* * * * * *", "-i", "topic=t", "--json"
-        )
-        assert added.returncode == 0, added.stderr
-        cron_id = json.loads(added.stdout)["cron_id"]
         # Wait (bounded) for a few firings, then stop the workers while they still look.
         for _ in range(1200):
             if len(_rows(postgres_url, "SELECT run_id FROM stageline_cron_fires")) >= 3:
