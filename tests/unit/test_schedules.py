@@ -89,6 +89,8 @@ async def test_a_bad_schedule_is_refused_when_added(runner: Runner) -> None:
         await runner.schedules.add("blog_post", "every morning", inputs=INPUTS)
     with pytest.raises(InputError, match="time zone"):
         await runner.schedules.add("blog_post", "0 9 * * *", inputs=INPUTS, timezone="Nowhere")
+    with pytest.raises(InputError, match="no time that comes"):
+        await runner.schedules.add("blog_post", "0 0 30 2 *", inputs=INPUTS)  # 30 February
     with pytest.raises(InputError):
         await runner.schedules.add("blog_post", "0 9 * * *", inputs={"nope": 1})
     with pytest.raises(InputError, match="not a valid run id"):

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from sqlalchemy import bindparam, delete, insert, select, update
 
 from stageline.errors import InputError
@@ -52,14 +52,17 @@ def check_schedule(schedule: str, timezone: str | None = None) -> None:
             f"schedule {schedule!r} is not a cron expression: five fields, minute hour "
             "day-of-month month day-of-week (e.g. '*/5 * * * *'), and seconds as an optional sixth"
         )
-    _zone(timezone)
+    next_due(schedule, timezone, time.time())  # a date that never comes (30 Feb) is refused
 
 
 def next_due(schedule: str, timezone: str | None, after: float) -> float:
     """The first time strictly after ``after`` (epoch seconds) that ``schedule`` names, read in
     ``timezone`` (None: UTC)."""
     start = datetime.fromtimestamp(after, tz=UTC).astimezone(_zone(timezone))
-    return float(croniter(schedule, start).get_next(float))
+    try:
+        return float(croniter(schedule, start).get_next(float))
+    except CroniterError as exc:
+        raise InputError(f"schedule {schedule!r} names no time that comes: {exc}") from exc
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -109,6 +109,9 @@ class Schedules:
             except StagelineError as exc:  # one schedule's failure must not stop the others
                 _log.warning("schedule %s could not fire: %s", cron.cron_id, exc)
                 continue
+            except Exception:  # nor a bug: the loops that call this recover runs too
+                _log.exception("schedule %s could not fire", cron.cron_id)
+                continue
             if run_id is not None:
                 made.append(run_id)
         return made
