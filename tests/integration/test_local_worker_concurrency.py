@@ -41,3 +41,18 @@ async def test_local_worker_runs_queued_runs_side_by_side(
         assert second_start > last_end  # one after the other
     else:
         assert second_start < last_end  # the second began while the first still ran
+
+
+async def test_the_local_worker_fires_a_missed_schedule_once_and_advances_its_run(
+    sqlite_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STAGELINE_TEST_TRAIL", str(tmp_path / "trail.txt"))
+    async with Runner.open(sqlite_settings) as runner:  # due since 1970: missed many times
+        cron = await runner.schedules.add(str(FIXTURE), "0 0 1 1 *", now=0.0)
+    assert await run_local_worker(settings=sqlite_settings, idle_exit=0.2)
+    async with Runner.open(sqlite_settings) as runner:
+        [fire] = await runner.ledger.cron_fires(cron.cron_id)
+        assert await runner.ledger.fired_by(fire["run_id"]) == cron.cron_id
+        assert (await runner.ledger.get_run(fire["run_id"])).status is RunStatus.SUCCEEDED
+        later = await runner.ledger.cron(cron.cron_id)
+        assert later is not None and (later.next_run_at or 0) > fire["fired_at"]  # from the look

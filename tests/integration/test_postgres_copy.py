@@ -85,14 +85,18 @@ async def test_registered_types_cross_over_unchanged_and_the_run_retries_there(
     async with Runner.open(sqlite_settings) as runner:
         failed = await runner.start(findings(), {"finding": Finding(claim="x")})
         waiting = await runner.start(asks(), {"finding": Finding(claim="y")})
+        daily = await runner.schedules.add("blog_post", "0 9 * * *", inputs={"topic": "t"})
+        fired = await runner.schedules.add("blog_post", "0 9 * * *", inputs={"topic": "t"}, now=0)
+        [fired_run] = await runner.schedules.fire_due(now=9 * 3600)  # schedules go along
     assert (failed.status, waiting.status) == (RunStatus.FAILED, RunStatus.WAITING)
 
     report = await copy_database(sqlite_settings.database_url, postgres_settings.database_url)
-    assert report.tables["stageline_runs"] == 2
+    assert report.tables["stageline_runs"] == 3  # the schedule's run too (queued)
     assert report.checkpoints >= 2 and report.writes >= 1
     counts = await table_counts(sqlite_settings.database_url)
     assert await table_counts(postgres_settings.database_url) == counts
     assert counts["stageline_node_records"] >= 1
+    assert counts["stageline_crons"] == 2 and counts["stageline_cron_fires"] == 1
 
     FAIL.clear()
     async with Runner.open(postgres_settings) as runner:
@@ -105,6 +109,9 @@ async def test_registered_types_cross_over_unchanged_and_the_run_retries_there(
         seen = await runner.status(waiting.run.run_id)
     assert seen.status is RunStatus.WAITING
     assert seen.state["finding"] == Finding(claim="y")
+    async with Runner.open(postgres_settings) as runner:
+        assert await runner.ledger.cron(daily.cron_id) == daily
+        assert await runner.ledger.fired_by(fired_run) == fired.cron_id
 
 
 async def test_and_back_from_postgres_to_a_new_sqlite_file(

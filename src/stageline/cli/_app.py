@@ -40,6 +40,7 @@ from stageline.cli._render import (
 )
 from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
 from stageline.cli._respond import respond
+from stageline.cli._schedules import schedule_app
 from stageline.cli._serve import serve
 from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
@@ -442,3 +443,4 @@ for _working in WORKER_COMMANDS:  # worker, prune
     app.command()(_working)
 app.command()(serve)
 app.add_typer(token_app, name="token")
+app.add_typer(schedule_app, name="schedule")

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         upgrade_database,
     )
     from stageline.ledger._assistants import Assistant, AssistantNotFound
+    from stageline.ledger._crons import Cron, check_schedule, next_due
     from stageline.ledger._lineage import Lineage
     from stageline.ledger._outbox import Claim, SinkStart
     from stageline.ledger._outcome_stats import OutcomeGroup, group_outcomes
@@ -68,6 +69,9 @@ _LAZY = {
     "Lineage": "stageline.ledger._lineage",
     "Assistant": "stageline.ledger._assistants",
     "AssistantNotFound": "stageline.ledger._assistants",
+    "Cron": "stageline.ledger._crons",
+    "check_schedule": "stageline.ledger._crons",
+    "next_due": "stageline.ledger._crons",
     "RunPage": "stageline.ledger._search",
     "ApiRun": "stageline.ledger._threads",
     "ApiRunStatus": "stageline.ledger._threads",
@@ -104,6 +108,7 @@ __all__ = [
     "Claim",
     "Claimed",
     "CopyReport",
+    "Cron",
     "Effect",
     "EffectStatus",
     "Event",
@@ -134,12 +139,14 @@ __all__ = [
     "WaitKind",
     "WaitStatus",
     "already_decided",
+    "check_schedule",
     "copy_database",
     "group_outcomes",
     "hash_token",
     "holder_is_dead",
     "mask_url",
     "new_token",
+    "next_due",
     "open_backend",
     "open_ledger",
     "open_store",

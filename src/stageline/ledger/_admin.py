@@ -201,7 +201,7 @@ async def _copy_tables(source: SqlLedger, target: SqlLedger) -> dict[str, int]:
                 "run_id" if "run_id" in table.c else "thread_id" if "thread_id" in table.c else ""
             )
             async for row in _rows(source, table):
-                if keyed:
+                if keyed and not (row[keyed] is None and table.c[keyed].nullable):
                     _check_copied_id(row[keyed], f"{table.name} row")
                 batch.append(convert(row))
                 if len(batch) >= CHUNK:

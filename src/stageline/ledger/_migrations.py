@@ -20,6 +20,8 @@ from stageline.ledger._schema import (
     checkpoint_blobs,
     checkpoint_writes,
     checkpoints,
+    cron_fires,
+    crons,
     effects,
     events,
     index_api_runs,
@@ -141,6 +143,17 @@ def _v14_assistants(dialect: Dialect) -> list[str]:
     ]
 
 
+def _v15_crons(dialect: Dialect) -> list[str]:
+    """Schedules and their firings (schema version 14)."""
+    tables = (crons, cron_fires)
+    made = [str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)) for t in tables]
+    return made + [
+        str(CreateIndex(i, if_not_exists=True).compile(dialect=dialect))
+        for t in tables
+        for i in t.indexes
+    ]
+
+
 MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v1,
     _v2,
@@ -155,5 +168,6 @@ MIGRATIONS: Sequence[Callable[[Dialect], list[str]]] = (
     _v12_checkpoint_blobs,
     _v13_sessions,
     _v14_assistants,
+    _v15_crons,
 )
 """Migration N (1-based) returns the DDL statements that take schema N-1 to N."""

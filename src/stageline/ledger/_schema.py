@@ -25,6 +25,8 @@ __all__ = [
     "checkpoint_blobs",
     "checkpoint_writes",
     "checkpoints",
+    "cron_fires",
+    "crons",
     "effects",
     "events",
     "index_api_runs",
@@ -432,3 +434,35 @@ assistant_versions = Table(
     Column("created_at", Float, nullable=False),
 )
 """Every version of an assistant (each create or update writes one, never changed)."""
+
+# -- schema version 14: schedules (LangGraph's crons) --------------------------------------
+
+crons = Table(
+    "stageline_crons",
+    metadata,
+    Column("cron_id", String(64), primary_key=True),
+    Column("assistant_id", Text, nullable=False),
+    Column("thread_id", String(64)),
+    Column("schedule", Text, nullable=False),
+    Column("timezone", Text),
+    Column("payload", Text, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("end_time", Float),
+    Column("next_run_at", Float, index=True),
+    Column("created_by", Text),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""A schedule (LangGraph's cron): what it starts (``payload``: input, context), when
+(``schedule`` in ``timezone``), and its next due time (None: it is over)."""
+
+cron_fires = Table(
+    "stageline_cron_fires",
+    metadata,
+    Column("cron_id", String(64), primary_key=True),
+    Column("due_at", Float, primary_key=True),
+    Column("run_id", String(64), nullable=False, index=True),
+    Column("fired_at", Float, nullable=False),
+)
+"""One firing of a schedule: the due time it was for and the run it started (its lineage)."""

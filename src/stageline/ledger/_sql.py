@@ -38,6 +38,7 @@ from stageline.errors import InvalidTransition, RunNotFound
 from stageline.ledger._assistants import AssistantsSql
 from stageline.ledger._base import Publisher
 from stageline.ledger._chat import ChatSql
+from stageline.ledger._crons import CronsSql
 from stageline.ledger._executor import Check, Executor, Op
 from stageline.ledger._human import WaitChanges
 from stageline.ledger._lineage import Lineage, LineageSql
@@ -86,6 +87,7 @@ class SqlLedger(
     RunSearchSql,
     ThreadsSql,
     AssistantsSql,
+    CronsSql,
 ):
     """Runs, node records and events in SQL tables beside LangGraph's checkpoint tables."""
 

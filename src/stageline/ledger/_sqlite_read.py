@@ -29,7 +29,7 @@ __all__ = [
     "sqlite_path",
 ]
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 """``len(_migrations.MIGRATIONS)``: the version of a database every migration was applied to."""
 VERSION_TABLE = "stageline_schema_version"
 RUNS_TABLE = "stageline_runs"

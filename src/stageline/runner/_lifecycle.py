@@ -263,6 +263,7 @@ class Lifecycle:
             waits=waits,
             checkpoint_error=unreadable,
             lineage=await self.ledger.lineage(run_id),
+            cron_id=await self.ledger.fired_by(run_id),
             forks=await self.ledger.forks(run_id),
         )
 

@@ -36,6 +36,7 @@ from stageline.runner._history import History
 from stageline.runner._human import DecisionOptions, Decisions
 from stageline.runner._lifecycle import Lifecycle
 from stageline.runner._retention import PRUNED_BY_DEFAULT, PruneReport, Retention
+from stageline.runner._schedules import Schedules
 from stageline.runner._services import Services
 from stageline.runner._snapshots import CheckpointInfo
 from stageline.runner._support import RECURSION_LIMIT, RunSummary, new_run_id
@@ -81,6 +82,8 @@ class Runner:
             settings, self.ledger, self.graphs, self.checkpoint_history, self.lifecycle
         )
         self.retention = Retention(settings, backend)
+        self.schedules = Schedules(self.ledger, self.graphs, self.lifecycle)
+        """Schedules: ``add`` one, ``fire_due`` the due ones (see ``_schedules``)."""
 
     @classmethod
     @contextlib.asynccontextmanager

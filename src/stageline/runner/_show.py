@@ -64,5 +64,6 @@ async def quick_status(ledger: LedgerStore, run_id: str, home: Path) -> RunSumma
         state=state,
         waits=waits,
         lineage=await ledger.lineage(run_id),
+        cron_id=await ledger.fired_by(run_id),
         forks=await ledger.forks(run_id),
     )

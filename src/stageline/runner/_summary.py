@@ -25,6 +25,8 @@ class RunSummary:
     """Where the run was forked from (None: it is no fork)."""
     forks: list[Lineage] = field(default_factory=list)
     """The runs forked from it (filled by ``Runner.status``)."""
+    cron_id: str | None = None
+    """The schedule whose firing started it (None: no schedule did)."""
 
     @property
     def status(self) -> RunStatus:
@@ -47,5 +49,6 @@ class RunSummary:
             "lineage": {
                 "forked_from": self.lineage.to_dict() if self.lineage else None,
                 "forks": [f.to_dict() for f in self.forks],
+                "cron_id": self.cron_id,
             },
         }

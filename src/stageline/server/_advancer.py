@@ -160,6 +160,9 @@ class Advancer:
         swept = time.monotonic()
         while not self._stopping.is_set():
             try:
+                if self._queue is None:  # on Postgres the job queue's loop fires them
+                    for run_id in await self.runner.schedules.fire_due():
+                        self.advance(run_id)
                 taken = await self.recover()
                 if taken:
                     _log.warning("resuming %d run(s) left behind: %s", len(taken), ", ".join(taken))

@@ -39,6 +39,8 @@ DEFAULT_CONCURRENCY = 2
 POLL = 0.5
 """Seconds between two looks at the ledger for queued runs."""
 SWEEP_EVERY = 30.0
+SCHEDULE_EVERY = 1.0
+"""Seconds between two looks for schedules that are due."""
 PRUNE_EVERY = 3600.0
 
 
@@ -115,12 +117,15 @@ async def _loop(
     skipped: set[str] = set()
     busy: dict[str, asyncio.Task[None]] = {}
     idle_since = time.monotonic()
-    swept = pruned = 0.0
+    swept = pruned = scheduled = 0.0
     stopped = asyncio.ensure_future(stopping.wait())
     try:
         while not stopping.is_set():
             for run_id in [r for r, t in busy.items() if t.done()]:
                 busy.pop(run_id)
+            if time.monotonic() - scheduled >= SCHEDULE_EVERY:  # their runs are queued ones
+                scheduled = time.monotonic()
+                await _quietly(runner.schedules.fire_due())
             if len(busy) < concurrency:
                 queued = [r for r in await _queued(runner, skipped) if r not in busy]
                 if queued:  # the oldest one nobody advances yet

@@ -28,7 +28,7 @@ from stageline.ledger import RunStatus
 from stageline.runner import Runner
 from stageline.worker._queue import ADVANCE_TASK, defer_run, ensure_queue_schema, queue_app
 
-__all__ = ["HEARTBEAT", "STALLED_AFTER", "run_worker", "work_queue"]
+__all__ = ["HEARTBEAT", "SCHEDULE_EVERY", "STALLED_AFTER", "run_worker", "work_queue"]
 
 _log = logging.getLogger("stageline.worker")
 
@@ -38,6 +38,8 @@ STALLED_AFTER = 6.0
 """Seconds without a heartbeat after which a worker is taken for dead and its jobs requeued."""
 RESTART_WAIT = 1.0
 """Seconds before a worker whose database went away starts taking jobs again."""
+SCHEDULE_EVERY = 1.0
+"""Seconds between two looks for schedules that are due."""
 ADOPT_LIMIT = 1000
 """Queued runs without a job (made by ``Runner.create``, a copy, a drained foreground run)
 queued at worker start."""
@@ -128,6 +130,7 @@ async def work_queue(
         additional_context={"runner": runner, "retention": retention},
     )
     rescuer = asyncio.create_task(_requeue_stalled(app, stalled_after, heartbeat))
+    scheduler = asyncio.create_task(_fire_schedules(app, runner, stopping), name=f"{name} cron")
     try:
         while not stopping.is_set():
             # procrastinate's worker stops when the database goes away (its listener or
@@ -159,14 +162,33 @@ async def work_queue(
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), RESTART_WAIT)
     finally:
-        rescuer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await rescuer
+        if not stopping.is_set():
+            scheduler.cancel()
+        for task in (rescuer, scheduler):
+            if task is rescuer:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task  # the scheduler ends by itself: a firing is never cut in two
 
 
 async def _adopt_queued(app: App, runner: Runner) -> None:
     for run in await runner.ledger.list_runs(status=str(RunStatus.QUEUED), limit=ADOPT_LIMIT):
         await defer_run(app, run.run_id)
+
+
+async def _fire_schedules(
+    app: App, runner: Runner, stopping: asyncio.Event, every: float = SCHEDULE_EVERY
+) -> None:
+    """Fire the schedules that are due, every ``every`` seconds, and queue their runs: every
+    worker looks, and the ledger lets one fire each due time."""
+    while not stopping.is_set():
+        try:
+            for run_id in await runner.schedules.fire_due():
+                await defer_run(app, run_id)
+        except Exception:  # the database went away for a moment: look again next time
+            _log.warning("could not fire the schedules that are due", exc_info=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), every)
 
 
 async def _requeue_stalled(app: App, stalled_after: float, every: float) -> None:

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server.langgraph import assistants, runs, store, threads
+from stageline.server.langgraph import assistants, crons, runs, store, threads
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: list[APIRouter] = [assistants.router, threads.router, runs.router, store.router]
+ROUTERS: list[APIRouter] = [
+    assistants.router,
+    threads.router,
+    crons.router,
+    runs.router,
+    store.router,
+]

@@ -7,6 +7,7 @@ unchanged client works; unknown fields are ignored too, as LangGraph's server do
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +20,10 @@ __all__ = [
     "AssistantVersions",
     "CheckpointRef",
     "CommandBody",
+    "CronCount",
+    "CronCreate",
+    "CronPatch",
+    "CronSearch",
     "HistoryBody",
     "RunCreate",
     "RunsCancel",
@@ -186,3 +191,61 @@ class RunsCancel(BaseModel):
     thread_id: str | None = None
     run_ids: list[str] | None = None
     status: Literal["pending", "running", "all"] | None = None
+
+
+class CronCreate(BaseModel):
+    model_config = _LOOSE
+    assistant_id: str = Field(min_length=1, max_length=200)
+    schedule: str = Field(min_length=1, max_length=200)
+    input: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    timezone: str | None = Field(None, max_length=100)
+    end_time: datetime | None = None
+    enabled: bool = True
+    config: dict[str, Any] | None = None
+    """Accepted and kept with the schedule; its runs do not use it (as with runs)."""
+
+
+class CronPatch(BaseModel):
+    """What ``crons.update`` changes: the fields it sends (``end_time: null`` clears it)."""
+
+    model_config = _LOOSE
+    schedule: str | None = Field(None, min_length=1, max_length=200)
+    timezone: str | None = Field(None, max_length=100)
+    end_time: datetime | None = None
+    input: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    enabled: bool | None = None
+
+
+class CronSearch(BaseModel):
+    model_config = _LOOSE
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    enabled: bool | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = _LIMIT
+    offset: int = Field(0, ge=0)
+    sort_by: (
+        Literal[
+            "cron_id",
+            "assistant_id",
+            "thread_id",
+            "next_run_date",
+            "end_time",
+            "created_at",
+            "updated_at",
+        ]
+        | None
+    ) = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[str] | None = None
+
+
+class CronCount(BaseModel):
+    model_config = _LOOSE
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
