@@ -1,5 +1,5 @@
 """Agent Inbox's view of gates and question sets, and its responses as decisions and answers
-(the served flows are in tests/acceptance/test_langgraph_inbox.py)."""
+(the served flows: tests/acceptance/test_langgraph_inbox.py)."""
 
 from __future__ import annotations
 
