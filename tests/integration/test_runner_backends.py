@@ -208,10 +208,14 @@ async def test_queued_and_waiting_runs_are_cancelled_at_once(settings: Settings)
     assert waiting.status is RunStatus.WAITING
     async with Runner.open(settings) as other:
         for run_id in (queued.run_id, waiting.run.run_id):
-            cancelled = await other.cancel(run_id)
+            cancelled = await other.cancel(run_id, actor="ann", note="not needed")
             assert cancelled.status is RunStatus.CANCELLED
             assert cancelled.finished_at is not None
             assert (await committed(settings, run_id))[0][-1] == "run.cancelled"
+        [closed] = await other.ledger.waits(waiting.run.run_id)  # who and why are kept
+        assert closed.reason == "the run was cancelled by ann: not needed"
+        events = await other.ledger.events(waiting.run.run_id)
+        assert events[-1].data == {"actor": "ann", "note": "not needed"}
     assert CALLS == {"ask": 1}
 
 

@@ -272,6 +272,14 @@ async def test_cancelling_a_waiting_run_closes_what_it_waits_on(runner: Runner) 
     assert closed.status is WaitStatus.CLOSED and await runner.pending() == []
     with pytest.raises(InvalidTransition, match="cancelled"):
         await runner.approve(run_id)
+    assert closed.reason == "the run was cancelled"
+
+    other = (await runner.start(gated(), {})).run.run_id  # who cancelled, and why, are kept
+    await runner.cancel(other, actor="ann", note="not needed")
+    [closed] = (await runner.status(other)).waits
+    assert closed.reason == "the run was cancelled by ann: not needed"
+    [event] = [e for e in await runner.ledger.events(other) if e.kind == "run.cancelled"]
+    assert event.data == {"actor": "ann", "note": "not needed"}
 
 
 async def test_two_gates_in_parallel_are_decided_by_name(runner: Runner) -> None:

@@ -212,11 +212,16 @@ class Lifecycle:
             holder=holder,
         )
 
-    async def cancel(self, run_id: str) -> Run:
-        """Cancel a run: at once if no live process advances it, else between its next steps."""
+    async def cancel(
+        self, run_id: str, *, actor: str | None = None, note: str | None = None
+    ) -> Run:
+        """Cancel a run: at once if no live process advances it, else between its next steps.
+        ``actor`` and ``note`` (who, and why) go into the ``run.cancelled`` event and the
+        reason each wait it closes gives."""
         run = await self.ledger.get_run(run_id)
         if run.status.terminal:
             raise InvalidTransition(f"run {run_id} already {run.status}")
+        who = {k: v for k, v in (("actor", actor), ("note", note)) if v}
         lease_live = run.lease_holder is not None and (run.lease_expires_at or 0) > time.time()
         if run.status is RunStatus.RUNNING and lease_live:
             return await self.ledger.request_cancel(run_id)
@@ -232,10 +237,13 @@ class Lifecycle:
                 RunStatus.PARKED,
                 RunStatus.STOPPED,
             ],
-            events=[Event(run_id=run_id, kind="run.cancelled", level="warning")],
+            events=[Event(run_id=run_id, kind="run.cancelled", level="warning", data=who)],
         )
         if run.status.waits_for_person:
-            await self.ledger.close_waits(run_id, "the run was cancelled")
+            by = f" by {actor}" if actor else ""
+            await self.ledger.close_waits(
+                run_id, f"the run was cancelled{by}" + (f": {note}" if note else "")
+            )
         return cancelled
 
     async def status(self, run_id: str) -> RunSummary:

@@ -227,9 +227,12 @@ class Runner:
         """Re-run a failed run's failed node from the checkpoint, as attempt + 1."""
         return await self.lifecycle.retry(run_id, services=services, force=force)
 
-    async def cancel(self, run_id: str) -> Run:
-        """Cancel a run: at once if no live process advances it, else between its next steps."""
-        return await self.lifecycle.cancel(run_id)
+    async def cancel(
+        self, run_id: str, *, actor: str | None = None, note: str | None = None
+    ) -> Run:
+        """Cancel a run: at once if no live process advances it, else between its next steps
+        (``actor`` and ``note``, who and why, recorded with it)."""
+        return await self.lifecycle.cancel(run_id, actor=actor, note=note)
 
     async def status(self, run_id: str) -> RunSummary:
         """The run as recorded, with its latest checkpointed state."""

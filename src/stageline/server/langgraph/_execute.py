@@ -26,6 +26,7 @@ from stageline.ledger import ApiRun, ApiRunStatus, Assistant, Run, RunStatus, Wa
 from stageline.runner import Runner, RunSummary, check_inbox_answer, run_context
 from stageline.server._advancer import Advancer
 from stageline.server.langgraph._assistants import find_assistant
+from stageline.server.langgraph._inbox import inbox_resume
 from stageline.server.langgraph._lookup import unprocessable
 from stageline.server.langgraph._mapping import api_status_of, assistant_of, thread_status
 from stageline.server.langgraph._models import RunCreate
@@ -310,6 +311,7 @@ async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any, act
     if not pending:
         raise HTTPException(409, f"thread {run_id} waits on nothing any more")
     wait, value = _chosen(pending, resume)
+    value = inbox_resume(wait, value)  # an Agent Inbox response: the decision or answers
     if wait.kind is WaitKind.GATE:
         decision, note = _gate_decision(value)
         if decision == "changes" and wait.payload.get("changes_to") is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus, ThreadMeta
+from stageline.server.langgraph._inbox import human_view
 from stageline.stages import RESERVED_KEYS
 
 __all__ = [
@@ -131,7 +132,8 @@ def thread_metadata(run: Run | None, meta: ThreadMeta | None) -> dict[str, Any]:
 
 
 def interrupt_json(item: Any) -> dict[str, Any]:
-    return {"value": jsonable(item.value), "id": item.id}
+    """An ``Interrupt``; a gate's or question set's value also as a ``HumanInterrupt``."""
+    return {"value": human_view(jsonable(item.value)), "id": item.id}
 
 
 def public_values(values: Any) -> dict[str, Any]:

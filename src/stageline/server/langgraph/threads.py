@@ -42,6 +42,7 @@ from stageline.server.langgraph._models import (
     before_id,
 )
 from stageline.server.langgraph._stream import THREAD_STREAM_MODES, thread_stream
+from stageline.server.langgraph._resolve import is_resolve, resolve
 
 __all__ = ["describe", "router"]
 
@@ -330,6 +331,8 @@ async def update_state(
     run, _meta = await find_thread(runner, thread_id)
     if run is None:
         raise HTTPException(409, f"thread {thread_id} has not started; start it with input")
+    if is_resolve(body, run):  # Agent Inbox's resolve: an audited reject or cancel
+        return await resolve(request, runner, advancer, run, actor)
     values = dict(body.values or {})
     checkpoint_id = _checkpoint_id(body)
     if run.status.terminal:
