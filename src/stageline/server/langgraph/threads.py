@@ -41,8 +41,8 @@ from stageline.server.langgraph._models import (
     UpdateState,
     before_id,
 )
-from stageline.server.langgraph._stream import THREAD_STREAM_MODES, thread_stream
 from stageline.server.langgraph._resolve import is_resolve, resolve
+from stageline.server.langgraph._stream import THREAD_STREAM_MODES, thread_stream
 
 __all__ = ["describe", "router"]
 
