@@ -116,7 +116,8 @@ def test_update_state_as_the_gate_or_any_node_is_refused(served: Server) -> None
         {"values": {"draft": EDITED}, "as_node": "aggregate"},
         {"values": {"draft": EDITED}, "as_node": "__start__"},
         {"values": {"draft": EDITED}, "as_node": "__end__"},
-        {"values": None, "as_node": "__end__"},
+        # (no values as "__end__" is Agent Inbox's resolve: an audited reject of its own, never a
+        # pass; tests/acceptance/test_langgraph_inbox.py)
         {"values": {"draft": EDITED}, "as_node": GATE, "checkpoint_id": oldest},
         {"values": {"no_such_key": 1}, "as_node": GATE},
     ]
