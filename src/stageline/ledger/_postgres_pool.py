@@ -266,17 +266,15 @@ async def _to_the_end(step: Coroutine[Any, Any, _T]) -> _T:
     ends as any failed one does: rolled back, its connection idle in the pool.
     """
     task = asyncio.ensure_future(step)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():  # cancelled again meanwhile: still to the end
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait((task,))
         if not task.cancelled():
             task.exception()  # retrieved: the cancellation is what the caller sees
-        raise asyncio.CancelledError
-    return task.result()
+        raise
 
 
 async def _settle(conn: psycopg.AsyncConnection[Any]) -> None:
