@@ -148,11 +148,19 @@ def test_stats_is_whole_at_80_columns_and_piped(cli: Cli, in_doubt: str) -> None
         assert "interrupted" not in table.stdout
 
 
-def test_gate_decisions_show_the_round_they_were_made_in(cli: Cli) -> None:
-    assert cli("run", "blog_post", "-i", "topic=x", "--run-id", "b1").returncode == 3
-    assert cli("changes", "b1", "--note", "shorter").returncode == 3
-    assert cli("changes", "b1", "--note", "a title please").returncode == 3
-    assert cli("approve", "b1").returncode == 0
+def test_gate_decisions_show_the_round_they_were_made_in(cli: Cli, tmp_path: Path) -> None:
+    from stageline.config import load_settings
+    from stageline.runner import Runner
+
+    async def decided() -> None:  # in this process: only ``show`` is under test
+        env = {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline"}
+        async with Runner.open(load_settings(cwd=tmp_path, env=env)) as runner:
+            await runner.start("blog_post", {"topic": "x"}, run_id="b1")
+            await runner.request_changes("b1", note="shorter")
+            await runner.request_changes("b1", note="a title please")
+            assert str((await runner.approve("b1")).status) == "succeeded"
+
+    asyncio.run(decided())
     shown = cli("show", "b1", COLUMNS="80").stdout
     rows = [
         line.split()

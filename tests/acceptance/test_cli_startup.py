@@ -6,10 +6,10 @@ imported, so the claim cannot drift while nobody looks at the clock.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,8 @@ import typer
 from stageline.cli._app import app
 from stageline.cli._codes import EXIT_USAGE
 from stageline.cli._main import _cut_to_command, run_cli
+from stageline.config import load_settings
+from stageline.runner import Runner
 
 HEAVY = (
     "langgraph",
@@ -46,7 +48,6 @@ FOR_JSON = (*HEAVY, "rich")
 FOR_RUNS_JSON = (*FOR_JSON, "sqlalchemy", "asyncio")
 """Never imported by ``runs --json`` on a current SQLite ledger: it reads it with sqlite3."""
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 # Runs the console entry point like `stageline ARGS`, then prints which heavy top-level
 # packages the process imported, as JSON on stderr's last line.
@@ -137,28 +138,26 @@ def test_help_and_read_commands_import_no_langgraph_procrastinate_or_httpx(
 
 
 def test_show_reads_runs_on_postgres_without_langgraph(
-    tmp_path: Path, cli_env: dict[str, str], cli: Cli, postgres_url: str
+    tmp_path: Path, cli_env: dict[str, str], postgres_url: str
 ) -> None:
     """A waiting run and a finished one, each with its checkpoint, read from Postgres."""
     env = {**cli_env, "STAGELINE_DATABASE_URL": postgres_url}
-    assert (
-        cli(
-            "run", "blog_post", "-i", "topic=on postgres", "--run-id", "pg1", db=postgres_url
-        ).returncode
-        == 3
-    )
-    assert (
-        cli("run", "blog_post", "-i", "topic=done", "--run-id", "pg2", db=postgres_url).returncode
-        == 3
-    )
-    assert cli("approve", "pg2", db=postgres_url).returncode == 0
+
+    async def made() -> None:  # in this process: only ``show`` is under test
+        async with Runner.open(load_settings(cwd=tmp_path, env=env)) as runner:
+            await runner.start("blog_post", {"topic": "on postgres"}, run_id="pg1")
+            await runner.start("blog_post", {"topic": "done"}, run_id="pg2")
+            await runner.approve("pg2")
+
+    asyncio.run(made())
     for run_id in ("pg1", "pg2"):
-        for args in (("show", run_id, "--json"), ("show", run_id)):
-            code, heavy, out = _probe(tmp_path, env, *args)
-            assert (args, code, heavy) == (args, 0, []), out
-        code, _, out = _probe(tmp_path, env, "show", run_id, "--json")
+        code, heavy, out = _probe(tmp_path, env, "show", run_id, "--json")
+        assert (code, heavy) == (0, []), out
         assert json.loads(out)["state"]["reviews"], out
-    assert "waiting at gate editor_approval" in _probe(tmp_path, env, "show", "pg1")[2]
+        code, heavy, out = _probe(tmp_path, env, "show", run_id)
+        assert (code, heavy) == (0, []), out
+        if run_id == "pg1":
+            assert "waiting at gate editor_approval" in out
 
 
 def test_a_write_command_in_the_same_project_does_import_langgraph(

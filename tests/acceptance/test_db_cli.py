@@ -7,9 +7,10 @@ at a gate, failed, queued) are copied with ``db copy`` and then carried on with 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,51 +93,77 @@ def test_db_upgrade_applies_the_migrations_once(cli: Cli, postgres_empty_url: st
 # -- moving from SQLite to Postgres -------------------------------------------------------------
 
 
-def _queue_on_sqlite(tmp_path: Path, run_id: str) -> None:
-    """A queued run, as ``run --detach`` leaves it before its worker starts."""
+@contextlib.asynccontextmanager
+async def _runner(tmp_path: Path, db: str | None = None) -> AsyncIterator[Runner]:
+    """A runner as the CLI in ``tmp_path`` would open it (default: the SQLite file)."""
     env = {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline"}
+    if db:
+        env["STAGELINE_DATABASE_URL"] = db
+    async with Runner.open(load_settings(cwd=tmp_path, env=env)) as runner:
+        yield runner
 
-    async def create() -> None:
-        async with Runner.open(load_settings(cwd=tmp_path, env=env)) as runner:
-            await runner.create("blog_post", {"topic": "later"}, run_id=run_id)
 
-    asyncio.run(create())
+async def _statuses(runner: Runner) -> dict[str, str]:
+    return {r.run_id: str(r.status) for r in await runner.ledger.list_runs()}
 
 
 def test_db_copy_moves_finished_waiting_failed_and_queued_runs_to_postgres(
-    cli: Cli, tmp_path: Path, postgres_url: str, flaky_template: str
+    cli: Cli,
+    tmp_path: Path,
+    postgres_url: str,
+    flaky_template: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """``db copy`` runs as a user runs it; the runs around it are made and carried on in this
+    process (one CLI process each would cost a second apiece, and they are not under test)."""
     pg = postgres_url
-    _code(cli("run", "blog_post", "-i", "topic=done", "--run-id", "done1"), 3)
-    _code(cli("approve", "done1", "--note", "fine"), 0)
-    _code(cli("run", "blog_post", "-i", "topic=waits", "--run-id", "wait1"), 3)
+    monkeypatch.chdir(tmp_path)  # where flaky.py looks for ok.flag
     (tmp_path / "flaky.py").write_text(flaky_template)
-    _code(cli("run", "flaky.py", "--run-id", "fail1"), 1)
-    _queue_on_sqlite(tmp_path, "queued1")
-    on_sqlite = _runs(cli)
-    assert on_sqlite == {
+
+    async def on_sqlite() -> tuple[dict[str, str], dict[str, Any]]:
+        async with _runner(tmp_path) as runner:
+            await runner.start("blog_post", {"topic": "done"}, run_id="done1")
+            await runner.approve("done1", note="fine")
+            await runner.start("blog_post", {"topic": "waits"}, run_id="wait1")
+            await runner.start("flaky.py", {}, run_id="fail1")
+            await runner.create("blog_post", {"topic": "later"}, run_id="queued1")  # as
+            # ``run --detach`` leaves it before its worker starts
+            statuses = await _statuses(runner)
+            return statuses, {r: (await runner.status(r)).to_dict() for r in sorted(statuses)}
+
+    made, shown = asyncio.run(on_sqlite())
+    assert made == {
         "done1": "succeeded",
         "wait1": "waiting",
         "fail1": "failed",
         "queued1": "queued",
     }
-    shown = _summaries(tmp_path, sorted(on_sqlite))
 
     copied = _code(cli("db", "copy", "--to", pg), 0).stdout
     assert "copied 4 run(s)" in copied
-    assert _runs(cli, db=pg) == on_sqlite
-    assert _summaries(tmp_path, sorted(on_sqlite), db=pg) == shown  # runs, records, state
+    assert _runs(cli, db=pg) == made
+    assert _summaries(tmp_path, sorted(made), db=pg) == shown  # runs, records, state
 
-    _code(cli("approve", "wait1", "--note", "go", db=pg), 0)
-    (tmp_path / "ok.flag").write_text("")
-    _code(cli("retry", "fail1", db=pg), 0)
-    _code(cli("resume", "queued1", db=pg), 3)  # on to the editor's gate
-    _code(cli("approve", "queued1", db=pg), 0)
-    assert set(_runs(cli, db=pg).values()) == {"succeeded"}
-    assert _runs(cli) == on_sqlite  # the SQLite file is left as it was
-    events = json.loads(_code(cli("logs", "wait1", "--json", db=pg), 0).stdout)
-    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert events[-1]["kind"] == "run.succeeded"
+    async def carry_on() -> tuple[dict[str, str], list[Any]]:
+        async with _runner(tmp_path, pg) as runner:
+            await runner.approve("wait1", note="go")
+            (tmp_path / "ok.flag").write_text("")
+            await runner.retry("fail1")
+            waits = await runner.resume("queued1")  # on to the editor's gate
+            assert str(waits.status) == "waiting"
+            await runner.approve("queued1")
+            return await _statuses(runner), await runner.ledger.events("wait1")
+
+    carried, events = asyncio.run(carry_on())
+    assert set(carried.values()) == {"succeeded"}
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert events[-1].kind == "run.succeeded"
+
+    async def left_on_sqlite() -> dict[str, str]:
+        async with _runner(tmp_path) as runner:
+            return await _statuses(runner)
+
+    assert asyncio.run(left_on_sqlite()) == made  # the SQLite file is left as it was
 
     again = _code(cli("db", "copy", "--to", pg), 0).stdout  # safe to repeat: nothing regresses
     assert "copied 4 run(s)" in again

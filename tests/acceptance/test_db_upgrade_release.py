@@ -7,6 +7,7 @@ The databases in ``tests/fixtures/release_db`` were made by that release's CLI (
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sqlite3
@@ -17,6 +18,9 @@ from typing import Any
 
 import psycopg
 import pytest
+
+from stageline.config import load_settings
+from stageline.runner import Runner
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -62,7 +66,11 @@ def _expected(tmp_path: Path, prefix: str) -> tuple[dict[str, Any], Any]:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_database_of_the_previous_release_is_upgraded_and_its_runs_go_on(
-    cli: Cli, tmp_path: Path, postgres_empty_url: str, backend: str
+    cli: Cli,
+    tmp_path: Path,
+    postgres_empty_url: str,
+    backend: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     shutil.copy(RELEASE / "flaky.py", tmp_path / "flaky.py")
     db = None
@@ -87,9 +95,20 @@ def test_a_database_of_the_previous_release_is_upgraded_and_its_runs_go_on(
         assert {k: v for k, v in now.items() if k not in shown[run_id]} == {"interrupts": []}
     assert json.loads(_code(cli("stats", "--json", db=db), 0).stdout) == stats
 
-    _code(cli("approve", "wait1", "--note", "after the upgrade", db=db), 0)
+    # The runs go on (in this process: the commands that decide and retry are not under test).
+    monkeypatch.chdir(tmp_path)  # where flaky.py looks for ok.flag
     (tmp_path / "ok.flag").write_text("")
-    _code(cli("retry", "fail1", db=db), 0)
-    listed = json.loads(_code(cli("runs", "--json", db=db), 0).stdout)
-    assert {r["run_id"]: r["status"] for r in listed} == dict.fromkeys(RUNS, "succeeded")
+    assert asyncio.run(_go_on(tmp_path, db)) == dict.fromkeys(RUNS, "succeeded")
     assert "converted" not in _code(cli("db", "upgrade", db=db), 0).stdout
+
+
+async def _go_on(tmp_path: Path, db: str | None) -> dict[str, str]:
+    """Approve ``wait1`` and retry ``fail1``, as ``stageline approve`` and ``retry`` would;
+    the runs' statuses after."""
+    env = {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline"}
+    if db:
+        env["STAGELINE_DATABASE_URL"] = db
+    async with Runner.open(load_settings(cwd=tmp_path, env=env)) as runner:
+        await runner.approve("wait1", note="after the upgrade")
+        await runner.retry("fail1")
+        return {r.run_id: str(r.status) for r in await runner.ledger.list_runs()}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
-from _procs import cli, cli_env, together
+from _procs import cli_env, together
+
+from stageline.config import load_settings
+from stageline.ledger import open_ledger
 
 URLS = {
     "sqlite": lambda request, tmp: None,  # the default: a file under the project's home
@@ -40,6 +44,10 @@ def test_eight_runs_started_at_once_on_an_empty_database(
     )
     for proc in done:
         assert proc.returncode == 3, proc  # each reached its approval gate
-    listed = cli(["runs", "--json"], tmp_path, env)
-    assert sorted(r["run_id"] for r in json.loads(listed.stdout)) == [f"r{i}" for i in range(8)]
-    assert {r["status"] for r in json.loads(listed.stdout)} == {"waiting"}
+
+    async def listed() -> dict[str, str]:  # read in this process: one CLI process less
+        settings = load_settings(cwd=tmp_path, env=env)
+        async with open_ledger(settings.database_url) as ledger:
+            return {r.run_id: str(r.status) for r in await ledger.list_runs()}
+
+    assert asyncio.run(listed()) == {f"r{i}": "waiting" for i in range(8)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -11,6 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from stageline.config import Settings, load_settings
+from stageline.ledger import open_ledger
+from stageline.runner import Runner
 
 
 def _cli(tmp_path: Path, *args: str, code: int | None = 0) -> subprocess.CompletedProcess[str]:
@@ -41,10 +46,22 @@ def _json(tmp_path: Path, *args: str) -> Any:
     return json.loads(_cli(tmp_path, *args).stdout)
 
 
+def _settings(tmp_path: Path) -> Settings:
+    """What ``_cli`` runs under, for this process."""
+    env = {"STAGELINE_HOME": str(tmp_path / "home"), "STAGELINE_MODEL": "offline"}
+    return load_settings(cwd=tmp_path, env=env)
+
+
 @pytest.fixture
 def finished(tmp_path: Path) -> str:
-    _cli(tmp_path, "run", "blog_post", "-i", "topic=durable pipelines", "--run-id", "blog1", code=3)
-    _cli(tmp_path, "approve", "blog1", "--as", "ed")
+    """``blog1``, approved by ``ed`` (made in this process: the commands under test read it)."""
+
+    async def made() -> None:
+        async with Runner.open(_settings(tmp_path)) as runner:
+            await runner.start("blog_post", {"topic": "durable pipelines"}, run_id="blog1")
+            await runner.approve("blog1", actor="ed")
+
+    asyncio.run(made())
     return "blog1"
 
 
@@ -101,8 +118,13 @@ def test_fork_a_finished_blog_post_at_the_draft_step_with_a_new_topic(
 def test_a_detached_fork_is_advanced_by_the_local_worker(tmp_path: Path, finished: str) -> None:
     out = _cli(tmp_path, "fork", finished, "--at", "7", "--run-id", "fork2", "--detach").stdout
     assert "forked run blog1 at step 7 as run fork2" in out and "queued run fork2" in out
-    while _json(tmp_path, "show", "fork2", "--json")["run"]["status"] != "succeeded":
-        time.sleep(0.3)  # until the local worker advanced the fork, or pytest-timeout
+
+    async def status() -> str:  # read in this process: a CLI process per look is slow
+        async with open_ledger(_settings(tmp_path).database_url) as ledger:
+            return str((await ledger.get_run("fork2")).status)
+
+    while asyncio.run(status()) != "succeeded":
+        time.sleep(0.05)  # until the local worker advanced the fork, or pytest-timeout
     assert [r["node"] for r in _json(tmp_path, "show", "fork2", "--json")["records"]] == ["publish"]
 
 

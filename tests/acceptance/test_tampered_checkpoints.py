@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -144,14 +145,22 @@ TAMPERINGS: dict[str, Callable[[sqlite3.Connection, Path], None]] = {
 }
 
 
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose run ``t`` waits at its gate, made once: each test tampers a copy."""
+    made = tmp_path_factory.mktemp("waiting")
+    (made / "gate.py").write_text(TEMPLATE)
+    assert cli(["run", "gate.py", "--run-id", "t"], made, cli_env(made / "home")).returncode == 3
+    return made
+
+
 @pytest.mark.parametrize("tamper", sorted(TAMPERINGS))
 def test_a_tampered_checkpoint_is_refused_and_the_run_stays_put(
-    tmp_path: Path, tamper: str
+    tmp_path: Path, waiting: Path, tamper: str
 ) -> None:
-    (tmp_path / "gate.py").write_text(TEMPLATE)
+    shutil.copytree(waiting, tmp_path, dirs_exist_ok=True)
     db_path = tmp_path / "home" / "stageline.db"
     env = cli_env(tmp_path / "home")
-    assert cli(["run", "gate.py", "--run-id", "t"], tmp_path, env).returncode == 3
     marker = tmp_path / "pwned"
     db = sqlite3.connect(db_path)
     try:

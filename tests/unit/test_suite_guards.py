@@ -48,7 +48,9 @@ def test_last_in_the_file():
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """A pytest session of its own over ``LEAKY`` with the suite's guards, in-process, and a
-    lock of its own (its serial test must not wait for the test that runs it)."""
+    lock of its own (its serial test must not wait for the test that runs it). No plugin is
+    loaded but the guards: the installed ones (hypothesis, schemathesis, playwright...) cost
+    seconds of start-up and are not what these tests are about."""
     (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["suite_guards"]\n')
     (tmp_path / "test_leaky.py").write_text(LEAKY)
@@ -56,7 +58,12 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path, "STAGELINE_TEST_LOCK": str(tmp_path / "lock")},
+        env={
+            **os.environ,
+            "PYTHONPATH": path,
+            "STAGELINE_TEST_LOCK": str(tmp_path / "lock"),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        },
         capture_output=True,
         text=True,
         timeout=120,

@@ -4,8 +4,9 @@ a connection found dead (the server restarted) and retries once where nothing ca
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -67,10 +68,12 @@ class PgExecutor:
         if self.setup_lock:
             await self.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": SETUP_LOCK})
 
-    async def _call(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[_T]]) -> _T:
+    async def _call(
+        self, op: Callable[[psycopg.AsyncConnection[Any]], Coroutine[Any, Any, _T]]
+    ) -> _T:
         if self._conn is not None:  # mid-block: a lost connection took the block with it
             try:
-                return await op(self._conn)
+                return await _to_the_end(op(self._conn))
             except psycopg.OperationalError as exc:
                 raise_if_lost(exc, self._where)
                 raise
@@ -86,7 +89,7 @@ class PgExecutor:
                 raise_if_lost(exc, self._where)
                 raise
             try:
-                result = await op(conn)
+                result = await _to_the_end(op(conn))
             except psycopg.OperationalError as exc:
                 await self._pool.putconn(conn)
                 if attempt == tries or not connection_lost(exc):
@@ -94,8 +97,8 @@ class PgExecutor:
                     raise
                 await self._pool.check()
                 continue
-            except BaseException:  # failed or cancelled: BEGIN may have gone through
-                await _settle(conn)
+            except BaseException:  # failed: BEGIN may have gone through
+                await _to_the_end(_settle(conn))
                 await self._pool.putconn(conn)
                 raise
             self._conn = conn
@@ -202,12 +205,12 @@ class PgExecutor:
         try:
             if command == "COMMIT" and in_tx:
                 try:
-                    await conn.execute("COMMIT", prepare=False)
+                    await _to_the_end(conn.execute("COMMIT", prepare=False))
                 except psycopg.OperationalError as exc:
                     raise_if_lost(exc, self._where)
                     raise
             else:
-                await _settle(conn)
+                await _to_the_end(_settle(conn))
         finally:
             await self._pool.putconn(conn)
 
@@ -252,8 +255,30 @@ class PgLedger(SqlLedger):
             self._pg.setup_lock = False
 
 
+async def _to_the_end(step: Coroutine[Any, Any, _T]) -> _T:
+    """Run a round trip to its end even if the caller is cancelled meanwhile; a cancellation
+    is raised after it (in place of its result or error).
+
+    psycopg cut mid-call can leave a connection unfit for the next user: cancelled while it
+    enters pipeline mode, it stays in it, and the next block's COMMIT is queued and never sent
+    (the pool then closes the connection, rolling back a block its caller saw succeed).
+    Letting the round trip finish (milliseconds) leaves it between statements, and the block
+    ends as any failed one does: rolled back, its connection idle in the pool.
+    """
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():  # cancelled again meanwhile: still to the end
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait((task,))
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller sees
+        raise
+
+
 async def _settle(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Roll back whatever a block left open (it failed, or was cancelled mid-statement), so
+    """Roll back whatever a block left open (it failed, or its caller was cancelled), so
     the connection goes back to the pool idle. A ROLLBACK that fails has rolled back all the
     same: the pool then discards the connection."""
     if conn.broken or conn.info.transaction_status == TransactionStatus.IDLE:

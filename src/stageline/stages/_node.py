@@ -55,89 +55,103 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
     ``loop`` is ``(loop name, bound)`` when this node heads a declared loop: each run of the
     node counts one iteration, and one past the bound fails the run naming the loop.
     """
-    fn = made.fn
-    is_async = inspect.iscoroutinefunction(fn)
+    is_async = inspect.iscoroutinefunction(made.fn)
 
+    # A thin closure over one shared body: LangGraph disassembles each node's function when it
+    # compiles the graph (looking for subgraphs), so a large body per node made compiling a
+    # template of thousands of nodes take tens of seconds.
     async def run_node(state: Any, runtime: Runtime[RunContext]) -> Any:
-        rc = runtime.context
-        info = runtime.execution_info
-        task_id = info.task_id if info is not None else node
-        try_no = info.node_attempt if info is not None else 1
-        try_no = (
-            rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
-            or try_no
-        )
-        ctx = StageContext(run=rc, node=node, try_no=try_no, task_id=task_id, store=runtime.store)
-        try:
-            if loop is not None:
-                count = (_get(state, LOOPS_KEY) or {}).get(loop[0], 0)
-                if count >= loop[1]:
-                    raise LoopBoundExceeded(loop[0], loop[1])
-            await enforce_budget(ctx, state, task_id)
-            call: Any = fn
-            if is_async:
-                result = await call(state, ctx)
-            else:
-                # A sync stage runs on a worker thread (with this context, as LangGraph runs
-                # sync nodes), so a blocking call holds up neither its parallel siblings nor a
-                # server's other requests.
-                result = await asyncio.to_thread(call, state, ctx)
-            if inspect.isawaitable(result):
-                result = await result
-        except GraphBubbleUp:
-            # An interrupt (gate, question): LangGraph replays the node on resume, and the
-            # replay finishes this same record.
-            rc.journal.node_finished(
-                node=node,
-                task_id=task_id,
-                try_no=try_no,
-                stage=made.name,
-                status="waiting",
-                started=ctx.started,
-                metrics=ctx.metrics,
-            )
-            raise
-        except BaseException as exc:
-            error, phase = _describe(exc), failure_phase(exc)
-            outcome = _outcome(rc, made, ctx, state)
-            if _timed_out(exc, made, ctx.started):
-                # LangGraph cancels a node past its timeout and raises NodeTimeoutError outside it.
-                error = f"NodeTimeoutError: {node!r} exceeded its {made.timeout}s timeout"
-                phase = "timeout"
-            elif isinstance(exc, asyncio.CancelledError):
-                # Ctrl-C, SIGTERM, or a parallel sibling's failure stopped it midway; a resume
-                # runs it again as a new try.
-                error, phase = "interrupted: stopped before it finished", "interrupted"
-            rc.journal.node_finished(
-                node=node,
-                task_id=task_id,
-                try_no=try_no,
-                stage=made.name,
-                status="failed",
-                started=ctx.started,
-                metrics=ctx.metrics,
-                error=error,
-                failure_phase=phase,
-                **outcome,
-            )
-            raise
-        update = _as_update(result, node)
+        return await _run_node(node, made, loop, is_async, state, runtime)
+
+    run_node.__name__ = run_node.__qualname__ = node
+    return run_node
+
+
+async def _run_node(
+    node: str,
+    made: Stage,
+    loop: tuple[str, int] | None,
+    is_async: bool,
+    state: Any,
+    runtime: Runtime[RunContext],
+) -> Any:
+    """One try of ``node``: journaled, its loop bound and budget enforced."""
+    rc = runtime.context
+    info = runtime.execution_info
+    task_id = info.task_id if info is not None else node
+    try_no = info.node_attempt if info is not None else 1
+    try_no = (
+        rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
+        or try_no
+    )
+    ctx = StageContext(run=rc, node=node, try_no=try_no, task_id=task_id, store=runtime.store)
+    try:
         if loop is not None:
-            update = {**update, LOOPS_KEY: {loop[0]: 1}}
+            count = (_get(state, LOOPS_KEY) or {}).get(loop[0], 0)
+            if count >= loop[1]:
+                raise LoopBoundExceeded(loop[0], loop[1])
+        await enforce_budget(ctx, state, task_id)
+        call: Any = made.fn
+        if is_async:
+            result = await call(state, ctx)
+        else:
+            # A sync stage runs on a worker thread (with this context, as LangGraph runs
+            # sync nodes), so a blocking call holds up neither its parallel siblings nor a
+            # server's other requests.
+            result = await asyncio.to_thread(call, state, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+    except GraphBubbleUp:
+        # An interrupt (gate, question): LangGraph replays the node on resume, and the
+        # replay finishes this same record.
         rc.journal.node_finished(
             node=node,
             task_id=task_id,
             try_no=try_no,
             stage=made.name,
-            status="succeeded",
+            status="waiting",
             started=ctx.started,
             metrics=ctx.metrics,
-            **_outcome(rc, made, ctx, state),
         )
-        return update
-
-    run_node.__name__ = run_node.__qualname__ = node
-    return run_node
+        raise
+    except BaseException as exc:
+        error, phase = _describe(exc), failure_phase(exc)
+        outcome = _outcome(rc, made, ctx, state)
+        if _timed_out(exc, made, ctx.started):
+            # LangGraph cancels a node past its timeout and raises NodeTimeoutError outside it.
+            error = f"NodeTimeoutError: {node!r} exceeded its {made.timeout}s timeout"
+            phase = "timeout"
+        elif isinstance(exc, asyncio.CancelledError):
+            # Ctrl-C, SIGTERM, or a parallel sibling's failure stopped it midway; a resume
+            # runs it again as a new try.
+            error, phase = "interrupted: stopped before it finished", "interrupted"
+        rc.journal.node_finished(
+            node=node,
+            task_id=task_id,
+            try_no=try_no,
+            stage=made.name,
+            status="failed",
+            started=ctx.started,
+            metrics=ctx.metrics,
+            error=error,
+            failure_phase=phase,
+            **outcome,
+        )
+        raise
+    update = _as_update(result, node)
+    if loop is not None:
+        update = {**update, LOOPS_KEY: {loop[0]: 1}}
+    rc.journal.node_finished(
+        node=node,
+        task_id=task_id,
+        try_no=try_no,
+        stage=made.name,
+        status="succeeded",
+        started=ctx.started,
+        metrics=ctx.metrics,
+        **_outcome(rc, made, ctx, state),
+    )
+    return update
 
 
 def _outcome(rc: RunContext, made: Stage, ctx: StageContext, state: Any) -> dict[str, Any]:
