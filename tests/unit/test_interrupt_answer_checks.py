@@ -6,6 +6,7 @@ which of two interrupts waiting at once it answers."""
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypedDict
 
@@ -143,8 +144,14 @@ async def test_of_two_interrupts_waiting_the_one_given_is_answered(runner: Runne
     run_id = (await runner.start(both, {})).run.run_id
     waiting = {w.node: w for w in await runner.pending(run_id)}
     assert sorted(waiting) == ["ask", "other"]
-    with pytest.raises(UsageError, match="waits at 2 interrupts"):
+    with pytest.raises(UsageError) as info:
         await runner.respond(run_id, "red")
+    said = re.fullmatch(
+        rf"run {run_id} waits at 2 interrupts \((\S+), (\S+)\); say which with --wait",
+        str(info.value),
+    )
+    assert said is not None
+    assert sorted(said.groups()) == sorted(w.wait_id for w in waiting.values())
     await runner.respond(run_id, "large", wait=waiting["other"], actor="ann")
     [left] = await runner.pending(run_id)
     assert left.wait_id == waiting["ask"].wait_id
