@@ -169,3 +169,13 @@ async def test_of_two_question_sets_waiting_the_answer_must_name_one(runner: Run
     assert said is not None
     assert sorted(said.groups()) == sorted(w.wait_id for w in asked)
     assert await runner.pending(run_id) == asked  # nothing recorded
+
+
+async def test_an_answer_to_a_run_that_ended_past_a_gate_is_refused_not_already_decided(
+    runner: Runner,
+) -> None:
+    run_id = (await runner.start(gated(), {})).run.run_id
+    await runner.approve(run_id, actor="ann")  # the gate's decision is not the interrupt's
+    with pytest.raises(InvalidTransition) as info:
+        await runner.respond(run_id, "yes")
+    assert str(info.value) == f"run {run_id} is succeeded, not waiting for a person"
