@@ -167,8 +167,8 @@ class SqlLedger(
             await self._lock_schema(x)
             for stmt in _ddl(schema_version, dialect):
                 await x.execute(stmt, {})
-            rows = await x.fetch(self._sql(SELECT_VERSION), {})
-            current = rows[0]["v"] or 0 if rows else 0
+            [row] = await x.fetch(self._sql(SELECT_VERSION), {})  # max(): always one row
+            current = row["v"] or 0
             for number, migration in enumerate(MIGRATIONS, start=1):
                 if number <= current:
                     continue
@@ -198,8 +198,8 @@ class SqlLedger(
 
     async def schema_version(self) -> int:
         async with self._read() as x:
-            rows = await x.fetch(self._sql(SELECT_VERSION), {})
-        return int(rows[0]["v"] or 0) if rows else 0
+            [row] = await x.fetch(self._sql(SELECT_VERSION), {})  # max(): always one row
+        return int(row["v"] or 0)
 
     # -- runs -------------------------------------------------------------------------------
 
