@@ -177,6 +177,19 @@ async def test_an_ending_settles_asks_and_moves_the_run_in_one_commit(
     ]
 
 
+async def test_an_ending_without_release_keeps_the_lease(ledger: LedgerStore) -> None:
+    run_id, decided = await decided_and_claimed(ledger)
+    ended = await ledger.end_advance(
+        run_id,
+        RunStatus.SUCCEEDED,
+        waits=WaitChanges(settle=[SettleRound(wait=decided, status=WaitStatus.APPLIED)]),
+        events=[ev(run_id, "run.succeeded")],
+    )
+    assert ended is not None and ended.status is RunStatus.SUCCEEDED
+    assert ended.lease_holder == HOLDER
+    assert (await ledger.get_run(run_id)).lease_holder == HOLDER
+
+
 async def test_an_ending_whose_round_moved_on_changes_nothing(ledger: LedgerStore) -> None:
     run_id, decided = await decided_and_claimed(ledger)
     # Someone moves the round on between the advance's read and its ending.
