@@ -406,7 +406,7 @@ class SqlLedger(
         fields: tuple[str, ...],
         n_expect: int,
         expecting: bool,
-        unless_cancelled: bool = False,
+        unless_cancelled: bool,
     ) -> str:
         """The UPDATE ... RETURNING for these fields, compiled once (compiling is slow)."""
         key = ("transition", fields, n_expect, expecting, unless_cancelled)
