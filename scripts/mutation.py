@@ -3,6 +3,7 @@
     python scripts/mutation.py                      # every module of [tool.mutmut] only_mutate
     python scripts/mutation.py stages._human ledger._sql   # some of them
     python scripts/mutation.py --report             # only print the scores of the last runs
+    python scripts/mutation.py --max-children 1 runner._human   # one test process at a time
 
 Scores are killed (or timed out) over tested mutants, as mutmut counts them. Slow on 2 cores
 (tens of minutes per module), so it is not part of CI; the survivors are listed with
@@ -33,9 +34,11 @@ def configured_modules() -> list[str]:
     ]
 
 
-def run(module: str) -> int:
+def run(module: str, max_children: int | None = None) -> int:
     """One module's mutants; mutmut keeps results in ./mutants between runs."""
     command = [sys.executable, "-m", "mutmut", "run", f"stageline.{module}.*"]
+    if max_children is not None:
+        command[4:4] = ["--max-children", str(max_children)]
     return subprocess.call(command, cwd=ROOT)
 
 
@@ -80,6 +83,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="e.g. stages._human (default: all configured)")
     parser.add_argument("--report", action="store_true", help="print the last runs' scores only")
+    parser.add_argument(
+        "--max-children", type=int, help="test processes mutmut runs at once (default: one a core)"
+    )
     args = parser.parse_args()
     modules = args.modules or configured_modules()
     unknown = sorted(set(modules) - set(configured_modules()))
@@ -87,7 +93,7 @@ def main() -> int:
         parser.error(f"not in [tool.mutmut] only_mutate: {', '.join(unknown)}")
     if not args.report:
         for module in modules:
-            run(module)
+            run(module, args.max_children)
     return 0 if report(modules) else 1
 
 

@@ -177,6 +177,52 @@ async def test_an_ending_settles_asks_and_moves_the_run_in_one_commit(
     ]
 
 
+async def test_an_ending_without_release_keeps_the_lease(ledger: LedgerStore) -> None:
+    run_id, decided = await decided_and_claimed(ledger)
+    ended = await ledger.end_advance(
+        run_id,
+        RunStatus.SUCCEEDED,
+        waits=WaitChanges(settle=[SettleRound(wait=decided, status=WaitStatus.APPLIED)]),
+        events=[ev(run_id, "run.succeeded")],
+    )
+    assert ended is not None and ended.status is RunStatus.SUCCEEDED
+    assert ended.lease_holder == HOLDER
+    assert (await ledger.get_run(run_id)).lease_holder == HOLDER
+
+
+async def test_an_ending_expecting_another_status_is_refused_and_changes_nothing(
+    ledger: LedgerStore,
+) -> None:
+    run_id, decided = await decided_and_claimed(ledger)
+    with pytest.raises(InvalidTransition, match=f"run {run_id} is running; cannot make it"):
+        await ledger.end_advance(
+            run_id,
+            RunStatus.SUCCEEDED,
+            waits=WaitChanges(settle=[SettleRound(wait=decided, status=WaitStatus.APPLIED)]),
+            expect=[RunStatus.QUEUED],
+            events=[ev(run_id, "run.succeeded")],
+        )
+    assert (await ledger.get_run(run_id)).status is RunStatus.RUNNING
+    [still] = await ledger.waits(run_id)
+    assert still.status is WaitStatus.DECIDED
+
+
+async def test_a_cancel_requested_before_an_ending_wins_it(ledger: LedgerStore) -> None:
+    run_id, decided = await decided_and_claimed(ledger)
+    await ledger.request_cancel(run_id)
+    ended = await ledger.end_advance(
+        run_id,
+        RunStatus.SUCCEEDED,
+        waits=WaitChanges(settle=[SettleRound(wait=decided, status=WaitStatus.APPLIED)]),
+        release=True,
+        cancel_wins=[ev(run_id, "run.cancelled")],
+        events=[ev(run_id, "run.succeeded")],
+    )
+    assert ended is not None and ended.status is RunStatus.CANCELLED
+    assert (await kinds(ledger, run_id))[-1] == "run.cancelled"
+    assert "run.succeeded" not in await kinds(ledger, run_id)
+
+
 async def test_an_ending_whose_round_moved_on_changes_nothing(ledger: LedgerStore) -> None:
     run_id, decided = await decided_and_claimed(ledger)
     # Someone moves the round on between the advance's read and its ending.

@@ -168,8 +168,8 @@ class SqlLedger(
             await self._lock_schema(x)
             for stmt in _ddl(schema_version, dialect):
                 await x.execute(stmt, {})
-            rows = await x.fetch(self._sql(SELECT_VERSION), {})
-            current = rows[0]["v"] or 0 if rows else 0
+            [row] = await x.fetch(self._sql(SELECT_VERSION), {})  # max(): always one row
+            current = row["v"] or 0
             for number, migration in enumerate(MIGRATIONS, start=1):
                 if number <= current:
                     continue
@@ -199,8 +199,8 @@ class SqlLedger(
 
     async def schema_version(self) -> int:
         async with self._read() as x:
-            rows = await x.fetch(self._sql(SELECT_VERSION), {})
-        return int(rows[0]["v"] or 0) if rows else 0
+            [row] = await x.fetch(self._sql(SELECT_VERSION), {})  # max(): always one row
+        return int(row["v"] or 0)
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -407,7 +407,7 @@ class SqlLedger(
         fields: tuple[str, ...],
         n_expect: int,
         expecting: bool,
-        unless_cancelled: bool = False,
+        unless_cancelled: bool,
     ) -> str:
         """The UPDATE ... RETURNING for these fields, compiled once (compiling is slow)."""
         key = ("transition", fields, n_expect, expecting, unless_cancelled)
