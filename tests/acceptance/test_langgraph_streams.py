@@ -45,6 +45,25 @@ builder.add_edge(START, "talk")
 builder.add_edge("talk", "check")
 graph = builder.compile()
 '''
+NOTED = """
+from typing import TypedDict
+
+from stageline import Template
+
+
+class Note(TypedDict, total=False):
+    text: str
+
+
+def draft(state, ctx):
+    ctx.write({"drafting": state["text"]})
+    return {"text": state["text"] + "!"}
+
+
+template = Template("noted", state=Note)
+template.add_stage(draft)
+"""
+"""A stageline template whose stage writes to the ``custom`` stream."""
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 ALL = ["values", "updates", "messages-tuple", "custom", "tasks", "checkpoints", "debug"]
 
@@ -57,6 +76,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     config = json.loads((server.project / "langgraph.json").read_text())
     config["graphs"]["chatter"] = "./graphs/chatter.py:graph"
     (server.project / "langgraph.json").write_text(json.dumps(config))
+    (server.project / "templates" / "noted.py").write_text(NOTED)
     try:
         yield server.start()
     finally:
@@ -158,3 +178,12 @@ async def test_a_templates_gate_streams_in_every_mode(served: Server) -> None:
         )
         assert [p.event for p in resumed[:2]] == ["metadata", "values"]
         assert resumed[1].data["topic"] == "owls" and "__interrupt__" not in resumed[-1].data
+
+        noted = await parts(
+            client, None, "noted", input={"text": "hi"}, stream_mode=["custom", "values"]
+        )
+        assert [(p.event, p.data) for p in noted[1:]] == [
+            ("values", {"text": "hi"}),
+            ("custom", {"drafting": "hi"}),
+            ("values", {"text": "hi!"}),
+        ]
