@@ -48,6 +48,8 @@ graph = builder.compile()
 NOTED = """
 from typing import TypedDict
 
+from langgraph.graph import START, StateGraph
+
 from stageline import Template
 
 
@@ -60,10 +62,16 @@ def draft(state, ctx):
     return {"text": state["text"] + "!"}
 
 
+inner = StateGraph(Note)
+inner.add_node("tidy", lambda state: {"text": state["text"].strip()})
+inner.add_edge(START, "tidy")
+
 template = Template("noted", state=Note)
+template.add_graph("clean", inner)
 template.add_stage(draft)
+template.add_edge("clean", "draft")
 """
-"""A stageline template whose stage writes to the ``custom`` stream."""
+"""A stageline template with a subgraph, whose stage writes to the ``custom`` stream."""
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 ALL = ["values", "updates", "messages-tuple", "custom", "tasks", "checkpoints", "debug"]
 
@@ -180,10 +188,22 @@ async def test_a_templates_gate_streams_in_every_mode(served: Server) -> None:
         assert resumed[1].data["topic"] == "owls" and "__interrupt__" not in resumed[-1].data
 
         noted = await parts(
-            client, None, "noted", input={"text": "hi"}, stream_mode=["custom", "values"]
+            client, None, "noted", input={"text": " hi "}, stream_mode=["custom", "values"]
         )
         assert [(p.event, p.data) for p in noted[1:]] == [
+            ("values", {"text": " hi "}),
             ("values", {"text": "hi"}),
             ("custom", {"drafting": "hi"}),
             ("values", {"text": "hi!"}),
         ]
+        deep = await parts(
+            client,
+            None,
+            "noted",
+            input={"text": " hi "},
+            stream_mode="updates",
+            stream_subgraphs=True,
+        )
+        inside = [p for p in deep if p.event.startswith("updates|clean:")]
+        assert [p.data for p in inside] == [{"tidy": {"text": "hi"}}]
+        assert [p.data for p in deep if p.event == "updates"][0] == {"clean": {"text": "hi"}}

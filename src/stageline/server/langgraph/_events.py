@@ -10,6 +10,7 @@ named ``mode`` or, from a subgraph, ``mode|namespace``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -19,6 +20,8 @@ from stageline.runner import GRAPH_MODES, LiveStream
 from stageline.server.langgraph._mapping import interrupt_json, jsonable, public_values
 
 __all__ = ["LIVE_MODES", "EventLog"]
+
+_log = logging.getLogger("stageline.server")
 
 LIVE_MODES = GRAPH_MODES | {"messages-tuple"}
 """The stream modes a run's stream sends (``messages-tuple``: ``messages`` as LangGraph's
@@ -43,8 +46,14 @@ class EventLog:
         self._messages: dict[str, Any] = {}
 
     def put(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
+        """Keep one part of the graph's stream (the advance goes on, whatever it holds)."""
         suffix = "".join(f"|{n}" for n in namespace)
-        for event, data in self._shaped(mode, chunk):
+        try:
+            shaped = self._shaped(mode, chunk)
+        except Exception:  # a part LangGraph's shapes do not fit: the stream goes without it
+            _log.warning("could not stream a %s part", mode, exc_info=True)
+            return
+        for event, data in shaped:
             self.events.append((event + suffix, data))
         self._changed.set()
 
