@@ -206,4 +206,4 @@ async def test_a_templates_gate_streams_in_every_mode(served: Server) -> None:
         )
         inside = [p for p in deep if p.event.startswith("updates|clean:")]
         assert [p.data for p in inside] == [{"tidy": {"text": "hi"}}]
-        assert [p.data for p in deep if p.event == "updates"][0] == {"clean": {"text": "hi"}}
+        assert next(p.data for p in deep if p.event == "updates") == {"clean": {"text": "hi"}}
