@@ -99,7 +99,8 @@ async def _events(
     **options: Any,
 ) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
     """As ``_astream``, read off ``astream_events`` (as LangGraph's server does: the root
-    graph's ``on_chain_stream`` events carry the stream's parts); each event goes to ``live``."""
+    graph's ``on_chain_stream`` events carry the stream's parts); every other event goes to
+    ``live``."""
     async for event in graph.astream_events(
         payload, config, version="v2", stream_mode=modes, subgraphs=subgraphs, **options
     ):
@@ -107,4 +108,5 @@ async def _events(
             part = event["data"]["chunk"]
             namespace, mode, chunk = part if subgraphs else ((), *part)
             yield tuple(namespace), str(mode), chunk
-        live.put((), "events", event)
+        else:  # the root's stream events are its parts, not events of their own
+            live.put((), "events", event)
