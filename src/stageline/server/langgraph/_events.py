@@ -33,29 +33,48 @@ def _interrupts(items: Any) -> list[dict[str, Any]]:
 
 
 class EventLog:
-    """The events of one API run, kept while the server holds it; readers follow it."""
+    """The events of one API run, kept while the server holds it; readers follow it.
+
+    The advance only hands its parts over; they are shaped into events (JSON data) when a
+    reader first asks for them, so that a run nobody streams costs next to nothing."""
 
     def __init__(self, modes: list[str], subgraphs: bool = False) -> None:
         asked = {m for m in modes if m in LIVE_MODES}
         self.tuples = "messages-tuple" in asked
         graph_modes = {"messages" if m == "messages-tuple" else m for m in asked}
         self.stream = LiveStream(frozenset(graph_modes), self.put, subgraphs)
-        self.events: list[tuple[str, Any]] = []
         self.closed = False
+        self._parts: list[tuple[tuple[str, ...], str, Any]] = []
+        self._shaped_parts = 0
+        self._events: list[tuple[str, Any]] = []
         self._changed = asyncio.Event()
         self._messages: dict[str, Any] = {}
 
+    @property
+    def fed(self) -> bool:
+        """Whether the advance handed over anything (it was followed live)."""
+        return bool(self._parts)
+
     def put(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
-        """Keep one part of the graph's stream (the advance goes on, whatever it holds)."""
-        suffix = "".join(f"|{n}" for n in namespace)
-        try:
-            shaped = self._shaped(mode, chunk)
-        except Exception:  # a part LangGraph's shapes do not fit: the stream goes without it
-            _log.warning("could not stream a %s part", mode, exc_info=True)
-            return
-        for event, data in shaped:
-            self.events.append((event + suffix, data))
+        """Keep one part of the graph's stream."""
+        self._parts.append((namespace, mode, chunk))
         self._changed.set()
+
+    def events(self) -> list[tuple[str, Any]]:
+        """The events so far, each part shaped once, in order (a part LangGraph's shapes do
+        not fit is left out; the advance went on whatever it held)."""
+        while self._shaped_parts < len(self._parts):
+            namespace, mode, chunk = self._parts[self._shaped_parts]
+            self._parts[self._shaped_parts] = (namespace, mode, None)  # shaped: let it go
+            self._shaped_parts += 1
+            suffix = "".join(f"|{n}" for n in namespace)
+            try:
+                shaped = self._shaped(mode, chunk)
+            except Exception:
+                _log.warning("could not stream a %s part", mode, exc_info=True)
+                continue
+            self._events.extend((event + suffix, data) for event, data in shaped)
+        return self._events
 
     def close(self) -> None:
         self.closed = True
@@ -107,8 +126,9 @@ class EventLog:
         seen = after
         while True:
             self._changed.clear()
-            while seen < len(self.events):
-                event, data = self.events[seen]
+            events = self.events()
+            while seen < len(events):
+                event, data = events[seen]
                 seen += 1
                 yield seen, event, data
             if self.closed:

@@ -91,7 +91,7 @@ async def stream_run(
         async for number, event, data in log.follow(after):
             if _wanted(event, modes):
                 yield sse(event, data, number)
-    if log is None or not (log.events or after):  # not followed live: its checkpoints
+    if log is None or not (log.fed or after):  # not followed live: its checkpoints
         async for saved in _saved(runner, api_run, template, modes, start, task):
             yield saved
     ended = await runner.ledger.api_run(api_run.api_run_id)
