@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from stageline.runner._client import Client, connect
     from stageline.runner._graph_context import run_context, with_context
     from stageline.runner._interrupts import check_inbox_answer
+    from stageline.runner._live import GRAPH_MODES, LiveStream, live_stream
     from stageline.runner._reads import pending_waits, waiting_on
     from stageline.runner._retention import PRUNED_BY_DEFAULT, PruneReport
     from stageline.runner._runner import Runner, RunSummary, new_run_id
@@ -24,6 +25,9 @@ _LAZY = {
     "Client": "stageline.runner._client",
     "connect": "stageline.runner._client",
     "CheckpointInfo": "stageline.runner._snapshots",
+    "GRAPH_MODES": "stageline.runner._live",
+    "LiveStream": "stageline.runner._live",
+    "live_stream": "stageline.runner._live",
     "check_inbox_answer": "stageline.runner._interrupts",
     "open_services": "stageline.runner._services",
     "PRUNED_BY_DEFAULT": "stageline.runner._retention",
@@ -51,14 +55,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "GRAPH_MODES",
     "PRUNED_BY_DEFAULT",
     "CheckpointInfo",
     "Client",
+    "LiveStream",
     "PruneReport",
     "RunSummary",
     "Runner",
     "check_inbox_answer",
     "connect",
+    "live_stream",
     "new_run_id",
     "open_services",
     "outcome_stats",

@@ -35,6 +35,7 @@ from stageline.runner._graph_context import run_context
 from stageline.runner._graphs import Graphs
 from stageline.runner._interrupts import interrupt_policy
 from stageline.runner._journal import LedgerJournal
+from stageline.runner._live import current_live, graph_parts
 from stageline.runner._outcome import finish_run
 from stageline.runner._support import RunSummary, _config, _public_state
 from stageline.runner._task_tries import TaskTries
@@ -340,28 +341,16 @@ class Advancer:
     ) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
         """The graph's stream as ``(namespace, mode, chunk)``: the values of each step, and
         with plain nodes in the graph, every task's start and result in every subgraph (and
-        each try of a task, to ``tries``)."""
+        each try of a task, to ``tries``); what a live stream follows goes to it as well."""
+        live = current_live()
+        options = {"context": context, "durability": "sync", "control": control}
         if tries is None:
-            async for chunk in graph.astream(
-                payload,
-                _config(run_id),
-                context=context,
-                durability="sync",
-                stream_mode="values",
-                control=control,
-            ):
-                yield (), "values", chunk
-            return
-        async for namespace, mode, chunk in graph.astream(
-            payload,
-            {**_config(run_id), "callbacks": [tries]},
-            context=context,
-            durability="sync",
-            stream_mode=["values", "tasks"],
-            subgraphs=True,
-            control=control,
-        ):
-            yield tuple(namespace), str(mode), chunk
+            parts = graph_parts(graph, payload, _config(run_id), ["values"], False, live, **options)
+        else:
+            config = {**_config(run_id), "callbacks": [tries]}
+            parts = graph_parts(graph, payload, config, ["values", "tasks"], True, live, **options)
+        async for part in parts:
+            yield part
 
     async def _keep_lease(self, run_id: str, holder: str, ttl: float, control: RunControl) -> None:
         """Renew the lease while the run advances; turn a cancel request into a drain."""

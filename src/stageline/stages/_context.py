@@ -121,6 +121,8 @@ class StageContext:
     """LangGraph's store (``runtime.store``): what stages keep across runs and threads, on
     the project's database (``await ctx.store.aput(("ns",), "key", {...})``); ``None`` only
     for a graph compiled without one."""
+    writer: Callable[[Any], None] | None = None
+    """LangGraph's stream writer of this node (``runtime.stream_writer``); see ``write``."""
 
     @property
     def run_id(self) -> str:
@@ -186,6 +188,13 @@ class StageContext:
             deadline=DEFAULT_DEADLINE if deadline is None else parse_duration(deadline),
             on_deadline=deadline_steps(on_deadline, "question"),
         )
+
+    def write(self, chunk: Any) -> None:
+        """Send ``chunk`` (JSON data) to the run's ``custom`` stream, as a LangGraph node's
+        ``get_stream_writer()`` does: a LangGraph client streaming the run in mode ``custom``
+        gets it as it is written; nothing happens when no one streams that mode."""
+        if self.writer is not None:
+            self.writer(chunk)
 
     def metric(self, name: str, value: float) -> None:
         """Record a per-node metric; a repeated name adds up (tokens over several calls)."""

@@ -84,7 +84,14 @@ async def _run_node(
         rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
         or try_no
     )
-    ctx = StageContext(run=rc, node=node, try_no=try_no, task_id=task_id, store=runtime.store)
+    ctx = StageContext(
+        run=rc,
+        node=node,
+        try_no=try_no,
+        task_id=task_id,
+        store=runtime.store,
+        writer=runtime.stream_writer,
+    )
     try:
         if loop is not None:
             count = (_get(state, LOOPS_KEY) or {}).get(loop[0], 0)

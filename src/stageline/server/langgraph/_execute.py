@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -23,9 +24,10 @@ from fastapi import HTTPException, Request
 
 from stageline.errors import RunNotFound, StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Assistant, Run, RunStatus, Wait, WaitKind
-from stageline.runner import Runner, RunSummary, check_inbox_answer, run_context
+from stageline.runner import Runner, RunSummary, check_inbox_answer, live_stream, run_context
 from stageline.server._advancer import Advancer
 from stageline.server.langgraph._assistants import find_assistant
+from stageline.server.langgraph._events import EventLog
 from stageline.server.langgraph._inbox import inbox_resume
 from stageline.server.langgraph._lookup import unprocessable
 from stageline.server.langgraph._mapping import api_status_of, assistant_of, thread_status
@@ -45,6 +47,8 @@ async def NOTHING() -> None:
 
 JOIN_POLL = 0.2
 """Seconds between two looks at a run this server does not advance itself (join)."""
+KEPT_LOGS = 100
+"""How many API runs' live events the server keeps (the latest), for ``Last-Event-ID``."""
 
 
 class ApiRuns:
@@ -56,6 +60,7 @@ class ApiRuns:
         self._locks: dict[str, asyncio.Lock] = {}
         self._starts: dict[str, str | None] = {}
         self._modes: dict[str, list[str]] = {}
+        self._logs: OrderedDict[str, EventLog] = OrderedDict()
 
     @classmethod
     def of(cls, request: Request) -> ApiRuns:
@@ -85,6 +90,10 @@ class ApiRuns:
         """The stream modes an API run was started with (``values``, LangGraph's default)."""
         return self._modes.get(api_run_id, ["values"])
 
+    def log_of(self, api_run_id: str) -> EventLog | None:
+        """The live events of an API run this server advances or advanced lately."""
+        return self._logs.get(api_run_id)
+
     def launch(
         self,
         runner: Runner,
@@ -92,17 +101,29 @@ class ApiRuns:
         work: Work,
         start: str | None = None,
         modes: list[str] | None = None,
+        subgraphs: bool = False,
     ) -> asyncio.Task[None]:
         """Carry out ``work`` for ``api_run`` (from checkpoint ``start``) in the background,
-        recording how it ended."""
+        recording how it ended; what its graph streams in ``modes`` goes to its event log."""
         ledger = runner.ledger
         key = api_run.api_run_id
+        log = EventLog(modes or ["values"], subgraphs)
+        self._logs[key] = log
+        while len(self._logs) > KEPT_LOGS:
+            self._logs.popitem(last=False)
 
         async def follow() -> None:
+            try:
+                await carry_out()
+            finally:
+                log.close()
+
+        async def carry_out() -> None:
             status, error = ApiRunStatus.ERROR, None
             try:
                 await ledger.set_api_run_status(key, ApiRunStatus.RUNNING)
-                summary = await work()
+                with live_stream(log.stream):
+                    summary = await work()
                 run = summary.run if summary is not None else await ledger.get_run(api_run.run_id)
                 status = ApiRunStatus.SUCCESS if work is NOTHING else api_status_of(run)
                 if status is ApiRunStatus.PENDING:  # drained at shutdown: it goes on later

@@ -180,6 +180,8 @@ class RunCreate(BaseModel):
     """The graph's runtime context; kept with the thread's run from its first run on."""
     metadata: dict[str, Any] | None = None
     stream_mode: str | list[str] = "values"
+    stream_subgraphs: bool | None = None
+    """Also the events of subgraphs, named ``mode|namespace``."""
     if_not_exists: Literal["create", "reject"] | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
     strict_resume: bool | None = None

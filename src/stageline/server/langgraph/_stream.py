@@ -1,8 +1,10 @@
-"""A LangGraph API run's progress as server-sent events: ``metadata``, then ``values`` and
-``updates`` read from the run's checkpoints as the advance writes them, ``error`` if it failed.
+"""A LangGraph API run's progress as server-sent events: ``metadata``, then the events of the
+stream modes asked for as the advance makes them (its ``EventLog``, each numbered as its SSE
+``id``), ``error`` if it failed.
 
-The advance itself goes on whatever the client does; the events come from the checkpoints
-LangGraph saved (``aget_state_history``), so what the stream shows is what was saved.
+The advance itself goes on whatever the client does. A run this server did not follow live
+(another process advanced it, or it is older than the kept logs) is shown from the checkpoints
+LangGraph saved (``aget_state_history``): its ``values`` and ``updates``.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from typing import Any
 
 from stageline.ledger import ApiRun, ApiRunStatus
 from stageline.runner import Runner
+from stageline.server.langgraph._events import EventLog
 from stageline.server.langgraph._lookup import config_of
 from stageline.server.langgraph._mapping import interrupt_json, jsonable, public_values
 
 __all__ = ["STREAM_MODES", "THREAD_STREAM_MODES", "sse", "stream_run", "thread_stream"]
 
 STREAM_MODES = ("values", "updates")
-"""The stream modes stageline sends; others are accepted and send nothing."""
+"""The stream modes a run not followed live is shown in (from its checkpoints)."""
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 """What a thread's stream can follow: its runs' events, their starts and ends, state updates
 (stageline sends none of these: a state update is no run)."""
@@ -30,8 +33,14 @@ THREAD_POLL = 0.2
 """Seconds between two looks for a thread's new runs (its stream)."""
 
 
-def sse(event: str, data: Any) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(jsonable(data))}\n\n".encode()
+def sse(event: str, data: Any, number: int | None = None) -> bytes:
+    head = "" if number is None else f"id: {number}\n"
+    return f"{head}event: {event}\ndata: {json.dumps(jsonable(data))}\n\n".encode()
+
+
+def _wanted(event: str, modes: Iterable[str]) -> bool:
+    mode = event.split("|", 1)[0].split("/", 1)[0]
+    return mode in modes or (mode == "messages" and "messages-tuple" in modes)
 
 
 async def _since(graph: Any, thread_id: str, last: str | None) -> list[Any]:
@@ -68,13 +77,38 @@ async def stream_run(
     task: asyncio.Future[Any] | None,
     *,
     metadata: bool = True,
+    log: EventLog | None = None,
+    after: int = 0,
 ) -> AsyncIterator[bytes]:
-    """Events of ``api_run`` from checkpoint ``start`` (None: from the thread's beginning)
-    until its advance (``task``) has ended; the ``metadata`` event first unless told not."""
+    """Events of ``api_run`` until its advance (``task``) has ended: those of its ``log``
+    after number ``after``, or else those read from its checkpoints after ``start`` (None:
+    from the thread's beginning); the ``metadata`` event first unless told not."""
     if metadata:
         yield sse(
             "metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id, "attempt": 1}
         )
+    if log is not None:
+        async for number, event, data in log.follow(after):
+            if _wanted(event, modes):
+                yield sse(event, data, number)
+    if log is None or not (log.fed or after):  # not followed live: its checkpoints
+        async for saved in _saved(runner, api_run, template, modes, start, task):
+            yield saved
+    ended = await runner.ledger.api_run(api_run.api_run_id)
+    if ended is not None and ended.status is ApiRunStatus.ERROR:
+        yield sse("error", {"error": "RunError", "message": ended.error or "the run failed"})
+
+
+async def _saved(
+    runner: Runner,
+    api_run: ApiRun,
+    template: str,
+    modes: list[str],
+    start: str | None,
+    task: asyncio.Future[Any] | None,
+) -> AsyncIterator[bytes]:
+    """The ``values`` and ``updates`` of the checkpoints after ``start`` until ``task`` ended,
+    then what the run waits on."""
     graph = runner.graph(template)
     thread_id = api_run.run_id
     last = start
@@ -98,31 +132,32 @@ async def stream_run(
         for mode in modes:
             if mode in STREAM_MODES:
                 yield sse(mode, {"__interrupt__": waiting})
-    ended = await runner.ledger.api_run(api_run.api_run_id)
-    if ended is not None and ended.status is ApiRunStatus.ERROR:
-        yield sse("error", {"error": "RunError", "message": ended.error or "the run failed"})
 
 
 async def thread_stream(
     runner: Runner,
     thread_id: str,
     modes: list[str],
-    follow: Callable[[str], tuple[asyncio.Future[Any] | None, str | None, list[str]]],
+    follow: Callable[
+        [str], tuple[asyncio.Future[Any] | None, str | None, list[str], EventLog | None]
+    ],
 ) -> AsyncIterator[bytes]:
     """A thread's runs as they come, until the client goes: each one's events (``run_modes``:
     in the modes it was started with; ``lifecycle``: its ``metadata`` only), then a
     ``metadata`` event ``{"status": "run_done", "run_id"}``. ``follow`` gives an API run's
-    task, start checkpoint and modes (its task None once it ended)."""
+    task, start checkpoint, modes and live events (its task None once it ended)."""
     seen = {r.api_run_id for r in await runner.ledger.api_runs(thread_id) if r.status.done}
     while True:
         for api_run in reversed(await runner.ledger.api_runs(thread_id)):  # oldest first
             if api_run.api_run_id in seen:
                 continue
             seen.add(api_run.api_run_id)
-            task, start, own = follow(api_run.api_run_id)
+            task, start, own, log = follow(api_run.api_run_id)
             run = await runner.ledger.get_run(thread_id)
             if "run_modes" in modes:
-                async for event in stream_run(runner, api_run, run.template, own, start, task):
+                async for event in stream_run(
+                    runner, api_run, run.template, own, start, task, log=log
+                ):
                     yield event
             else:
                 if "lifecycle" in modes:

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from stageline.errors import StagelineError
@@ -73,7 +73,9 @@ async def _accept(
                 metadata=body.metadata or {},
             )
         )
-        task = tracker.launch(runner, api_run, work, start, _modes(body.stream_mode))
+        task = tracker.launch(
+            runner, api_run, work, start, _modes(body.stream_mode), bool(body.stream_subgraphs)
+        )
     return api_run, task, start
 
 
@@ -218,7 +220,15 @@ async def _stream(
     modes = _modes(body.stream_mode)
     run = await runner.ledger.get_run(api_run.run_id)
     return StreamingResponse(
-        stream_run(runner, api_run, run.template, modes, start, task),
+        stream_run(
+            runner,
+            api_run,
+            run.template,
+            modes,
+            start,
+            task,
+            log=ApiRuns.of(request).log_of(api_run.api_run_id),
+        ),
         media_type="text/event-stream",
         headers=_location(api_run),
     )
@@ -226,7 +236,7 @@ async def _stream(
 
 @router.post(
     "/threads/{thread_id}/runs/stream",
-    summary="Start a run on the thread and stream its values and updates (server-sent events)",
+    summary="Start a run on the thread and stream it in the modes asked (server-sent events)",
 )
 async def stream_thread_run(
     thread_id: str,
@@ -298,8 +308,8 @@ async def join_run(
 
 @router.get(
     "/threads/{thread_id}/runs/{run_id}/stream",
-    summary="Join an API run's stream: "
-    "its events from where it started while it goes on; its end state once it ended",
+    summary="Join an API run's stream: its events from where it started while it goes on, "
+    "after Last-Event-ID when given; its end state once it ended",
 )
 async def join_stream(
     thread_id: str,
@@ -308,10 +318,14 @@ async def join_stream(
     runner: RunnerDep,
     _actor: Reader,
     stream_mode: Annotated[list[str] | None, Query()] = None,
+    last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     api_run = await _api_run(runner, thread_id, run_id)
     tracker = ApiRuns.of(request)
     task = tracker.task(api_run.api_run_id)
+    # Live events while the run goes on; after them, those after Last-Event-ID while kept.
+    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    log = tracker.log_of(api_run.api_run_id) if task is not None or after else None
     run = await runner.ledger.get_run(thread_id)
     if task is not None:
         start = tracker.start_of(api_run.api_run_id)
@@ -331,6 +345,8 @@ async def join_stream(
             start,
             task,
             metadata=not asked or "metadata" in asked,
+            log=log,
+            after=after,
         ),
         media_type="text/event-stream",
     )

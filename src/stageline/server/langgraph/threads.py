@@ -19,6 +19,7 @@ from stageline.server._advancer import Advancer
 from stageline.server._auth import require_scope
 from stageline.server._state import get_advancer, get_runner
 from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
+from stageline.server.langgraph._events import EventLog
 from stageline.server.langgraph._execute import ApiRuns, thread_busy
 from stageline.server.langgraph._lookup import config_of, find_thread, snapshot, unprocessable
 from stageline.server.langgraph._mapping import (
@@ -262,8 +263,10 @@ async def join_thread_stream(
             )
     tracker = ApiRuns.of(request)
 
-    def follow(key: str) -> tuple[asyncio.Task[None] | None, str | None, list[str]]:
-        return tracker.task(key), tracker.start_of(key), tracker.modes_of(key)
+    def follow(
+        key: str,
+    ) -> tuple[asyncio.Task[None] | None, str | None, list[str], EventLog | None]:
+        return tracker.task(key), tracker.start_of(key), tracker.modes_of(key), tracker.log_of(key)
 
     return StreamingResponse(
         thread_stream(runner, thread_id, modes, follow), media_type="text/event-stream"
