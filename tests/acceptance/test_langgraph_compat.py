@@ -1,6 +1,7 @@
 """Issue #25's acceptance test: the SAME ``langgraph_sdk`` script (``_compat_script.py``) runs
-against LangGraph's own dev server (``langgraph dev``, from ``langgraph-cli[inmem]``, a dev
-dependency) and against ``stageline serve``, both serving ``tests/fixtures/compat_project`` (no
+against LangGraph's own dev server (``langgraph dev``, from ``langgraph-cli[inmem]``, in a venv
+of its own pinned by ``constraints/langgraph-dev.txt``; ``.ci/run`` makes it) and against
+``stageline serve``, both serving ``tests/fixtures/compat_project`` (no
 stageline imports), and every call's normalised outcome must be the same.
 
 Where they differ on purpose, ``DIFFERENCES`` says why (each one is in README, "LangGraph SDK
@@ -16,17 +17,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from _compat_script import script
 from langgraph_sdk import get_sync_client
 
-from server_fixtures import Server, free_port, make_project
+from server_fixtures import Server, free_port, make_project, wait_answering
 
 PROJECT = Path(__file__).parents[1] / "fixtures" / "compat_project"
 START_TIMEOUT = 120.0
@@ -58,9 +57,16 @@ KNOWN_GAPS: dict[str, str] = {
 """Call -> how stageline differs by mistake (issue #25: still to do). Each must still differ."""
 
 
+INSTALL = (
+    "python -m venv .venv-langgraph && .venv-langgraph/bin/python -m pip install "
+    "-c constraints/langgraph-dev.txt 'langgraph-cli[inmem]', then "
+    "STAGELINE_TEST_LANGGRAPH_CLI=$PWD/.venv-langgraph/bin/langgraph"
+)
+
+
 def langgraph_cli() -> str | None:
-    """The ``langgraph`` command: beside this interpreter (the dev extra), or
-    ``STAGELINE_TEST_LANGGRAPH_CLI``."""
+    """The ``langgraph`` command: ``STAGELINE_TEST_LANGGRAPH_CLI``, or one beside this
+    interpreter."""
     named = os.environ.get("STAGELINE_TEST_LANGGRAPH_CLI")
     if named:
         return named
@@ -73,8 +79,8 @@ def langgraph_dev(tmp_path: Path) -> Iterator[str]:
     command = langgraph_cli()
     if command is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("langgraph-cli[inmem] is a dev dependency: install '.[dev]'")
-        pytest.skip("langgraph-cli[inmem] is not installed")
+            pytest.fail(f"LangGraph's dev server is needed in CI: {INSTALL}")
+        pytest.skip(f"LangGraph's dev server is not installed: {INSTALL}")
     root = tmp_path / "langgraph"
     shutil.copytree(PROJECT, root)
     port = free_port()
@@ -103,7 +109,7 @@ def langgraph_dev(tmp_path: Path) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc, log)
+        wait_answering(url, proc, log.read_text, "langgraph dev", START_TIMEOUT)
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -112,21 +118,6 @@ def langgraph_dev(tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"langgraph dev exited {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    waited = f"langgraph dev did not answer /ok in {START_TIMEOUT}s"
-    raise AssertionError(f"{waited}:\n{log.read_text()}")
 
 
 @pytest.fixture
