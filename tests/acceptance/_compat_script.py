@@ -110,6 +110,11 @@ def _assistants(rec: Recorder, client: SyncLangGraphClient) -> None:
     )
     aid = found[0]["assistant_id"] if found else "review"
     rec.call(
+        "assistants.search()",
+        lambda: a.search(limit=100),
+        lambda f: sorted(x["graph_id"] for x in f),
+    )
+    rec.call(
         "assistants.get",
         lambda: a.get(aid),
         lambda f: (
@@ -193,6 +198,29 @@ def _review_thread(rec: Recorder, client: SyncLangGraphClient) -> str:
         rec.call("runs.get(done)", lambda: r.get(tid, rid), run_shape)
         rec.call("runs.cancel(done)", lambda: r.cancel(tid, rid), norm)
     rec.call("threads.get(done)", lambda: t.get(tid), thread_shape)
+    history = rec.call(
+        "threads.get_history(done)",
+        lambda: t.get_history(tid, limit=10),
+        lambda f: [(h["next"], h["metadata"].get("step")) for h in f],
+    )
+    at = [h for h in history or [] if h["next"] == ["draft"]]
+    if at:
+        checkpoint = at[0]["checkpoint"]["checkpoint_id"]
+        rec.call(
+            "threads.get_state(checkpoint_id)",
+            lambda: t.get_state(tid, checkpoint_id=checkpoint),
+            lambda f: pick(f, "values", "next"),
+        )
+    rec.call(
+        "threads.create(if_exists=raise, taken id)",
+        lambda: t.create(thread_id=tid, if_exists="raise"),
+        norm,
+    )
+    rec.call(
+        "threads.create(if_exists=do_nothing, taken id)",
+        lambda: t.create(thread_id=tid, if_exists="do_nothing"),
+        lambda f: pick(f, "status") | {"same": f["thread_id"] == tid},
+    )
     rec.call("threads.get_state(done)", lambda: t.get_state(tid), state_shape)
     rec.call("runs.list(done)", lambda: r.list(tid), lambda f: [x["status"] for x in f])
     return str(tid)
@@ -229,6 +257,16 @@ def _plain_runs(rec: Recorder, client: SyncLangGraphClient) -> None:
         rec.call("runs.delete(done)", lambda: r.delete(tid, rid), norm)
         rec.call("runs.get(deleted)", lambda: r.get(tid, rid), norm)
     rec.call("runs.get(unknown)", lambda: r.get(tid, str(uuid.uuid4())), norm)
+    rec.call(
+        "runs.wait(unknown assistant)",
+        lambda: r.wait(None, str(uuid.uuid4()), input={"name": "x"}),
+        norm,
+    )
+    rec.call(
+        "runs.wait(stateless, unknown input key)",
+        lambda: r.wait(None, "plain", input={"name": "ed", "nope": 1}),
+        norm,
+    )
     rec.call("threads.get(plain done)", lambda: t.get(tid), thread_shape)
     rec.call(
         "runs.stream(on thread, updates)",
@@ -309,3 +347,11 @@ def _crons(rec: Recorder, client: SyncLangGraphClient) -> None:
     if made:
         rec.call("crons.delete", lambda: c.delete(made["cron_id"]), norm)
     rec.call("crons.count(after delete)", lambda: c.count(), norm)
+    tid = client.threads.create()["thread_id"]
+    on_thread = rec.call(
+        "crons.create_for_thread(new thread)",
+        lambda: c.create_for_thread(tid, "plain", schedule="0 9 * * *", input={"name": "t"}),
+        lambda f: pick(f, "schedule") | {"thread": f.get("thread_id") == tid},
+    )
+    if on_thread:
+        rec.call("crons.delete(for thread)", lambda: c.delete(on_thread["cron_id"]), norm)

@@ -32,6 +32,10 @@ START_TIMEOUT = 120.0
 
 FINISHED = "a finished thread takes no new input (409): its run's record is final"
 DIFFERENCES: dict[str, str] = {
+    "assistants.search()": "the assistants are the project's templates, stageline's built-in "
+    "ones (blog_post, sdlc, wiki_*) included (README: the nouns' table, 'assistant')",
+    "runs.wait(stateless, unknown input key)": "an input key the graph's state does not have is "
+    "422 (README: the nouns' table, 'input, values, state'); LangGraph drops it",
     "runs.create(plain)": "a built-in assistant's id is its graph's name (README: assistant_id "
     "= graph_id), where LangGraph makes a UUID for it",
     "runs.get(done)": "multitask_strategy is 'reject', the one stageline supports (README: "
