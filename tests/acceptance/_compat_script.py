@@ -9,6 +9,7 @@ The project is ``tests/fixtures/compat_project``: ``review`` drafts a reply and 
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -95,6 +96,7 @@ def script(client: SyncLangGraphClient) -> dict[str, Outcome]:
     _assistants(rec, client)
     tid = _review_thread(rec, client)
     _plain_runs(rec, client)
+    _cancel(rec, client)
     _thread_admin(rec, client, tid)
     _store(rec, client)
     _crons(rec, client)
@@ -277,6 +279,29 @@ def _plain_runs(rec: Recorder, client: SyncLangGraphClient) -> None:
         ],
         norm,
     )
+
+
+def _cancel(rec: Recorder, client: SyncLangGraphClient) -> None:
+    t, r = client.threads, client.runs
+    tid = t.create()["thread_id"]
+    made = rec.call(
+        "runs.create(slow)",
+        lambda: r.create(tid, "slow", input={"waited": False}),
+        lambda f: pick(f, "status"),
+    )
+    if not made:
+        return
+    rid = made["run_id"]
+    deadline = time.monotonic() + 60
+    while r.get(tid, rid)["status"] == "pending" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    rec.call("runs.get(running)", lambda: r.get(tid, rid), lambda f: pick(f, "status"))
+    rec.call("threads.get(busy)", lambda: t.get(tid), lambda f: pick(f, "status"))
+    # stageline's cancel lets the node in flight end (README: "cancel wins over finishing"):
+    # its wait lasts the node's few seconds, where LangGraph's cancels the node at once.
+    rec.call("runs.cancel(running, wait)", lambda: r.cancel(tid, rid, wait=True), norm)
+    rec.call("runs.get(cancelled)", lambda: r.get(tid, rid), lambda f: pick(f, "status"))
+    rec.call("threads.get(cancelled)", lambda: t.get(tid), lambda f: pick(f, "status"))
 
 
 def _thread_admin(rec: Recorder, client: SyncLangGraphClient, tid: str) -> None:

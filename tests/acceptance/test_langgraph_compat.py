@@ -36,6 +36,8 @@ DIFFERENCES: dict[str, str] = {
     "ones (blog_post, sdlc, wiki_*) included (README: the nouns' table, 'assistant')",
     "runs.wait(stateless, unknown input key)": "an input key the graph's state does not have is "
     "422 (README: the nouns' table, 'input, values, state'); LangGraph drops it",
+    "threads.get(cancelled)": "a cancelled run's thread is idle (README: the nouns' table, "
+    "'thread status'), where LangGraph's is interrupted",
     "runs.create(plain)": "a built-in assistant's id is its graph's name (README: assistant_id "
     "= graph_id), where LangGraph makes a UUID for it",
     "runs.get(done)": "multitask_strategy is 'reject', the one stageline supports (README: "
@@ -57,6 +59,7 @@ KNOWN_GAPS: dict[str, str] = {
     "assistants.get_schemas": "input_schema and output_schema repeat the state schema where "
     "LangGraph answers null (a graph with no input or output schema of its own)",
     "runs.cancel(done)": "cancelling a run that has ended is 409 where LangGraph answers 404",
+    "runs.cancel(running, wait)": "answers the cancelled run where LangGraph answers {}",
 }
 """Call -> how stageline differs by mistake (issue #25: still to do). Each must still differ."""
 
