@@ -93,7 +93,8 @@ def langgraph_dev(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH", "LANGCHAIN"))}
     env.update({"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"})
-    env.pop("PYTHONPATH", None)
+    for own in ("PYTHONPATH", "VIRTUAL_ENV"):  # its venv's interpreter, not this one's path
+        env.pop(own, None)
     log = root / "dev.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
