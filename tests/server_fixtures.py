@@ -116,20 +116,8 @@ class Server:
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"stageline serve exited {self.proc.returncode}:\n{self.log()}"
-                )
-            try:
-                if httpx.get(f"{self.url}/ok", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"stageline serve did not answer /ok in {timeout}s:\n{self.log()}")
+        assert self.proc is not None
+        wait_answering(self.url, self.proc, self.log, "stageline serve", timeout)
 
     def kill(self, sig: int = signal.SIGKILL, timeout: float = 30) -> int:
         """Send ``sig`` (SIGKILL by default) and wait for the process to end."""
@@ -148,6 +136,27 @@ class Server:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+
+def wait_answering(
+    url: str,
+    proc: subprocess.Popen[bytes],
+    log: Callable[[], str],
+    what: str,
+    timeout: float = START_TIMEOUT,
+) -> None:
+    """Until ``url``/ok answers 200; the server's ``log()`` in the failure if it exits or not."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited {proc.returncode}:\n{log()}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not answer /ok in {timeout}s:\n{log()}")
 
 
 def make_project(
