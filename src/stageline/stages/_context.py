@@ -22,9 +22,11 @@ _log = logging.getLogger("stageline.stage")
 class Journal(Protocol):
     """Where node lifecycle facts go; the runner implements it over the ledger."""
 
-    def node_started(self, *, node: str, task_id: str, try_no: int, stage: str) -> int | None:
-        """Record the start; may return the try number to use instead of ``try_no`` (a node
-        re-run after its process stopped is a new try)."""
+    def node_started(
+        self, *, node: str, task_id: str, try_no: int, stage: str, at: float | None = None
+    ) -> int | None:
+        """Record the start (``at``: when it began, if not now); may return the try number to
+        use instead of ``try_no`` (a node re-run after its process stopped is a new try)."""
         ...
 
     def node_finished(

@@ -80,8 +80,11 @@ async def _run_node(
     info = runtime.execution_info
     task_id = info.task_id if info is not None else node
     try_no = info.node_attempt if info is not None else 1
+    began = time.time()  # one start for the record and this run's work (show = logs)
     try_no = (
-        rc.journal.node_started(node=node, task_id=task_id, try_no=try_no, stage=made.name)
+        rc.journal.node_started(
+            node=node, task_id=task_id, try_no=try_no, stage=made.name, at=began
+        )
         or try_no
     )
     ctx = StageContext(
@@ -89,6 +92,7 @@ async def _run_node(
         node=node,
         try_no=try_no,
         task_id=task_id,
+        started=began,
         store=runtime.store,
         writer=runtime.stream_writer,
     )
