@@ -1,9 +1,11 @@
-"""Real CLI processes: the environment of a child, one command run to its end, and, for the race
-tests, several held at a barrier and released together. ``conftest.py``'s fixtures use these."""
+"""Real CLI processes: the environment of a child, one command run to its end, ``stageline
+worker`` processes started and stopped, and, for the race tests, several held at a barrier and
+released together. ``conftest.py``'s fixtures use these."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -97,3 +99,30 @@ def together(
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()  # reaps it and closes its pipes
+
+
+def start_worker(cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``stageline worker --concurrency 2`` in the background, its output in ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "stageline.cli", "worker", "--concurrency", "2"],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop_workers(
+    procs: list[subprocess.Popen[bytes]], alive: list[subprocess.Popen[bytes]] | None = None
+) -> None:
+    """SIGTERM each of ``alive`` (default: all), then wait for every one (a kill after 60 s)."""
+    for proc in procs if alive is None else alive:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

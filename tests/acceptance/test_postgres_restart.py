@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from _procs import start_worker, stop_workers
 
 QueueRuns = Callable[[dict[str, str], list[str]], Awaitable[list[str]]]
 
@@ -106,18 +106,7 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
     def lines() -> list[str]:
         return trail.read_text().splitlines() if trail.exists() else []
 
-    procs: list[subprocess.Popen[bytes]] = []
-    for i in range(WORKERS):
-        with (tmp_path / f"worker{i}.log").open("wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [*CLI, "worker", "--concurrency", "2"],
-                    cwd=tmp_path,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+    procs = [start_worker(tmp_path, env, tmp_path / f"worker{i}.log") for i in range(WORKERS)]
     down: subprocess.CompletedProcess[str] | None = None
     statuses: dict[str, str] = {}
     try:
@@ -147,15 +136,7 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
             time.sleep(0.2)
         alive = [p.poll() is None for p in procs]
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_workers(procs)
         if cluster is not None and not _pg_ready(postgres_url):  # never leave it down
             _start_server(cluster, postgres_url)
 

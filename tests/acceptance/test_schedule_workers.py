@@ -5,20 +5,17 @@ schedule). ``stageline schedule add / list / delete`` drive it, refusals include
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pytest
+from _procs import start_worker, stop_workers
 
 from conftest import run_stageline
 
 WORKERS = 3
-CLI = [sys.executable, "-m", "stageline.cli"]
 
 
 def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
@@ -42,18 +39,7 @@ def test_a_due_schedule_fires_exactly_once_across_workers(
     cron_id = json.loads(added.stdout)["cron_id"]
     # Due every second from now on: the workers, starting together, all find its first due
     # times missed (one firing for them) and then the next ones, each due time once.
-    procs: list[subprocess.Popen[bytes]] = []
-    for i in range(WORKERS):
-        with (tmp_path / f"worker{i}.log").open("wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [*CLI, "worker", "--concurrency", "2"],
-                    cwd=tmp_path,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+    procs = [start_worker(tmp_path, env, tmp_path / f"worker{i}.log") for i in range(WORKERS)]
     try:
         # Wait (bounded) for a few firings, then stop the workers while they still look.
         for _ in range(1200):
@@ -63,14 +49,7 @@ def test_a_due_schedule_fires_exactly_once_across_workers(
         else:
             raise AssertionError("the schedule did not fire three times")
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_workers(procs)
 
     fires = _rows(postgres_url, "SELECT due_at, run_id FROM stageline_cron_fires")
     due_times = [due for due, _ in fires]

@@ -15,19 +15,17 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from _procs import start_worker, stop_workers
 
 QueueRuns = Callable[[dict[str, str], list[str]], Awaitable[list[str]]]
 NODES = [f"n{i}" for i in range(1, 11)]
-CLI = [sys.executable, "-m", "stageline.cli"]
 CI_RUNS = 20
 RUNS = int(os.environ.get("STAGELINE_CHAOS_RUNS") or CI_RUNS)
 FULL = RUNS > CI_RUNS
@@ -58,14 +56,7 @@ def test_killing_workers_at_random_loses_no_run_and_repeats_no_checkpointed_node
     trail = tmp_path / "trail.txt"
 
     def start() -> subprocess.Popen[bytes]:
-        with (tmp_path / f"worker{len(procs)}.log").open("wb") as log:
-            proc = subprocess.Popen(
-                [*CLI, "worker", "--concurrency", "2"],
-                cwd=tmp_path,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        proc = start_worker(tmp_path, env, tmp_path / f"worker{len(procs)}.log")
         procs.append(proc)
         return proc
 
@@ -91,14 +82,7 @@ def test_killing_workers_at_random_loses_no_run_and_repeats_no_checkpointed_node
                 next_kill = now + KILL_EVERY
             time.sleep(0.2)
     finally:
-        for proc in live:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_workers(procs, alive=live)
 
     assert killed_at, "no worker was killed"
     unfinished = {r: statuses.get(r) for r in ids if statuses.get(r) != "succeeded"}
