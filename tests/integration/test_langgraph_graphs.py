@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import operator
 import shutil
+import threading
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -298,14 +299,21 @@ async def test_a_graph_object_fails_then_retries_from_its_checkpoint(runner: Run
 
 def _asks_beside_a_sibling(fail: list[bool]) -> StateGraph[Any, Any, Any, Any]:
     """``plan``, then in one step: an ``ask`` per item (``Send``), ``note``, and ``flaky``
-    (fails while ``fail[0]``)."""
+    (fails while ``fail[0]``, once ``note`` has ended: a task still running when a sibling
+    fails is cancelled, and which comes first would otherwise be up to the machine's load)."""
+    noted = threading.Event()
 
     def ask(state: Tally) -> dict[str, Any]:
         item = state["items"][0]
         return {"done": [f"{item}={interrupt(item)}"]}
 
+    def note(state: Tally) -> dict[str, Any]:
+        noted.set()
+        return {"done": ["noted"]}
+
     def flaky(state: Tally) -> dict[str, Any]:
         if fail[0]:
+            noted.wait(timeout=120)  # a hang guard; nothing is timed
             raise RuntimeError("not yet")
         return {"done": ["flaky"]}
 
@@ -315,7 +323,7 @@ def _asks_beside_a_sibling(fail: list[bool]) -> StateGraph[Any, Any, Any, Any]:
     graph = StateGraph(Tally)
     graph.add_node("plan", lambda state: {})
     graph.add_node("ask", ask)
-    graph.add_node("note", lambda state: {"done": ["noted"]})
+    graph.add_node("note", note)
     graph.add_node("flaky", flaky)
     graph.add_edge(START, "plan")
     graph.add_conditional_edges("plan", fan_out, ["ask"])
