@@ -164,6 +164,8 @@ async def delete_assistant(
         for thread_id in threads:
             await runner.delete(thread_id)
     await runner.ledger.delete_assistant(assistant_id)
+    for cron in await runner.ledger.crons(assistant_id=assistant_id):  # as LangGraph: its crons
+        await runner.ledger.delete_cron(cron.cron_id)
     return Response(status_code=204)
 
 
