@@ -125,7 +125,7 @@ async def _matching(
     chosen.sort(key=lambda c: (str(c[3][key]), c[0]), reverse=descending)
     for thread_id, its_run, meta, _brief in chosen:
         shown = await describe(request, runner, thread_id, (its_run, meta))
-        if not body.values or matches(shown["values"], body.values):
+        if not body.values or matches(shown["values"] or {}, body.values):
             yield shown
 
 
