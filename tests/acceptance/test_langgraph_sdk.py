@@ -60,6 +60,8 @@ async def test_the_assistants_are_the_templates(server: Server) -> None:
         assert schemas["graph_id"] == "blog_post"
         assert {"topic", "draft", "reviews"} <= set(schemas["state_schema"]["properties"])
         assert schemas["state_schema"]["properties"]["topic"] == {"type": "string"}
+        for key in ("input_schema", "output_schema"):  # a template's are its state's
+            assert set(schemas[key]["properties"]) == set(schemas["state_schema"]["properties"])
         with pytest.raises(httpx.HTTPStatusError) as missing:
             await client.assistants.get("no_such_template")
         assert status_of(missing) == 404
