@@ -201,7 +201,7 @@ async def thread_stream(
                 ):
                     yield event
             elif "run_modes" not in modes:
-                if "lifecycle" in modes:
+                if "lifecycle" in modes and not resumed:
                     yield sse("metadata", {"run_id": key, "attempt": 1})
                 if task is not None:
                     await asyncio.wait({task})
