@@ -90,9 +90,14 @@ def run_shape(found: dict[str, Any]) -> Outcome:
     }
 
 
-def script(client: SyncLangGraphClient) -> dict[str, Outcome]:
-    """Every SDK call that makes sense for the project's two graphs, in order."""
-    rec = Recorder()
+def until_running(client: SyncLangGraphClient, tid: str, rid: str) -> None:
+    deadline = time.monotonic() + 60
+    while client.runs.get(tid, rid)["status"] == "pending" and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def calls(rec: Recorder, client: SyncLangGraphClient) -> None:
+    """SDK calls on the project's graphs, in order (``_compat_more``: the rest)."""
     _assistants(rec, client)
     tid = _review_thread(rec, client)
     _plain_runs(rec, client)
@@ -100,7 +105,6 @@ def script(client: SyncLangGraphClient) -> dict[str, Outcome]:
     _thread_admin(rec, client, tid)
     _store(rec, client)
     _crons(rec, client)
-    return rec.outcomes
 
 
 def _assistants(rec: Recorder, client: SyncLangGraphClient) -> None:
@@ -292,9 +296,7 @@ def _cancel(rec: Recorder, client: SyncLangGraphClient) -> None:
     if not made:
         return
     rid = made["run_id"]
-    deadline = time.monotonic() + 60
-    while r.get(tid, rid)["status"] == "pending" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    until_running(client, tid, rid)
     rec.call("runs.get(running)", lambda: r.get(tid, rid), lambda f: pick(f, "status"))
     rec.call("threads.get(busy)", lambda: t.get(tid), lambda f: pick(f, "status"))
     # stageline's cancel lets the node in flight end (README: "cancel wins over finishing"):

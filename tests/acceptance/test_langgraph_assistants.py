@@ -1,12 +1,15 @@
 """Assistants over ``langgraph_sdk``: configured variants of a template, kept in the ledger with
-their versions, on a served ``langgraph.json`` project (one server per database)."""
+their versions, and crons of them, on a served ``langgraph.json`` project (one server per
+database)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -201,3 +204,41 @@ async def test_built_in_assistants_are_fixed_and_assistants_need_their_scopes(
         with pytest.raises(httpx.HTTPStatusError) as denied:
             await decider.assistants.create("greeter")
         assert status(denied) == 403
+
+
+async def test_a_cron_of_a_made_assistant_starts_runs_with_its_context(served: Server) -> None:
+    async with get_client(url=served.url, api_key=served.tokens["admin"]) as admin:
+        aid = (await admin.assistants.create("greeter", context={"greeting": "Ahoy"}))[
+            "assistant_id"
+        ]
+        often = await admin.crons.create(aid, schedule="* * * * * *", input={"name": "Cy"})
+        assert often["assistant_id"] == aid and often["payload"]["input"] == {"name": "Cy"}
+        fired: list[dict[str, Any]] = []
+        for _ in range(300):  # a hang guard, not a timing: the server looks every two seconds
+            fired = await admin.threads.search(metadata={"cron_id": often["cron_id"]})
+            if fired:
+                break
+            await asyncio.sleep(0.1)
+        assert fired, "the schedule never fired"
+        await admin.crons.update(often["cron_id"], enabled=False)
+        tid = fired[-1]["thread_id"]
+        [run] = await admin.runs.list(tid)
+        assert run["assistant_id"] == aid
+        joined = await admin.runs.join(tid, run["run_id"])
+        assert joined == {"name": "Cy", "message": "Ahoy, Cy!", "audience": "world"}
+        meta = (await admin.threads.get(tid))["metadata"]
+        assert (meta["assistant_id"], meta["graph_id"], meta["cron_id"]) == (
+            aid,
+            "greeter",
+            often["cron_id"],
+        )
+
+        empty = (await admin.threads.create())["thread_id"]
+        mine = await admin.crons.create_for_thread(empty, aid, schedule="0 9 * * *")
+        assert (mine["assistant_id"], mine["thread_id"]) == (aid, empty)
+        assert {c["cron_id"] for c in await admin.crons.search(assistant_id=aid)} == {
+            often["cron_id"],
+            mine["cron_id"],
+        }
+        await admin.assistants.delete(aid)  # as LangGraph's: its crons go with it
+        assert await admin.crons.search(assistant_id=aid) == []

@@ -14,6 +14,7 @@ import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -183,6 +184,46 @@ async def test_a_thread_stream_follows_its_runs(server: Server) -> None:
             async for _ in await client.threads.join_stream(tid, stream_mode="no_such_mode"):  # type: ignore[arg-type]
                 pass
         assert status_of(bad_mode) == 422
+
+
+async def _until_done(client: LangGraphClient, tid: str, after: str, run_id: str) -> list[Any]:
+    """The thread's stream from ``Last-Event-ID`` ``after`` until run ``run_id`` is done."""
+    parts = []
+    stream = await client.threads.join_stream(tid, last_event_id=after)
+    async with contextlib.aclosing(stream):  # type: ignore[type-var]
+        async for part in stream:
+            parts.append((part.event, part.data, part.id))
+            if part.event == "metadata" and part.data == {"status": "run_done", "run_id": run_id}:
+                return parts
+    raise AssertionError(f"the stream ended before run {run_id} was done: {parts}")
+
+
+async def test_a_thread_stream_goes_on_after_last_event_id(server: Server) -> None:
+    async with sdk(server) as client:
+        tid = (await client.threads.create())["thread_id"]
+        await client.runs.wait(tid, "blog_post", input={"topic": "kelp"})  # to its gate
+        [first] = await client.runs.list(tid)
+        second = await client.runs.create(tid, "blog_post", command={"resume": "approve"})
+        await client.runs.join(tid, second["run_id"])
+        # Both runs have ended: from before the first's first event, the thread's stream
+        # sends the rest of it, then the second run's, each event with its id.
+        parts = await _until_done(client, tid, f"{first['run_id']}:0", second["run_id"])
+        events = [e for e, _, _ in parts]
+        ended = events.index("metadata")
+        assert set(events[:ended]) == {"values"} and "__interrupt__" in parts[ended - 1][1]
+        assert [i for _, _, i in parts[:ended]] == [
+            f"{first['run_id']}:{n}" for n in range(1, ended + 1)
+        ]
+        assert parts[ended][1] == {"status": "run_done", "run_id": first["run_id"]}
+        assert parts[ended + 1][1]["run_id"] == second["run_id"]  # its metadata: it starts
+        assert parts[-2][1]["post_path"] and parts[-2][2].startswith(f"{second['run_id']}:")
+        # From any event's id, the same events after it.
+        again = await _until_done(client, tid, str(parts[1][2]), second["run_id"])
+        assert again == parts[2:]
+        with pytest.raises(httpx.HTTPStatusError) as bad_id:
+            async for _ in await client.threads.join_stream(tid, last_event_id="no-number"):
+                pass
+        assert status_of(bad_id) == 422
 
 
 async def test_history_pages_and_the_shapes_langgraph_sends(server: Server) -> None:

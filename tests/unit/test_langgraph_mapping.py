@@ -15,6 +15,7 @@ from stageline.server.langgraph._mapping import (
     thread_json,
     thread_status,
 )
+from stageline.server.langgraph._stream import thread_event_id
 
 
 def _run(status: RunStatus, template: str = "blog_post") -> Run:
@@ -70,6 +71,31 @@ def test_a_thread_shows_its_metadata_with_the_assistant_it_runs() -> None:
     assert shown["status"] == "interrupted" and shown["created_at"].startswith("1970-01-01")
     assert thread_json("r2", None, None, None)["metadata"] == {}
     assert assistant_of(_run(RunStatus.QUEUED, "/srv/project/templates/mine.py")) == "mine"
+
+
+def test_a_thread_with_no_run_has_no_values_error_or_interrupts_yet() -> None:
+    """As LangGraph's: ``values`` null, and no ``error`` or ``interrupts`` key."""
+    meta = ThreadMeta(run_id="r1", metadata={}, created_at=1.0, updated_at=2.0)
+    empty = thread_json("r1", None, meta, None)
+    assert empty["values"] is None and "error" not in empty and "interrupts" not in empty
+    started = thread_json("r1", _run(RunStatus.FAILED), meta, None)
+    assert (started["values"], started["interrupts"]) == ({}, {}) and "error" in started
+
+
+@pytest.mark.parametrize(
+    ("given", "found"),
+    [(None, None), ("", None), ("a-b:0", ("a-b", 0)), ("run:x:12", ("run:x", 12))],
+)
+def test_a_thread_streams_last_event_id_names_a_run_and_an_event(
+    given: str | None, found: tuple[str, int] | None
+) -> None:
+    assert thread_event_id(given) == found
+
+
+@pytest.mark.parametrize("given", ["12", ":3", "run:", "run:-1", "run:1e3", "run:" + "9" * 19])
+def test_a_thread_streams_last_event_id_of_another_form_is_refused(given: str) -> None:
+    with pytest.raises(ValueError, match="API_RUN_ID:NUMBER"):
+        thread_event_id(given)
 
 
 @pytest.mark.parametrize(

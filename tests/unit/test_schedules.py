@@ -1,15 +1,17 @@
 """Firing schedules, with the clock given: due times, the missed-window policy, thread
-schedules, lineage, and the checks made when a schedule is added."""
+schedules, lineage, schedules of made assistants, and the checks made when a schedule is
+added."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from stageline.config import Settings
 from stageline.errors import InputError
-from stageline.ledger import RunStatus, next_due
+from stageline.ledger import Assistant, RunStatus, next_due
 from stageline.runner import Runner
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC, a whole minute
@@ -96,3 +98,29 @@ async def test_a_bad_schedule_is_refused_when_added(runner: Runner) -> None:
     with pytest.raises(InputError, match="not a valid run id"):
         await runner.schedules.add("blog_post", "0 9 * * *", inputs=INPUTS, thread_id="../x")
     assert await runner.ledger.crons() == []
+
+
+async def test_a_schedule_of_a_made_assistant_runs_its_template_as_that_assistant(
+    runner: Runner,
+) -> None:
+    made = await runner.ledger.put_assistant(
+        Assistant(assistant_id=str(uuid.uuid4()), graph_id="blog_post", name="weekly")
+    )
+    cron = await runner.schedules.add(
+        "blog_post", "* * * * *", inputs=INPUTS, assistant_id=made.assistant_id, now=T0
+    )
+    assert (cron.assistant_id, cron.template) == (made.assistant_id, "blog_post")
+    [fired] = await runner.schedules.fire_due(now=T0 + 60)
+    assert (await runner.ledger.get_run(fired)).template == "blog_post"
+    meta = await runner.ledger.thread_meta(fired)
+    assert meta is not None
+    assert (meta.metadata["assistant_id"], meta.metadata["graph_id"]) == (
+        made.assistant_id,
+        "blog_post",
+    )
+    [api_run] = await runner.ledger.api_runs(fired)
+    assert api_run.assistant_id == made.assistant_id
+
+    await runner.ledger.delete_assistant(made.assistant_id)  # its schedule fires no more
+    assert await runner.schedules.fire_due(now=T0 + 120) == []
+    assert len(await runner.ledger.cron_fires(cron.cron_id)) == 1

@@ -109,7 +109,7 @@ def list_schedules(
     rows: list[list[Any]] = [
         [
             c.cron_id,
-            c.assistant_id,
+            c.template,
             c.schedule + (f" ({c.timezone})" if c.timezone else ""),
             _next(c) if c.enabled else "disabled",
             c.thread_id or "",

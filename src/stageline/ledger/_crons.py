@@ -67,7 +67,8 @@ def next_due(schedule: str, timezone: str | None, after: float) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class Cron:
-    """A schedule: it starts a run of ``assistant_id`` (a template) at each due time."""
+    """A schedule: it starts a run of ``assistant_id`` at each due time: a template, or an
+    assistant made from one (``payload["graph_id"]`` names the template then)."""
 
     cron_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     assistant_id: str
@@ -99,6 +100,11 @@ class Cron:
         data["metadata"] = json.loads(data["metadata"] or "{}")
         data["enabled"] = bool(data["enabled"])
         return cls(**data)
+
+    @property
+    def template(self) -> str:
+        """The template its runs are of."""
+        return str(self.payload.get("graph_id") or self.assistant_id)
 
     def due_after(self, after: float) -> float | None:
         """Its next due time after ``after``: None when disabled or past its end time."""

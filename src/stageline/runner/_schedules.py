@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stageline.errors import InputError, RunNotFound, StagelineError
-from stageline.ledger import ApiRun, Cron, LedgerStore, check_schedule
+from stageline.ledger import ApiRun, Assistant, Cron, LedgerStore, check_schedule
 from stageline.names import check_run_id
 from stageline.runner._graphs import Graphs
 from stageline.runner._lifecycle import Lifecycle
@@ -55,18 +55,23 @@ class Schedules:
         enabled: bool = True,
         created_by: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        assistant_id: str | None = None,
         now: float | None = None,
     ) -> Cron:
-        """Record a schedule of ``template``; its expression, time zone and inputs are checked
-        now (``InputError``), so that a bad one never waits to fail at its first due time."""
+        """Record a schedule of ``template`` (of the assistant ``assistant_id`` made from it,
+        when given: its runs start with that assistant's context as it is when they start);
+        its expression, time zone and inputs are checked now (``InputError``), so that a bad
+        one never waits to fail at its first due time."""
         check_schedule(schedule, timezone)
         if thread_id is not None:
             check_run_id(thread_id, "thread_id")
         made = self.graphs.load(template)
         self.graphs.check_inputs(made, dict(inputs or {}), new_run=True)
         payload = {**(extra or {}), "input": dict(inputs or {}), "context": dict(context or {})}
+        if assistant_id is not None and assistant_id != template:
+            payload["graph_id"] = template
         cron = Cron(
-            assistant_id=template,
+            assistant_id=assistant_id or template,
             schedule=schedule,
             thread_id=thread_id,
             timezone=timezone,
@@ -93,7 +98,7 @@ class Schedules:
             for key in ("input", "context"):
                 if key in changes:
                     payload[key] = dict(changes[key] or {})
-            made = self.graphs.load(cron.assistant_id)
+            made = self.graphs.load(cron.template)
             self.graphs.check_inputs(made, payload.get("input") or {}, new_run=True)
             fields["payload"] = payload
         return await self.ledger.update_cron(cron_id, fields, now=now)
@@ -127,16 +132,24 @@ class Schedules:
             if await self.ledger.claim_fire(cron, run_id=run_id, next_run_at=following, now=now):
                 _log.info("schedule %s: thread %s has run already", cron.cron_id, run_id)
             return None
+        assistant = await self._assistant(cron)
+        if assistant is None and cron.template != cron.assistant_id:  # deleting it deletes this
+            _log.warning("schedule %s: its assistant %s is gone", cron.cron_id, cron.assistant_id)
+            return None
         if not await self.ledger.claim_fire(cron, run_id=run_id, next_run_at=following, now=now):
             return None  # another process fired this due time
         payload = cron.payload
+        context = {**(assistant.context if assistant else {}), **(payload.get("context") or {})}
         run = await self.lifecycle.create(
-            cron.assistant_id,
-            payload.get("input") or {},
-            run_id=run_id,
-            context=payload.get("context") or None,
+            cron.template, payload.get("input") or {}, run_id=run_id, context=context or None
         )
-        lineage = {"cron_id": cron.cron_id}
+        lineage: dict[str, Any] = {"cron_id": cron.cron_id}
+        if assistant is not None:  # as a run the assistant started over the API says
+            lineage |= {
+                "graph_id": assistant.graph_id,
+                "assistant_id": assistant.assistant_id,
+                "assistant_version": assistant.version,
+            }
         found = await self.ledger.thread_meta(run_id)
         await self.ledger.set_thread_metadata(
             run_id, {**cron.metadata, **(found.metadata if found else {}), **lineage}
@@ -151,6 +164,12 @@ class Schedules:
         )
         _log.info("schedule %s fired run %s", cron.cron_id, run.run_id)
         return run.run_id
+
+    async def _assistant(self, cron: Cron) -> Assistant | None:
+        """The made assistant a schedule starts runs of (None: a template's own)."""
+        if cron.template == cron.assistant_id:
+            return None
+        return await self.ledger.assistant(cron.assistant_id)
 
     async def _started(self, run_id: str) -> bool:
         try:

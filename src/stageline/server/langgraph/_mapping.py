@@ -160,7 +160,7 @@ def thread_json(
             if task.interrupts:
                 interrupts[task.id] = [interrupt_json(i) for i in task.interrupts]
     state_at = snapshot.created_at if snapshot is not None else None
-    return {
+    shown: dict[str, Any] = {
         "thread_id": thread_id,
         "created_at": iso(created),
         "updated_at": iso(updated),
@@ -168,8 +168,13 @@ def thread_json(
         "metadata": jsonable(thread_metadata(run, meta)),
         "status": thread_status(run, busy),
         "config": _thread_config(thread_id, run),
-        "error": run.error if run is not None and run.status is RunStatus.FAILED else None,
+        "values": None,
+    }
+    if run is None:  # as LangGraph's: no values yet, and no error or interrupts keys
+        return shown
+    return shown | {
         "values": public_values(snapshot.values) if snapshot is not None else {},
+        "error": run.error if run.status is RunStatus.FAILED else None,
         "interrupts": interrupts,
     }
 

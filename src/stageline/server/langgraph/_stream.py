@@ -20,7 +20,14 @@ from stageline.server.langgraph._events import EventLog
 from stageline.server.langgraph._lookup import config_of
 from stageline.server.langgraph._mapping import interrupt_json, jsonable, public_values
 
-__all__ = ["STREAM_MODES", "THREAD_STREAM_MODES", "sse", "stream_run", "thread_stream"]
+__all__ = [
+    "STREAM_MODES",
+    "THREAD_STREAM_MODES",
+    "sse",
+    "stream_run",
+    "thread_event_id",
+    "thread_stream",
+]
 
 STREAM_MODES = ("values", "updates")
 """The stream modes a run not followed live is shown in (from its checkpoints)."""
@@ -33,7 +40,7 @@ THREAD_POLL = 0.2
 """Seconds between two looks for a thread's new runs (its stream)."""
 
 
-def sse(event: str, data: Any, number: int | None = None) -> bytes:
+def sse(event: str, data: Any, number: int | str | None = None) -> bytes:
     head = "" if number is None else f"id: {number}\n"
     return f"{head}event: {event}\ndata: {json.dumps(jsonable(data))}\n\n".encode()
 
@@ -79,10 +86,12 @@ async def stream_run(
     metadata: bool = True,
     log: EventLog | None = None,
     after: int = 0,
+    id_prefix: str = "",
 ) -> AsyncIterator[bytes]:
     """Events of ``api_run`` until its advance (``task``) has ended: those of its ``log``
-    after number ``after``, or else those read from its checkpoints after ``start`` (None:
-    from the thread's beginning); the ``metadata`` event first unless told not."""
+    after number ``after`` (each with its number, after ``id_prefix``, as SSE ``id``), or else
+    those read from its checkpoints after ``start`` (None: from the thread's beginning); the
+    ``metadata`` event first unless told not."""
     if metadata:
         yield sse(
             "metadata", {"run_id": api_run.api_run_id, "thread_id": api_run.run_id, "attempt": 1}
@@ -90,7 +99,7 @@ async def stream_run(
     if log is not None:
         async for number, event, data in log.follow(after):
             if _wanted(event, modes):
-                yield sse(event, data, number)
+                yield sse(event, data, f"{id_prefix}{number}")
     if log is None or not (log.fed or after):  # not followed live: its checkpoints
         async for saved in _saved(runner, api_run, template, modes, start, task):
             yield saved
@@ -134,6 +143,17 @@ async def _saved(
                 yield sse(mode, {"__interrupt__": waiting})
 
 
+def thread_event_id(last_event_id: str | None) -> tuple[str, int] | None:
+    """A thread stream's ``Last-Event-ID`` (``API_RUN_ID:NUMBER``, as its events' ids) as
+    ``(api_run_id, number)``; None when not given; ``ValueError`` when it is no such id."""
+    if not last_event_id:
+        return None
+    api_run_id, _, number = last_event_id.rpartition(":")
+    if not api_run_id or not number.isdigit() or len(number) > 18:
+        raise ValueError("Last-Event-ID of a thread stream is API_RUN_ID:NUMBER (an event's id)")
+    return api_run_id, int(number)
+
+
 async def thread_stream(
     runner: Runner,
     thread_id: str,
@@ -141,29 +161,50 @@ async def thread_stream(
     follow: Callable[
         [str], tuple[asyncio.Future[Any] | None, str | None, list[str], EventLog | None]
     ],
+    resume: tuple[str, int] | None = None,
 ) -> AsyncIterator[bytes]:
     """A thread's runs as they come, until the client goes: each one's events (``run_modes``:
-    in the modes it was started with; ``lifecycle``: its ``metadata`` only), then a
-    ``metadata`` event ``{"status": "run_done", "run_id"}``. ``follow`` gives an API run's
-    task, start checkpoint, modes and live events (its task None once it ended)."""
-    seen = {r.api_run_id for r in await runner.ledger.api_runs(thread_id) if r.status.done}
+    in the modes it was started with, each with its id ``API_RUN_ID:NUMBER``; ``lifecycle``: its
+    ``metadata`` only), then a ``metadata`` event ``{"status": "run_done", "run_id"}``.
+    ``follow`` gives an API run's task, start checkpoint, modes and live events (its task None
+    once it ended). ``resume`` (``Last-Event-ID``): the events after that one first, those of
+    its run and of the runs after it, as far as the server keeps them; then as they come."""
+    listed = list(reversed(await runner.ledger.api_runs(thread_id)))  # oldest first
+    ids = [r.api_run_id for r in listed]
+    after: dict[str, int] = {}
+    if resume is not None and resume[0] in ids:
+        seen = set(ids[: ids.index(resume[0])])
+        after[resume[0]] = resume[1]
+    else:
+        seen = {r.api_run_id for r in listed if r.status.done}
     while True:
         for api_run in reversed(await runner.ledger.api_runs(thread_id)):  # oldest first
-            if api_run.api_run_id in seen:
+            key = api_run.api_run_id
+            if key in seen:
                 continue
-            seen.add(api_run.api_run_id)
-            task, start, own, log = follow(api_run.api_run_id)
+            seen.add(key)
+            task, start, own, log = follow(key)
             run = await runner.ledger.get_run(thread_id)
-            if "run_modes" in modes:
+            resumed = key in after  # its metadata sent already; its events while kept
+            if "run_modes" in modes and not (resumed and log is None):
                 async for event in stream_run(
-                    runner, api_run, run.template, own, start, task, log=log
+                    runner,
+                    api_run,
+                    run.template,
+                    own,
+                    start,
+                    task,
+                    metadata=not resumed,
+                    log=log,
+                    after=after.get(key, 0),
+                    id_prefix=f"{key}:",
                 ):
                     yield event
-            else:
-                if "lifecycle" in modes:
-                    yield sse("metadata", {"run_id": api_run.api_run_id, "attempt": 1})
+            elif "run_modes" not in modes:
+                if "lifecycle" in modes and not resumed:
+                    yield sse("metadata", {"run_id": key, "attempt": 1})
                 if task is not None:
                     await asyncio.wait({task})
             if "run_modes" in modes or "lifecycle" in modes:
-                yield sse("metadata", {"status": "run_done", "run_id": api_run.api_run_id})
+                yield sse("metadata", {"status": "run_done", "run_id": key})
         await asyncio.sleep(THREAD_POLL)

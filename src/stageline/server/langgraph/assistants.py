@@ -164,6 +164,8 @@ async def delete_assistant(
         for thread_id in threads:
             await runner.delete(thread_id)
     await runner.ledger.delete_assistant(assistant_id)
+    for cron in await runner.ledger.crons(assistant_id=assistant_id):  # as LangGraph: its crons
+        await runner.ledger.delete_cron(cron.cron_id)
     return Response(status_code=204)
 
 
@@ -221,19 +223,32 @@ def state_schema(name: str, state: type[Any]) -> dict[str, Any]:
     }
 
 
-@router.get("/assistants/{assistant_id}/schemas", summary="The template's state schema")
+def _io_schema(graph: Any, which: str, declared: type[Any] | None) -> dict[str, Any] | None:
+    """The graph's input or output schema (its state's, unless it declares one of its own) as
+    LangGraph describes it; where pydantic cannot (a ``typing.TypedDict`` on Python < 3.12,
+    where LangGraph's server answers null), each key described as ``state_schema`` does."""
+    try:
+        return dict(jsonable(getattr(graph, f"get_{which}_jsonschema")()))
+    except Exception:
+        return None if declared is None else state_schema(declared.__name__, declared)
+
+
+@router.get(
+    "/assistants/{assistant_id}/schemas", summary="The template's input, output and state schemas"
+)
 async def get_assistant_schemas(
     assistant_id: str, runner: RunnerDep, _actor: Reader
 ) -> dict[str, Any]:
     graph_id = (await find_assistant(runner, assistant_id)).graph_id
     template = runner.load(graph_id)
-    schema = state_schema(graph_id, template.state)
+    graph = runner.graph(graph_id)
+    builder = getattr(graph, "builder", None)
     context = getattr(template, "context_schema", None)  # what a run's context may hold
     return {
         "graph_id": graph_id,
-        "input_schema": schema,
-        "output_schema": schema,
-        "state_schema": schema,
+        "input_schema": _io_schema(graph, "input", getattr(builder, "input_schema", None)),
+        "output_schema": _io_schema(graph, "output", getattr(builder, "output_schema", None)),
+        "state_schema": state_schema(graph_id, template.state),
         "config_schema": None,
         "context_schema": None if context is None else state_schema(context.__name__, context),
     }

@@ -12,8 +12,9 @@ from stageline.ledger import Cron
 from stageline.runner import Runner
 from stageline.server._auth import require_scope
 from stageline.server._state import get_runner
+from stageline.server.langgraph._assistants import find_assistant
 from stageline.server.langgraph._errors import LANGGRAPH_ERRORS
-from stageline.server.langgraph._lookup import find_thread, known_assistant, unprocessable
+from stageline.server.langgraph._lookup import find_thread, unprocessable
 from stageline.server.langgraph._mapping import iso, jsonable
 from stageline.server.langgraph._models import CronCount, CronCreate, CronPatch, CronSearch
 
@@ -49,10 +50,10 @@ def cron_json(cron: Cron) -> dict[str, Any]:
 
 
 async def _create(runner: Runner, body: CronCreate, thread_id: str | None, actor: str) -> Cron:
-    assistant = known_assistant(runner, body.assistant_id)
+    found = await find_assistant(runner, body.assistant_id)  # a template, or one made of it
     with unprocessable():
         return await runner.schedules.add(
-            assistant,
+            found.graph_id,
             body.schedule,
             inputs=body.input,
             context=body.context,
@@ -63,6 +64,7 @@ async def _create(runner: Runner, body: CronCreate, thread_id: str | None, actor
             enabled=body.enabled,
             created_by=actor,
             extra={"config": body.config} if body.config else None,
+            assistant_id=found.assistant_id,
         )
 
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from stageline.errors import StagelineError
-from stageline.ledger import ApiRun, ApiRunStatus, RunStatus
+from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus
 from stageline.names import check_run_id
 from stageline.runner import Runner, new_run_id
 from stageline.server._advancer import Advancer
@@ -217,20 +217,28 @@ async def _stream(
     actor: str,
 ) -> StreamingResponse:
     api_run, task, start = await _accept(request, runner, advancer, body, thread_id, actor)
-    modes = _modes(body.stream_mode)
     run = await runner.ledger.get_run(api_run.run_id)
+    log = ApiRuns.of(request).log_of(api_run.api_run_id)
+    return _events(
+        runner, api_run, run, _modes(body.stream_mode), start, task, _location(api_run), log=log
+    )
+
+
+def _events(
+    runner: Runner,
+    api_run: ApiRun,
+    run: Run,
+    modes: list[str],
+    start: str | None,
+    task: asyncio.Task[None] | None,
+    headers: dict[str, str] | None = None,
+    **options: Any,
+) -> StreamingResponse:
+    """The API run's events as server-sent events (``stream_run``, given ``options``)."""
     return StreamingResponse(
-        stream_run(
-            runner,
-            api_run,
-            run.template,
-            modes,
-            start,
-            task,
-            log=ApiRuns.of(request).log_of(api_run.api_run_id),
-        ),
+        stream_run(runner, api_run, run.template, modes, start, task, **options),
         media_type="text/event-stream",
-        headers=_location(api_run),
+        headers=headers,
     )
 
 
@@ -336,19 +344,9 @@ async def join_stream(
     # of the modes asked for only when some are (``?stream_mode=`` asks for none).
     own, asked = tracker.modes_of(api_run.api_run_id), _modes(stream_mode)
     modes = [m for m in own if m in asked] if asked else own
-    return StreamingResponse(
-        stream_run(
-            runner,
-            api_run,
-            run.template,
-            modes,
-            start,
-            task,
-            metadata=not asked or "metadata" in asked,
-            log=log,
-            after=after,
-        ),
-        media_type="text/event-stream",
+    metadata = not asked or "metadata" in asked
+    return _events(
+        runner, api_run, run, modes, start, task, metadata=metadata, log=log, after=after
     )
 
 
@@ -364,19 +362,21 @@ async def cancel_run(
     actor: Admin,
     wait: Annotated[bool, Query()] = False,
     action: Annotated[str, Query(pattern="^(interrupt|rollback)$")] = "interrupt",
-) -> dict[str, Any]:
+) -> Response:
+    """As LangGraph's: 202 (no body), or with ``wait`` ``{}`` once the run has ended (a
+    cancelled run has no values of its own); 404 when the thread has finished."""
     api_run = await _api_run(runner, thread_id, run_id)
     tracker = ApiRuns.of(request)
     run = await runner.ledger.get_run(thread_id)
     if run.status.terminal:
         raise HTTPException(
-            409, f"thread {thread_id}'s run is already {run.status}; there is nothing to cancel"
+            404, f"thread {thread_id}'s run is already {run.status}; there is nothing to cancel"
         )
     await _cancel(runner, tracker, api_run, actor)
-    if wait:
-        await tracker.join(runner, api_run)
-    current = await runner.ledger.api_run(api_run.api_run_id) or api_run
-    return api_run_json(current, await tracker.status(runner, current))
+    if not wait:
+        return Response(status_code=202)
+    await tracker.join(runner, api_run)
+    return JSONResponse({})
 
 
 async def _cancel(runner: Runner, tracker: ApiRuns, api_run: ApiRun, actor: str) -> None:

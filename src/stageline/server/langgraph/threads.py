@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from stageline.errors import InputError, RunNotFound
@@ -43,7 +43,11 @@ from stageline.server.langgraph._models import (
     before_id,
 )
 from stageline.server.langgraph._resolve import is_resolve, resolve
-from stageline.server.langgraph._stream import THREAD_STREAM_MODES, thread_stream
+from stageline.server.langgraph._stream import (
+    THREAD_STREAM_MODES,
+    thread_event_id,
+    thread_stream,
+)
 
 __all__ = ["describe", "router"]
 
@@ -125,7 +129,7 @@ async def _matching(
     chosen.sort(key=lambda c: (str(c[3][key]), c[0]), reverse=descending)
     for thread_id, its_run, meta, _brief in chosen:
         shown = await describe(request, runner, thread_id, (its_run, meta))
-        if not body.values or matches(shown["values"], body.values):
+        if not body.values or matches(shown["values"] or {}, body.values):
             yield shown
 
 
@@ -243,7 +247,7 @@ async def copy_thread(
 @router.get(
     "/threads/{thread_id}/stream",
     summary="Follow a thread: each of its runs' events as they come, then a run_done "
-    "metadata event, until the client goes",
+    "metadata event, until the client goes (after Last-Event-ID first, when given)",
 )
 async def join_thread_stream(
     thread_id: str,
@@ -252,8 +256,13 @@ async def join_thread_stream(
     _actor: Reader,
     stream_mode: Annotated[list[str] | None, Query()] = None,
     stream_modes: Annotated[str | None, Query()] = None,
+    last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     await find_thread(runner, thread_id)
+    try:
+        resume = thread_event_id(last_event_id)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
     asked = [m.strip() for m in (stream_mode or []) + (stream_modes or "").split(",")]
     modes = [m for m in asked if m] or ["run_modes"]
     for mode in modes:
@@ -269,7 +278,7 @@ async def join_thread_stream(
         return tracker.task(key), tracker.start_of(key), tracker.modes_of(key), tracker.log_of(key)
 
     return StreamingResponse(
-        thread_stream(runner, thread_id, modes, follow), media_type="text/event-stream"
+        thread_stream(runner, thread_id, modes, follow, resume), media_type="text/event-stream"
     )
 
 
