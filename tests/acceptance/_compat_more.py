@@ -8,6 +8,7 @@ threads, runs, crons, store) is called at least once.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -164,9 +165,43 @@ def _cancel_without_waiting(rec: Recorder, client: SyncLangGraphClient) -> None:
 
 
 def _v3_stream(rec: Recorder, client: SyncLangGraphClient) -> None:
+    """LangGraph's v3 thread streams (server-sent events): a run to its end; a run to its
+    interrupt, answered; the same thread reattached; what the protocol refuses."""
+
     def session() -> Any:
         with client.threads.stream(assistant_id="plain") as stream:
-            stream.run.start(input={"name": "v3"})
-            return stream.output
+            started = stream.run.start(input={"name": "v3"})
+            return {"started": sorted(started), "output": stream.output}
 
     rec.call("threads.stream(v3 protocol)", session, norm)
+    tid = ""
+
+    def interrupted() -> Any:
+        nonlocal tid
+        with client.threads.stream(assistant_id="review") as stream:
+            stream.run.start(input={"email": "v3"})
+            for _ in range(1200):  # the SDK's watcher sees the interrupt on its own stream
+                if stream.interrupted:
+                    break
+                time.sleep(0.05)
+            tid = stream.thread_id
+            waiting = [
+                {k: v for k, v in i.items() if k != "interrupt_id"} for i in stream.interrupts
+            ]
+            answered = stream.run.respond([{"type": "accept", "args": None}])
+            return {"waiting": waiting, "answered": answered, "output": stream.output}
+
+    rec.call("threads.stream(v3, interrupt answered)", interrupted, norm)
+    rec.call("threads.get(after v3)", lambda: client.threads.get(tid), lambda f: pick(f, "status"))
+
+    def reattached() -> Any:
+        with client.threads.stream(tid, assistant_id="review") as stream:
+            return stream.output
+
+    rec.call("threads.stream(v3, reattached)", reattached, norm)
+
+    def unknown() -> Any:
+        with client.threads.stream(assistant_id="nosuch") as stream:
+            return stream.run.start(input={})
+
+    rec.call("threads.stream(v3, unknown assistant)", unknown, norm)

@@ -55,8 +55,6 @@ DIFFERENCES: dict[str, str] = {
     "assistants.get_schemas": "review's state is a typing.TypedDict, which pydantic cannot "
     "describe on Python < 3.12: LangGraph's input_schema and output_schema are null there, "
     "stageline describes each key (README: Assistants, get_schemas)",
-    "threads.stream(v3 protocol)": "LangGraph's v3 thread streams are not supported (404; "
-    "README: 'Not supported')",
 }
 """Call -> why stageline answers otherwise, on purpose (README, "LangGraph SDK clients")."""
 

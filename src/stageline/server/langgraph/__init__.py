@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server.langgraph import assistants, crons, runs, store, threads
+from stageline.server.langgraph import assistants, crons, runs, store, threads, threads_stream
 
 __all__ = ["ROUTERS"]
 
 ROUTERS: list[APIRouter] = [
     assistants.router,
+    threads_stream.router,
     threads.router,
     crons.router,
     runs.router,

@@ -27,7 +27,7 @@ from stageline.server.langgraph._mapping import api_run_json, interrupt_json, pu
 from stageline.server.langgraph._models import RunCreate, RunsCancel
 from stageline.server.langgraph._stream import stream_run
 
-__all__ = ["router"]
+__all__ = ["accept_run", "router"]
 
 router = APIRouter(tags=["langgraph: runs"], responses=LANGGRAPH_ERRORS)
 Reader = Annotated[str, Depends(require_scope("read"))]
@@ -39,7 +39,7 @@ WAIT_HEARTBEAT = 5.0
 """Seconds between two blank lines a ``wait`` answer sends while its run goes on."""
 
 
-async def _accept(
+async def accept_run(
     request: Request,
     runner: Runner,
     advancer: Advancer,
@@ -135,7 +135,7 @@ async def create_run(
     advancer: AdvancerDep,
     actor: Decider,
 ) -> JSONResponse:
-    api_run, _task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
+    api_run, _task, _start = await accept_run(request, runner, advancer, body, thread_id, actor)
     return JSONResponse(api_run_json(api_run), headers=_location(api_run))
 
 
@@ -143,7 +143,7 @@ async def create_run(
 async def create_stateless_run(
     body: RunCreate, request: Request, runner: RunnerDep, advancer: AdvancerDep, actor: Decider
 ) -> JSONResponse:
-    api_run, _task, _start = await _accept(request, runner, advancer, body, None, actor)
+    api_run, _task, _start = await accept_run(request, runner, advancer, body, None, actor)
     return JSONResponse(api_run_json(api_run), headers=_location(api_run))
 
 
@@ -155,7 +155,7 @@ async def _wait(
     thread_id: str | None,
     actor: str,
 ) -> StreamingResponse:
-    api_run, task, _start = await _accept(request, runner, advancer, body, thread_id, actor)
+    api_run, task, _start = await accept_run(request, runner, advancer, body, thread_id, actor)
     return _answer_when_done(runner, api_run, task)
 
 
@@ -216,7 +216,7 @@ async def _stream(
     thread_id: str | None,
     actor: str,
 ) -> StreamingResponse:
-    api_run, task, start = await _accept(request, runner, advancer, body, thread_id, actor)
+    api_run, task, start = await accept_run(request, runner, advancer, body, thread_id, actor)
     run = await runner.ledger.get_run(api_run.run_id)
     log = ApiRuns.of(request).log_of(api_run.api_run_id)
     return _events(
@@ -467,6 +467,6 @@ async def create_run_batch(
 ) -> list[dict[str, Any]]:
     made = []
     for one in body:  # each is checked as it comes: one refused leaves those before it running
-        api_run, _task, _start = await _accept(request, runner, advancer, one, None, actor)
+        api_run, _task, _start = await accept_run(request, runner, advancer, one, None, actor)
         made.append(api_run_json(api_run))
     return made
