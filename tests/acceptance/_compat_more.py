@@ -205,3 +205,13 @@ def _v3_stream(rec: Recorder, client: SyncLangGraphClient) -> None:
             return stream.run.start(input={})
 
     rec.call("threads.stream(v3, unknown assistant)", unknown, norm)
+
+    def socket() -> Any:
+        key = client.http.client.headers.get("x-api-key", "")  # a handshake sends only these
+        with client.threads.stream(
+            assistant_id="plain", transport="websocket", headers={"x-api-key": key}
+        ) as stream:
+            stream.run.start(input={"name": "ws"})
+            return stream.output
+
+    rec.call("threads.stream(v3, websocket)", socket, norm)

@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from server_fixtures import Server, make_project
 
@@ -179,13 +181,96 @@ async def test_commands_and_streams_answer_errors_as_the_protocol_says(server: S
         assert refused.value.response.status_code == 403
 
 
-async def test_the_websocket_transport_is_refused_clearly(server: Server) -> None:
-    """Commands go over HTTP with either transport; the event stream's upgrade is refused with
-    close code 4400 (4000 + a 4xx: the SDK does not retry it), so waiting on the run fails."""
+async def test_the_websocket_transport_streams_the_same(server: Server) -> None:
+    """The SDK sends commands over HTTP and opens its event streams as WebSockets; its
+    handshake carries only the stream's own headers, so the token goes there."""
+    token = {"x-api-key": server.tokens["decide"]}
     client = sdk(server)
-    async with client, client.threads.stream(assistant_id="plain", transport="websocket") as thread:
-        await thread.run.start(input={"name": "x"})
-        with pytest.raises(Exception) as refused:
-            await thread.output
-    assert not isinstance(refused.value, TimeoutError)
-    assert "4400" in repr(refused.value) or "sse" in str(refused.value)
+    async with client:
+        async with client.threads.stream(
+            assistant_id="review", transport="websocket", headers=token
+        ) as thread:
+            await thread.run.start(input={"email": "ws"})
+            await until(lambda: thread.interrupted)
+            assert [i["namespace"] for i in thread.interrupts] == [[]]
+            await thread.run.respond([{"type": "accept", "args": None}])
+            assert await thread.output == {"email": "ws", "reply": "Thanks for: ws"}
+        async with client.threads.stream(
+            assistant_id="plain", transport="websocket", headers=token
+        ) as thread:
+            await thread.run.start(input={"name": "ws"})
+            seen = []
+            async for event in thread.subscribe(["values", "lifecycle"]):
+                seen.append(event["method"])
+                if (
+                    event["method"] == "lifecycle"
+                    and event["params"]["data"]["event"] == "completed"
+                ):
+                    break
+            assert seen[0] == "lifecycle" and "values" in seen
+        async with client.threads.stream(assistant_id="plain", transport="websocket") as bare:
+            await bare.run.start(
+                input={"name": "x"}
+            )  # commands go over HTTP, with the client's key
+            with pytest.raises(Exception) as refused:
+                await bare.output
+    assert "4401" in repr(refused.value)
+
+
+async def test_a_websocket_takes_commands_and_subscriptions_itself(server: Server) -> None:
+    async with sdk(server) as client:
+        tid = (await client.threads.create())["thread_id"]
+    url = server.url.replace("http://", "ws://") + f"/threads/{tid}/stream/events"
+    read_only = {"x-api-key": server.tokens["read"]}
+    async with connect(url, additional_headers={"x-api-key": server.tokens["decide"]}) as socket:
+        await socket.send(
+            json.dumps(
+                {
+                    "id": 1,
+                    "method": "subscription.subscribe",
+                    "params": {"channels": ["lifecycle", "values"]},
+                }
+            )
+        )
+        subscribed = json.loads(await socket.recv())
+        assert subscribed["type"] == "success" and subscribed["result"]["subscription_id"]
+        await socket.send(
+            json.dumps(
+                {
+                    "id": 2,
+                    "method": "run.start",
+                    "params": {"assistant_id": "plain", "input": {"name": "Bo"}},
+                }
+            )
+        )
+        frames = []
+        while not any(
+            f.get("params", {}).get("data", {}).get("event") == "completed" for f in frames
+        ):
+            frames.append(json.loads(await socket.recv()))
+        [started] = [f for f in frames if f.get("id") == 2]
+        assert started["type"] == "success" and "run_id" in started["result"]
+        events = [f for f in frames if f.get("type") == "event"]
+        assert {e["method"] for e in events} == {"lifecycle", "values"}
+        await socket.send(
+            json.dumps(
+                {
+                    "id": 3,
+                    "method": "subscription.unsubscribe",
+                    "params": {"subscription_id": "nope"},
+                }
+            )
+        )
+        assert json.loads(await socket.recv())["error"] == "no_such_subscription"
+        await socket.send("not json")
+        assert json.loads(await socket.recv())["error"] == "invalid_argument"
+    async with connect(url, additional_headers=read_only) as socket:
+        await socket.send(
+            json.dumps({"id": 1, "method": "run.start", "params": {"assistant_id": "plain"}})
+        )
+        assert json.loads(await socket.recv())["error"] == "permission_denied"
+    missing = url.replace(tid, "00000000-0000-4000-8000-000000000000")
+    async with connect(missing, additional_headers=read_only) as socket:
+        with pytest.raises(ConnectionClosed) as closed:
+            await socket.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4404

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from stageline.server.langgraph import assistants, crons, runs, store, threads, threads_stream
+from stageline.server.langgraph import (
+    assistants,
+    crons,
+    runs,
+    store,
+    threads,
+    threads_socket,
+    threads_stream,
+)
 
 __all__ = ["ROUTERS"]
 
 ROUTERS: list[APIRouter] = [
     assistants.router,
     threads_stream.router,
+    threads_socket.router,
     threads.router,
     crons.router,
     runs.router,

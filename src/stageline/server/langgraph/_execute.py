@@ -20,7 +20,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException
+from starlette.requests import HTTPConnection
 
 from stageline.errors import RunNotFound, StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Assistant, Run, RunStatus, Wait, WaitKind
@@ -63,7 +64,7 @@ class ApiRuns:
         self._logs: OrderedDict[str, EventLog] = OrderedDict()
 
     @classmethod
-    def of(cls, request: Request) -> ApiRuns:
+    def of(cls, request: HTTPConnection) -> ApiRuns:
         found = getattr(request.app.state, "langgraph_runs", None)
         if found is None:
             found = cls()
@@ -182,7 +183,7 @@ class ApiRuns:
             await asyncio.sleep(JOIN_POLL)
 
 
-async def thread_busy(request: Request, runner: Runner, thread_id: str) -> bool:
+async def thread_busy(request: HTTPConnection, runner: Runner, thread_id: str) -> bool:
     """Whether an API run of this server, or a live process, advances the thread's run."""
     if ApiRuns.of(request).busy(thread_id):
         return True

@@ -15,10 +15,11 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from stageline.errors import StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, RunStatus
@@ -27,7 +28,7 @@ from stageline.server.langgraph._events import EventLog
 from stageline.server.langgraph._lookup import snapshot
 from stageline.server.langgraph._mapping import interrupt_json, jsonable
 
-__all__ = ["CHANNELS", "Feeds", "ThreadFeed", "channel_of", "wanted"]
+__all__ = ["CHANNELS", "Feeds", "Filter", "ThreadFeed", "channel_of"]
 
 _log = logging.getLogger("stageline.server")
 
@@ -44,27 +45,82 @@ def channel_of(method: str) -> str:
     return method.split(".", 1)[0]
 
 
-def wanted(
-    event: Mapping[str, Any],
-    channels: set[str],
-    namespaces: list[list[str]] | None,
-    depth: int | None,
-) -> bool:
-    """Whether a stream asking for ``channels`` (under ``namespaces``, ``depth`` deep) gets
-    ``event``."""
-    channel = channel_of(str(event.get("method")))
-    if channel not in channels and not (
-        channel == "custom" and any(c.startswith("custom:") for c in channels)
-    ):
-        return False
-    if namespaces is None:
-        return True
-    params = event.get("params")
-    found = list(params.get("namespace") or []) if isinstance(params, Mapping) else []
-    return any(
-        found[: len(prefix)] == prefix and (depth is None or len(found) - len(prefix) <= depth)
-        for prefix in namespaces
-    )
+@dataclass(frozen=True)
+class Filter:
+    """What a stream asks for: its channels, under which namespaces, how deep, after which
+    ``seq`` (``since``; None: from the start of the thread's latest API run)."""
+
+    channels: frozenset[str]
+    namespaces: list[list[str]] | None = None
+    depth: int | None = None
+    since: int | None = None
+
+    @classmethod
+    def of(cls, body: Any) -> Filter | str:
+        """The filter a stream's body (or ``subscription.subscribe``'s params) asks for, or
+        why it cannot be served (LangGraph's words)."""
+        body = body if isinstance(body, Mapping) else {}
+        channels = body.get("channels")
+        if not isinstance(channels, list) or not channels:
+            return "channels is required and must be a non-empty array"
+        bad = [
+            c if isinstance(c, str) else repr(c)
+            for c in channels
+            if not (isinstance(c, str) and (c in CHANNELS or (c.startswith("custom:") and c[7:])))
+        ]
+        if bad:
+            return (
+                f"channels contains unsupported entries: {', '.join(bad[:5])}. Allowed: "
+                "values, updates, messages, tools, custom, lifecycle, input, tasks, or any "
+                "`custom:<name>`."
+            )
+        namespaces = body.get("namespaces")
+        if not (
+            isinstance(namespaces, list)
+            and all(isinstance(n, list) and all(isinstance(s, str) for s in n) for n in namespaces)
+        ):
+            namespaces = None
+        depth, since = _count(body.get("depth")), _count(body.get("since"))
+        return cls(frozenset(channels), namespaces, depth, since)
+
+    def wanted(self, event: Mapping[str, Any]) -> bool:
+        """Whether the stream gets ``event``."""
+        channel = channel_of(str(event.get("method")))
+        if channel not in self.channels and not (
+            channel == "custom" and any(c.startswith("custom:") for c in self.channels)
+        ):
+            return False
+        if self.namespaces is None:
+            return True
+        params = event.get("params")
+        found = list(params.get("namespace") or []) if isinstance(params, Mapping) else []
+        return any(
+            found[: len(prefix)] == prefix
+            and (self.depth is None or len(found) - len(prefix) <= self.depth)
+            for prefix in self.namespaces
+        )
+
+    async def follow(
+        self, feed: ThreadFeed, heartbeat: float
+    ) -> AsyncIterator[dict[str, Any] | None]:
+        """The events the stream gets, as they come, forever; None after ``heartbeat`` seconds
+        without one."""
+        seen = feed.latest_start if self.since is None else self.since
+        while True:
+            await feed.wait(seen, heartbeat)
+            if feed.seq <= seen:
+                yield None
+                continue
+            for event in feed.events[seen:]:
+                seen = event["seq"]
+                if self.wanted(event):
+                    yield event
+
+
+def _count(value: Any) -> int | None:
+    """A count from JSON (not a boolean, not negative), or None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
 
 
 class ThreadFeed:
@@ -119,7 +175,7 @@ class Feeds:
         self._pumps: set[asyncio.Task[None]] = set()
 
     @classmethod
-    def of(cls, request: Request) -> Feeds:
+    def of(cls, request: HTTPConnection) -> Feeds:
         found = getattr(request.app.state, "langgraph_feeds", None)
         if found is None:
             found = cls()

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.requests import HTTPConnection
 
 from stageline.errors import StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Run, RunStatus
@@ -40,7 +41,7 @@ WAIT_HEARTBEAT = 5.0
 
 
 async def accept_run(
-    request: Request,
+    request: HTTPConnection,
     runner: Runner,
     advancer: Advancer,
     body: RunCreate,
