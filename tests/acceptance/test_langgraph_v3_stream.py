@@ -159,6 +159,21 @@ async def test_commands_and_streams_answer_errors_as_the_protocol_says(server: S
             ({"id": 4, "method": "input.respond", "params": {}}, "invalid_argument"),
             ({"id": 5, "method": "input.respond", "params": {"interrupt_id": "x"}}, "no_such_run"),
             ({"id": 6, "method": "subscription.subscribe", "params": {}}, "not_supported"),
+            (
+                {
+                    "id": 7,
+                    "method": "run.start",
+                    "params": {
+                        "assistant_id": "plain",
+                        "config": {"configurable": {"checkpoint_id": "x"}},
+                    },
+                },
+                "not_supported",
+            ),
+            (
+                {"id": 8, "method": "input.respond", "params": {"interrupt_id": "x", "goto": "a"}},
+                "not_supported",
+            ),
         ]:
             answer = await send(body)
             assert answer.status_code == 200, answer.text

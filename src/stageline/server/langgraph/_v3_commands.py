@@ -106,6 +106,15 @@ def _run_start(command_id: int, params: dict[str, Any]) -> RunCreate:
     assistant_id = params.get("assistant_id")
     if not isinstance(assistant_id, str) or not assistant_id:
         raise Refused(command_id, "invalid_argument", "run.start requires an assistant_id.")
+    config = params.get("config")
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    if isinstance(configurable, dict) and configurable.get("checkpoint_id") is not None:
+        raise Refused(
+            command_id,
+            "not_supported",
+            "run.start from a checkpoint is not supported; fork a run at a checkpoint with "
+            "POST /v1/runs/{id}/fork or stageline fork",
+        )
     try:
         return RunCreate(
             assistant_id=assistant_id,
@@ -148,6 +157,13 @@ def _responses(command_id: int, params: dict[str, Any]) -> dict[str, Any]:
 async def _input_respond(
     runner: Runner, thread_id: str, command_id: int, params: dict[str, Any]
 ) -> RunCreate:
+    if params.get("update") is not None or params.get("goto") is not None:
+        raise Refused(
+            command_id,
+            "not_supported",
+            "input.respond's update and goto are not supported; change a thread's state "
+            "with threads.update_state",
+        )
     answers = _responses(command_id, params)
     try:
         run, meta = await find_thread(runner, thread_id)
