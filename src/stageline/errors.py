@@ -23,6 +23,7 @@ StagelineError
 └── RunError                    raised inside a run; recorded on the node, never as a traceback
     ├── LoopBoundExceeded       a loop went past its declared bound
     ├── FanInConflict           parallel stages wrote one key that has no reducer
+    ├── UndeclaredWrite         a stage returned a state key outside the writes it declares
     ├── EffectInDoubt           a side effect started but its result was never recorded
     └── OperationFailed         a harness operation failed; carries its failure phase
 ```
@@ -56,6 +57,7 @@ __all__ = [
     "TemplateChanged",
     "TemplateError",
     "TemplateNotFound",
+    "UndeclaredWrite",
     "UsageError",
     "WaitsForPerson",
 ]
@@ -234,6 +236,19 @@ class FanInConflict(RunError):
     """Parallel stages wrote one state key that has no reducer."""
 
     failure_phase = "fan_in"
+
+
+class UndeclaredWrite(RunError):
+    """A stage returned state keys outside the ``writes`` it declares (the catalog's word)."""
+
+    failure_phase = "writes"
+
+    def __init__(self, stage: str, extra: list[str], declared: tuple[str, ...]) -> None:
+        self.stage, self.extra, self.declared = stage, extra, declared
+        super().__init__(
+            f"stage {stage!r} wrote {', '.join(map(repr, extra))}, which it does not declare "
+            f"(writes: {', '.join(declared) or 'none'}); declare the key or stop writing it"
+        )
 
 
 class OperationFailed(RunError):
