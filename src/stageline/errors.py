@@ -10,6 +10,7 @@ StagelineError
 │   ├── StageNotFound           a stage name or import path does not resolve
 │   ├── RunNotFound             no run with that id
 │   ├── AnswerInvalid           an answer does not fit its question (names the question)
+│   ├── CannotCompose           a goal needs a capability no stage has (names the closest)
 │   └── HarnessNotReady         a harness cannot run here (binary, environment or model missing)
 ├── ConflictError               exit 4, HTTP 409: the request clashes with the run's state
 │   ├── LeaseHeld               another process is advancing the run (names the holder)
@@ -37,6 +38,7 @@ from __future__ import annotations
 __all__ = [
     "AlreadyDecided",
     "AnswerInvalid",
+    "CannotCompose",
     "CheckpointCorrupt",
     "ConfigError",
     "ConflictError",
@@ -103,6 +105,7 @@ class TemplateError(UsageError):
     def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
         self.source = source
         self.line = line
+        self.reason = message
         where = ""
         if source is not None:
             where = f"{source}:{line}: " if line is not None else f"{source}: "
@@ -186,6 +189,20 @@ class AlreadyDecided(ConflictError):
 
 class AnswerInvalid(UsageError):
     """An answer does not fit its question; nothing was recorded."""
+
+
+class CannotCompose(UsageError):
+    """A goal needs a capability no stage of the catalog has; nothing was composed."""
+
+    def __init__(self, missing: list[str], closest: list[str], goal: str) -> None:
+        self.missing, self.closest, self.goal = missing, closest, goal
+        what = ", ".join(map(repr, dict.fromkeys(missing)))
+        near = ", ".join(closest) or "none"
+        super().__init__(
+            f"cannot compose {goal!r}: it needs {what}, which no stage in the catalog provides "
+            f"(closest stages: {near}); add a stage with that capability "
+            "(@stage(capability=...)), or ask for what these do"
+        )
 
 
 class StorageError(StagelineError):

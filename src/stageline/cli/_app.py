@@ -12,6 +12,7 @@ import typer
 from stageline.cli._aio import run_async
 from stageline.cli._args import RunArg
 from stageline.cli._codes import ADVANCE_EPILOG, EPILOG
+from stageline.cli._compose import compose
 from stageline.cli._config import load_settings
 from stageline.cli._db import db_app, use_memory
 from stageline.cli._foreground import advance_in_foreground
@@ -438,6 +439,7 @@ app.command(epilog=ADVANCE_EPILOG)(respond)
 
 app.command()(stats)
 app.command()(stages)
+app.command()(compose)
 app.command()(history)
 app.command()(fork)
 app.add_typer(db_app, name="db")

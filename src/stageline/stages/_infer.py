@@ -28,6 +28,8 @@ class Inferred:
 
     reads: tuple[str, ...]
     writes: tuple[str, ...]
+    requires: tuple[str, ...]
+    """The reads it cannot do without (``state["k"]``; all declared reads)."""
     reads_from: str
     """``declared``, ``type hints``, ``source`` or ``unknown``."""
     writes_from: str
@@ -39,6 +41,8 @@ class Inferred:
 class _Found:
     reads: set[str]
     writes: set[str]
+    requires: set[str]
+    gets: set[str]
     asks: bool = False
     model: bool = False
 
@@ -80,6 +84,7 @@ def _scan(fn: Any, state_arg: int | None, found: _Found, depth: int, seen: set[A
         if isinstance(node, ast.Subscript) and _is(node.value, state):
             if (key := _const(node.slice)) is not None:
                 found.reads.add(key)
+                found.requires.add(key)
         elif isinstance(node, ast.Call):
             _call(node, (state, ctx), names, found, depth, seen)
         elif isinstance(node, ast.Attribute) and node.attr == "model":
@@ -109,6 +114,7 @@ def _call(
         if func.attr == "get" and _is(func.value, state) and node.args:
             if (key := _const(node.args[0])) is not None:
                 found.reads.add(key)
+                found.gets.add(key)
         elif func.attr == "ask":
             found.asks = True
         return
@@ -143,7 +149,7 @@ def checked_writes(made: Stage) -> frozenset[str] | None:
 def infer_stage(made: Stage) -> Inferred:
     """What ``made`` reads and writes: declared, else from type hints, else from its source."""
     fn = made.fn
-    found = _Found(reads=set(), writes=set())
+    found = _Found(reads=set(), writes=set(), requires=set(), gets=set())
     readable = _scan(fn, 0, found, 0, set())
     try:
         hints = get_type_hints(fn)
@@ -156,10 +162,14 @@ def infer_stage(made: Stage) -> Inferred:
         writes, writes_from = tuple(hinted), "type hints"
     else:
         writes, writes_from = tuple(sorted(found.writes)), "source" if readable else "unknown"
+    requires: tuple[str, ...] = ()
     if made.reads is not None:
         reads, reads_from = tuple(made.reads), "declared"
+        requires = reads
     elif readable:
         reads, reads_from = tuple(sorted(found.reads)), "source"
+        # A key also read with ``.get`` is guarded where it is subscripted: not required.
+        requires = tuple(sorted(found.requires - found.gets))
     else:
         params = [v for k, v in hints.items() if k != "return"]
         keys = _keys_of(params[0]) if params else None
@@ -167,6 +177,7 @@ def infer_stage(made: Stage) -> Inferred:
     return Inferred(
         reads=reads,
         writes=writes,
+        requires=requires,
         reads_from=reads_from,
         writes_from=writes_from,
         asks_person=found.asks or bool(made.metadata.get("asks_person")),

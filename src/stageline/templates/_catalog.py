@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    NotRequired,
+    Required,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from stageline.stages import Stage, infer_stage, registered_stages
 from stageline.templates._builder import Template
@@ -47,7 +56,10 @@ class CatalogEntry:
     """One stage as the architect sees it."""
 
     ref: str
-    """What a YAML template's ``stages:`` entry names (a registered name or ``module:attr``)."""
+    """The stage's name in the catalog: its registered name, else ``module:attr``."""
+    use: str
+    """What a YAML template's ``stages:`` entry names to find it in any process: the
+    registered name for the project's stages, else an import path (``module:attr``)."""
     stage: str
     """The stage's own name, as its outcomes record it."""
     capability: str | None
@@ -62,11 +74,15 @@ class CatalogEntry:
     timeout: float | None
     reads: tuple[str, ...]
     writes: tuple[str, ...]
+    requires: tuple[str, ...]
+    """The reads it cannot do without: a template that uses it must provide them."""
     reads_from: str
     writes_from: str
     asks_person: bool
     templates: tuple[str, ...] = ()
     """The templates whose nodes use it."""
+    key_types: dict[str, str] = field(default_factory=dict)
+    """YAML type names of the state keys of the first template that uses it."""
     composable: bool = True
     measured: Measured | None = None
 
@@ -101,27 +117,70 @@ def _retry(made: Stage) -> dict[str, Any] | None:
     }
 
 
-def _entry(ref: str, made: Stage, root: Path, templates: Sequence[str]) -> CatalogEntry:
+_YAML_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict"}
+
+
+def _type_name(hint: Any) -> str:
+    """The YAML template type of a state key's hint (``any`` where none fits)."""
+    while get_origin(hint) in (Required, NotRequired, Annotated):
+        hint = get_args(hint)[0]
+    return _YAML_TYPES.get(get_origin(hint) or hint, "any")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Home:
+    """What the first template that uses a stage says about its state."""
+
+    types: dict[str, str]
+    required: tuple[str, ...]
+
+
+def _home(made: Template) -> _Home:
+    try:
+        hints = get_type_hints(made.state, include_extras=True)
+    except Exception:  # a hint that cannot be resolved: the keys stay untyped
+        hints = dict.fromkeys(getattr(made.state, "__annotations__", {}), Any)
+    required = set(getattr(made.state, "__required_keys__", ())) | set(made.required_inputs)
+    return _Home(
+        types={k: _type_name(v) for k, v in hints.items()},
+        required=tuple(sorted(k for k in required if k in hints)),
+    )
+
+
+def _entry(
+    ref: str, made: Stage, root: Path, templates: Sequence[str], home: _Home | None
+) -> CatalogEntry:
     found = infer_stage(made)
     tier = made.metadata.get("tier")
     if not isinstance(tier, str):
         tier = "agent" if made.capability == "agent" else "model" if found.uses_model else "code"
+    reads, requires, reads_from = found.reads, found.requires, found.reads_from
+    if tier == "agent" and home is not None and found.reads_from != "declared":
+        # An operation reads its inputs through helpers: its template's state says them.
+        reads, requires, reads_from = tuple(home.types), home.required, "template state"
+    origin = _origin(made.fn, root)
+    use = ref
+    if origin != "project" and ":" not in ref:
+        use = _module_ref(made, str(getattr(made.fn, "__module__", ""))) or ref
     return CatalogEntry(
         ref=ref,
+        use=use,
         stage=made.name,
         capability=made.capability,
         description=_first_line(made.fn),
-        origin=_origin(made.fn, root),
+        origin=origin,
         tier=tier,
         cost_class=made.cost_class,
         retry=_retry(made),
         timeout=made.timeout,
-        reads=found.reads,
+        reads=reads,
         writes=found.writes,
-        reads_from=found.reads_from,
+        requires=requires,
+        reads_from=reads_from,
         writes_from=found.writes_from,
         asks_person=found.asks_person,
         templates=tuple(sorted(set(templates))),
+        key_types=dict(home.types) if home is not None else {},
     )
 
 
@@ -142,6 +201,7 @@ def _graph_entries(made: GraphTemplate, root: Path) -> list[CatalogEntry]:
         entries.append(
             CatalogEntry(
                 ref=f"{made.name}/{node}",
+                use=f"{made.name}/{node}",
                 stage=node,
                 capability=None,
                 description=_first_line(fn),
@@ -152,6 +212,7 @@ def _graph_entries(made: GraphTemplate, root: Path) -> list[CatalogEntry]:
                 timeout=None,
                 reads=found.reads if found else (),
                 writes=found.writes if found else (),
+                requires=found.requires if found else (),
                 reads_from=found.reads_from if found else "unknown",
                 writes_from=found.writes_from if found else "unknown",
                 asks_person=bool(found and found.asks_person),
@@ -168,6 +229,7 @@ def build_catalog(root: Path, template_dirs: Iterable[Path] = ()) -> list[Catalo
     import_project_stages()
     used: dict[int, list[str]] = {}
     about: dict[int, str] = {}
+    homes: dict[int, _Home] = {}
     """A stage without a docstring is described by the first template that uses it."""
     unregistered: dict[int, tuple[Stage, str]] = {}
     graphs: list[CatalogEntry] = []
@@ -184,6 +246,8 @@ def build_catalog(root: Path, template_dirs: Iterable[Path] = ()) -> list[Catalo
         for node in made.nodes:
             stage_of = made.stage_of(node)
             used.setdefault(id(stage_of), []).append(made.name)
+            if id(stage_of) not in homes:
+                homes[id(stage_of)] = _home(made)
             summary = (made.description or "").strip().splitlines()
             about.setdefault(
                 id(stage_of),
@@ -202,7 +266,9 @@ def build_catalog(root: Path, template_dirs: Iterable[Path] = ()) -> list[Catalo
             by_ref.setdefault(ref, made_stage)
     entries = []
     for ref, made_stage in by_ref.items():
-        entry = _entry(ref, made_stage, root, used.get(id(made_stage), ()))
+        entry = _entry(
+            ref, made_stage, root, used.get(id(made_stage), ()), homes.get(id(made_stage))
+        )
         if not entry.description:
             entry = replace(entry, description=about.get(id(made_stage), ""))
         entries.append(entry)

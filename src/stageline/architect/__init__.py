@@ -1,0 +1,23 @@
+"""The architect: a pipeline composed from a goal over the stage catalog."""
+
+from stageline.architect._compose import (
+    Composed,
+    check_yaml,
+    compose_offline,
+    render_plan,
+    revise_or_go_on,
+)
+from stageline.architect._intent import Intent, read_goal
+from stageline.architect._plan import Plan, plan_goal
+
+__all__ = [
+    "Composed",
+    "Intent",
+    "Plan",
+    "check_yaml",
+    "compose_offline",
+    "plan_goal",
+    "read_goal",
+    "render_plan",
+    "revise_or_go_on",
+]
