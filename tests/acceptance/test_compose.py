@@ -147,3 +147,16 @@ def test_compose_writes_to_the_templates_folder_and_runs_by_name(cli: Cli, proje
     assert again.returncode == 2 and "--force" in again.stderr
     assert cli("compose", "Research notes about queues", "--force").returncode == 0
     assert cli("run", made["name"], "-i", "topic=queues").returncode == 0
+
+
+def test_with_a_model_the_rounds_are_a_run_and_a_draft_that_never_passes_writes_nothing(
+    cli: Cli, project: Path
+) -> None:
+    # The offline model writes prose, never a template: three rounds, each checked and failed.
+    done = cli("compose", "Research notes about queues", "--model", "offline", "-o", "r.yaml")
+    assert done.returncode == 1
+    assert "no draft passed the template checks in 3 rounds" in done.stderr
+    assert "r.yaml:" in done.stderr and not (project / "r.yaml").exists()
+    runs = json.loads(cli("runs", "--json").stdout)
+    assert [(r["template"], r["status"]) for r in runs] == [("compose", "failed")]
+    assert cli("compose", "Research notes about queues", "--approve").returncode == 2

@@ -9,6 +9,7 @@ from stageline.architect._compose import (
 )
 from stageline.architect._intent import Intent, read_goal
 from stageline.architect._plan import Plan, plan_goal
+from stageline.architect._with_model import compose_with_model
 
 __all__ = [
     "Composed",
@@ -16,6 +17,7 @@ __all__ = [
     "Plan",
     "check_yaml",
     "compose_offline",
+    "compose_with_model",
     "plan_goal",
     "read_goal",
     "render_plan",

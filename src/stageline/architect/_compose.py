@@ -126,9 +126,9 @@ def render_plan(plan: Plan) -> str:
     return "\n".join(head) + "\n" + body
 
 
-def check_yaml(text: str, target: Path) -> Template:
+def check_yaml(text: str, target: Path, *, write: bool = True) -> Template:
     """``text`` checked as a YAML template at ``target`` (errors name ``target`` and a line);
-    the file is written only when it passes."""
+    the file is written (with ``write``) only when it passes."""
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".yaml", dir=folder)
@@ -139,7 +139,8 @@ def check_yaml(text: str, target: Path) -> Template:
             made = load_template(temp)
         except TemplateError as exc:
             raise TemplateError(exc.reason, source=str(target), line=exc.line) from None
-        os.replace(temp, target)
+        if write:
+            os.replace(temp, target)
         return made
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from stageline.cli._config import load_settings
 from stageline.cli._render import print_json
 from stageline.errors import UsageError
+
+if TYPE_CHECKING:
+    from stageline.templates import CatalogEntry
 
 __all__ = ["compose"]
 
@@ -26,12 +29,25 @@ def compose(
             "folder, named after the goal.",
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="SPEC",
+            help="Let this chat model draft it (e.g. openai:gpt-4o): a run of the built-in "
+            "`compose` template; each failed check goes back to the model.",
+        ),
+    ] = None,
+    approve: Annotated[
+        bool, typer.Option("--approve", help="With --model: wait for approval before writing.")
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace a file that exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
-    """Compose a pipeline for GOAL from the stage catalog, offline: write it as a YAML
-    template, check it as any template is checked, and print its graph. A goal that needs a
-    capability no stage has exits 2, naming it and the closest stages; nothing is written."""
+    """Compose a pipeline for GOAL from the stage catalog: write it as a YAML template, check
+    it as any template is checked, and print its graph. Offline (the default) a deterministic
+    composer plans it; a goal that needs a capability no stage has exits 2, naming it and the
+    closest stages, and nothing is written. With --model the model drafts it, in a run."""
     from stageline.architect import compose_offline, plan_goal, read_goal
     from stageline.templates import build_catalog, use_project
 
@@ -48,6 +64,13 @@ def compose(
         target = folder / f"{plan_goal(read_goal(goal), catalog).name}.yaml"
     if target.exists() and not force:
         raise UsageError(f"{target} exists; pass --force to replace it, or -o another file")
+    if model is not None:
+        _with_model(goal, catalog, target, model, approve, as_json)
+        return
+    if approve:
+        raise UsageError(
+            "--approve waits for a person before a model's draft is written; it needs --model"
+        )
     made = compose_offline(goal, catalog, target=target, folder=folder)
     if as_json:
         print_json(made.to_dict())
@@ -56,3 +79,51 @@ def compose(
     typer.echo(made.mermaid.rstrip("\n"))
     inputs = " ".join(f'-i {k}="{made.example.get(k, "...")}"' for k in made.inputs)
     typer.echo(f"run it: stageline run {made.path} {inputs}".rstrip())
+
+
+def _with_model(
+    goal: str,
+    catalog: list[CatalogEntry],
+    target: Path,
+    spec: str,
+    approve: bool,
+    as_json: bool,
+) -> None:
+    """Run the built-in ``compose`` template with ``spec`` as its model; exit as the run ends."""
+    from stageline.architect import compose_with_model
+    from stageline.cli._aio import run_async
+    from stageline.cli._codes import exit_code_for
+    from stageline.ledger import RunStatus
+    from stageline.llm import chat_model
+
+    settings = load_settings()
+    summary = run_async(
+        compose_with_model(
+            goal,
+            catalog,
+            target=target,
+            model=chat_model(spec),
+            settings=settings,
+            approve=approve,
+        )
+    )
+    run_id, status = summary.run.run_id, summary.status
+    rounds = summary.state.get("rounds") or []
+    if as_json:
+        print_json(
+            {
+                "run_id": run_id,
+                "status": str(status),
+                "path": summary.state.get("path"),
+                "rounds": rounds,
+            }
+        )
+    elif status is RunStatus.SUCCEEDED:
+        typer.echo(f"wrote {target} in {len(rounds)} round(s) (run {run_id}); it passed the checks")
+    elif status is RunStatus.WAITING:
+        typer.echo(f"the draft passed the checks; approve it to write {target}:")
+        typer.echo(f"  stageline approve {run_id}   (or: stageline changes {run_id} --note ...)")
+    else:
+        failed = next((r.error for r in reversed(summary.records) if r.error), None)
+        typer.echo(f"run {run_id} {status}: {failed or 'see stageline show ' + run_id}", err=True)
+    raise typer.Exit(exit_code_for(status))

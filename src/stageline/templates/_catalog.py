@@ -181,6 +181,7 @@ def _entry(
         asks_person=found.asks_person,
         templates=tuple(sorted(set(templates))),
         key_types=dict(home.types) if home is not None else {},
+        composable=made.metadata.get("composable", True) is not False,
     )
 
 
