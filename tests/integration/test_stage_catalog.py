@@ -5,6 +5,7 @@ person; a stage that returns a key outside its declared writes fails its node at
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -131,3 +132,19 @@ def test_stages_command_lists_by_capability_as_json(
     assert run_cli(["stages"]) == 0
     table = capsys.readouterr().out
     assert "blog.draft" in table and "writing" in table
+
+
+def test_the_nodes_of_langgraph_json_graphs_are_listed_not_composable(tmp_path: Path) -> None:
+    from stageline.config import load_settings
+    from stageline.templates import use_project
+
+    root = tmp_path / "project"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "langgraph_project", root)
+    settings = load_settings(cwd=root, env={"STAGELINE_HOME": str(tmp_path / "home")})
+    use_project(settings)
+    entries = {e.ref: e for e in build_catalog(settings.root, settings.template_dirs)}
+    greet = entries["greeter/greet"]
+    assert (greet.origin, greet.tier, greet.composable) == ("langgraph.json", "graph", False)
+    assert (greet.reads, greet.writes) == (("name",), ("message",))
+    assert entries["inbox/review"].asks_person  # it calls interrupt()
+    assert entries["blog.draft"].composable
