@@ -49,6 +49,8 @@ class Composed:
     mermaid: str
     inputs: list[str]
     example: dict[str, str]
+    template: Template | None = None
+    """The checked template (not in ``to_dict``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,4 +170,5 @@ def compose_offline(
         mermaid=made.mermaid(),
         inputs=list(plan.inputs),
         example=dict(plan.example),
+        template=made,
     )
