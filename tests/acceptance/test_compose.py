@@ -144,7 +144,7 @@ def test_compose_writes_to_the_templates_folder_and_runs_by_name(cli: Cli, proje
     assert made["inputs"] == ["topic"] and made["example"] == {"topic": "queues"}
     assert "research" in made["mermaid"]
     again = cli("compose", "Research notes about queues")
-    assert again.returncode == 2 and "--force" in again.stderr
+    assert again.returncode == 4 and "--force" in again.stderr  # a conflict: the file exists
     assert cli("compose", "Research notes about queues", "--force").returncode == 0
     assert cli("run", made["name"], "-i", "topic=queues").returncode == 0
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,20 @@ import yaml
 
 from stageline.architect._intent import read_goal
 from stageline.architect._plan import Plan, plan_goal
-from stageline.errors import TemplateError
+from stageline.config import Settings
+from stageline.errors import ConflictError, TemplateError
+from stageline.names import path_under
 from stageline.templates import CatalogEntry, Template, load_template
 
-__all__ = ["Composed", "check_yaml", "compose_offline", "render_plan", "revise_or_go_on"]
+__all__ = [
+    "Composed",
+    "check_yaml",
+    "compose_goal",
+    "compose_offline",
+    "render_plan",
+    "revise_or_go_on",
+    "templates_folder",
+]
 
 MIN_SCORE = 0.7
 """The review score a revision loop goes on at (state key ``min_score`` overrides it)."""
@@ -172,3 +182,33 @@ def compose_offline(
         example=dict(plan.example),
         template=made,
     )
+
+
+def templates_folder(settings: Settings) -> Path:
+    """Where a composed template is saved: the project's first templates folder."""
+    return next((d for d in settings.template_dirs if d.suffix != ".json"), settings.root)
+
+
+def compose_goal(
+    goal: str,
+    catalog: Sequence[CatalogEntry],
+    *,
+    folder: Path,
+    name: str | None = None,
+    target: Path | None = None,
+    save: bool = True,
+    force: bool = False,
+) -> Composed:
+    """What every door does: compose ``goal`` offline into ``target`` (default: ``folder``/
+    NAME.yaml, NAME from the goal), refusing to replace a file unless ``force``; or, without
+    ``save``, a preview checked in a scratch folder and never kept."""
+    name = name or (target.stem if target else None) or plan_goal(read_goal(goal), catalog).name
+    if not save:
+        with tempfile.TemporaryDirectory() as scratch:
+            preview = Path(scratch) / f"{name}.yaml"
+            made = compose_offline(goal, catalog, target=preview, folder=preview.parent, name=name)
+            return replace(made, path=None)
+    target = target or path_under(folder, f"{name}.yaml")
+    if target.exists() and not force:
+        raise ConflictError(f"{target} exists; replace it with force (--force), or name another")
+    return compose_offline(goal, catalog, target=target, folder=folder, name=name)

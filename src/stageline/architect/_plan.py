@@ -22,7 +22,7 @@ from stageline.architect._intent import NEAR, Intent
 from stageline.errors import CannotCompose
 from stageline.templates import CatalogEntry
 
-__all__ = ["Plan", "plan_goal"]
+__all__ = ["Plan", "plan_goal", "template_name"]
 
 ROUTER = "stageline.architect:revise_or_go_on"
 """The route a revision loop takes after its review (names it by import path in YAML)."""
@@ -181,6 +181,11 @@ def _node_name(ref: str, taken: dict[str, str]) -> str:
     while name in taken or name in ("end", "start"):
         name, n = f"{base}_{n}", n + 1
     return name
+
+
+def template_name(goal: str) -> str:
+    """A template name made from the goal's first words."""
+    return _slug(goal)
 
 
 def _slug(goal: str) -> str:

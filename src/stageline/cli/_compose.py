@@ -9,7 +9,7 @@ import typer
 
 from stageline.cli._config import load_settings
 from stageline.cli._render import print_json
-from stageline.errors import UsageError
+from stageline.errors import ConflictError, UsageError
 
 if TYPE_CHECKING:
     from stageline.templates import CatalogEntry
@@ -48,7 +48,7 @@ def compose(
     it as any template is checked, and print its graph. Offline (the default) a deterministic
     composer plans it; a goal that needs a capability no stage has exits 2, naming it and the
     closest stages, and nothing is written. With --model the model drafts it, in a run."""
-    from stageline.architect import compose_offline, plan_goal, read_goal
+    from stageline.architect import compose_goal, template_name, templates_folder
     from stageline.templates import build_catalog, use_project
 
     if not goal.strip():
@@ -56,22 +56,24 @@ def compose(
     settings = load_settings()
     use_project(settings)
     catalog = build_catalog(settings.root, settings.template_dirs)
-    folder = next((d for d in settings.template_dirs if d.suffix != ".json"), settings.root)
+    folder = templates_folder(settings)
     target = Path(output) if output else None
     if target is not None and target.suffix not in (".yaml", ".yml"):
         raise UsageError(f"--output {output}: a YAML template file ends in .yaml or .yml")
-    if target is None:
-        target = folder / f"{plan_goal(read_goal(goal), catalog).name}.yaml"
-    if target.exists() and not force:
-        raise UsageError(f"{target} exists; pass --force to replace it, or -o another file")
     if model is not None:
+        if target is None:
+            target = folder / f"{template_name(goal)}.yaml"
+        if target.exists() and not force:
+            raise ConflictError(
+                f"{target} exists; replace it with force (--force), or name another"
+            )
         _with_model(goal, catalog, target, model, approve, as_json)
         return
     if approve:
         raise UsageError(
             "--approve waits for a person before a model's draft is written; it needs --model"
         )
-    made = compose_offline(goal, catalog, target=target, folder=folder)
+    made = compose_goal(goal, catalog, folder=folder, target=target, force=force)
     if as_json:
         print_json(made.to_dict())
         return

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from stageline.architect import compose_offline, plan_goal, read_goal
-from stageline.errors import ConflictError
-from stageline.names import path_under
+from stageline.architect import compose_goal, templates_folder
 from stageline.server._models import TEMPLATE_NAME
 from stageline.server.api._common import ERRORS, Admin, Reader, Responses, RunnerDep, jsonable
 from stageline.templates import build_catalog, measure_stages, use_project, with_measured
@@ -71,22 +67,13 @@ async def stages(
 async def compose(body: ComposeIn, runner: RunnerDep, _: Admin) -> ComposeOut:
     settings = runner.settings
     use_project(settings)
-    folder = next((d for d in settings.template_dirs if d.suffix != ".json"), settings.root)
+    folder = templates_folder(settings)
     catalog = await asyncio.to_thread(build_catalog, settings.root, settings.template_dirs)
 
     def make() -> ComposeOut:
-        name = body.name or plan_goal(read_goal(body.goal), catalog).name
-        if body.save:
-            target = path_under(folder, f"{name}.yaml")
-            if target.exists() and not body.force:
-                raise ConflictError(f"template file {target.name} exists; pass force to replace it")
-            made = compose_offline(body.goal, catalog, target=target, folder=folder, name=name)
-            return ComposeOut(**{**made.to_dict(), "path": str(made.path)})
-        with tempfile.TemporaryDirectory() as scratch:  # a preview: checked, never kept
-            target = Path(scratch) / f"{name}.yaml"
-            made = compose_offline(
-                body.goal, catalog, target=target, folder=target.parent, name=name
-            )
-            return ComposeOut(**{**made.to_dict(), "path": None})
+        made = compose_goal(
+            body.goal, catalog, folder=folder, name=body.name, save=body.save, force=body.force
+        )
+        return ComposeOut(**{**made.to_dict(), "path": str(made.path) if made.path else None})
 
     return await asyncio.to_thread(make)

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from stageline.architect import Composed, compose_offline, plan_goal, read_goal
+from stageline.architect import Composed, compose_goal, templates_folder
 from stageline.errors import StagelineError
-from stageline.names import path_under
 from stageline.runner import Runner
 from stageline.server.ui._graph import Edge, Node, draw_graph, layout
 from stageline.server.ui._session import check_form
@@ -53,16 +50,8 @@ def _compose(runner: Runner, goal: str, name: str, save: bool) -> Composed:
     settings = runner.settings
     use_project(settings)
     catalog = build_catalog(settings.root, settings.template_dirs)
-    folder = next((d for d in settings.template_dirs if d.suffix != ".json"), settings.root)
-    name = name or plan_goal(read_goal(goal), catalog).name
-    if save:
-        target = path_under(folder, f"{name}.yaml")
-        if target.exists():
-            raise StagelineError(f"templates/{target.name} exists: pick another name")
-        return compose_offline(goal, catalog, target=target, folder=folder, name=name)
-    with tempfile.TemporaryDirectory() as scratch:  # a preview: checked, never kept
-        target = Path(scratch) / f"{name}.yaml"
-        return compose_offline(goal, catalog, target=target, folder=target.parent, name=name)
+    folder = templates_folder(settings)
+    return compose_goal(goal, catalog, folder=folder, name=name or None, save=save)
 
 
 @router.get("/compose")
