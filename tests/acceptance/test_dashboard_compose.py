@@ -36,6 +36,8 @@ def test_a_goal_is_previewed_as_a_graph_then_saved_by_an_admin(
     page = new_page(chromium, watch)
     sign_in(page, server, "read")
     page.click("header nav a:has-text('New pipeline')")
+    critic = page.locator("#catalog tr[data-stage='blog.critic_a']")
+    assert "review" in critic.inner_text() and "reviews" in critic.inner_text()
     page.fill("textarea[name=goal]", GOAL)
     page.fill("input[name=name]", "browser_post")
     page.click("#compose-form button[type=submit]")

@@ -23,7 +23,13 @@ from stageline.server.ui._web import (
     render,
     runner_of,
 )
-from stageline.templates import build_catalog, use_project
+from stageline.templates import (
+    CatalogEntry,
+    build_catalog,
+    measure_stages,
+    use_project,
+    with_measured,
+)
 
 __all__ = ["router"]
 
@@ -54,9 +60,27 @@ def _compose(runner: Runner, goal: str, name: str, save: bool) -> Composed:
     return compose_goal(goal, catalog, folder=folder, name=name or None, save=save)
 
 
+async def _catalog(runner: Runner) -> list[CatalogEntry]:
+    """The stage catalog with each stage's measured runs, as the page lists it."""
+    settings = runner.settings
+    use_project(settings)
+    entries = await asyncio.to_thread(build_catalog, settings.root, settings.template_dirs)
+    return with_measured(entries, await measure_stages(runner.ledger))
+
+
 @router.get("/compose")
 async def compose_page(request: Request, session: Viewer) -> Response:
-    return render(request, "compose.html", session, nav="compose", goal="", tname="", made=None)
+    stages = await _catalog(runner_of(request))
+    return render(
+        request,
+        "compose.html",
+        session,
+        nav="compose",
+        goal="",
+        tname="",
+        made=None,
+        stages=stages,
+    )
 
 
 @router.post("/compose")
@@ -92,4 +116,5 @@ async def compose(request: Request, session: MaybeSession) -> Response:
         made=made,
         graph=graph,
         error=error,
+        stages=await _catalog(runner_of(request)),
     )
