@@ -160,3 +160,43 @@ def test_with_a_model_the_rounds_are_a_run_and_a_draft_that_never_passes_writes_
     runs = json.loads(cli("runs", "--json").stdout)
     assert [(r["template"], r["status"]) for r in runs] == [("compose", "failed")]
     assert cli("compose", "Research notes about queues", "--approve").returncode == 2
+
+
+ALTERNATIVES = '''
+from stageline.stages import stage
+
+
+@stage(name="my.draft_fast", capability="writing", cost_class="low")
+async def draft_fast(state, ctx):
+    """A short draft, fast."""
+    return {"draft": f"A short note on {state['topic']}."}
+
+
+@stage(name="my.draft_careful", capability="writing", cost_class="medium")
+async def draft_careful(state, ctx):
+    """A longer draft, careful."""
+    return {"draft": f"A careful essay on {state['topic']}, with sources."}
+'''
+
+
+def test_where_the_catalog_has_alternatives_a_learned_router_chooses_by_outcomes(
+    cli: Cli, project: Path
+) -> None:
+    (project / "mystages.py").write_text(ALTERNATIVES)
+    (project / "stageline.toml").write_text('stage_modules = ["mystages"]\n')
+    listed = json.loads(cli("stages", "--capability", "writing", "--json").stdout)
+    assert {e["ref"]: e["origin"] for e in listed}["my.draft_fast"] == "project"
+    done = cli("compose", "Write a blog post about routers", "-o", "routed.yaml")
+    assert done.returncode == 0, done.stderr
+    draft = yaml.safe_load((project / "routed.yaml").read_text())["stages"]["draft"]
+    assert draft["capability"] == "writing"
+    assert set(draft["use"]) == {
+        "stageline.templates.builtin.blog_post:draft",
+        "my.draft_fast",
+        "my.draft_careful",
+    }
+    for _ in range(3):
+        assert cli("run", "routed.yaml", "-i", "topic=routers").returncode == 0
+    stats = json.loads(cli("stats", "--json").stdout)
+    (node,) = [n for n in stats["nodes"] if n["node"] == "draft"]
+    assert sum(a["count"] for a in node["alternatives"]) == 3

@@ -64,3 +64,23 @@ def test_a_draft_that_fails_the_checks_names_file_and_line_and_writes_nothing(
     assert caught.value.source == str(target) and caught.value.line == 5
     assert "nowhere" in caught.value.reason
     assert list(target.parent.iterdir()) == []
+
+
+def test_a_yaml_node_with_alternatives_is_a_learned_router(tmp_path: Path) -> None:
+    from stageline.templates import load_template
+
+    good = tmp_path / "routed.yaml"
+    good.write_text(
+        "name: routed\nstate: {topic: str, draft: str}\nstages:\n"
+        "  draft:\n    use: [stageline.templates.builtin.blog_post:draft, "
+        "stageline.templates.builtin.blog_post:outline]\n    capability: writing\n"
+    )
+    made = load_template(str(good))
+    assert made.stage_of("draft").capability == "writing"
+    bad = tmp_path / "one.yaml"
+    bad.write_text(
+        "name: one\nstages:\n  draft:\n    use: [stageline.templates.builtin.blog_post:draft]\n"
+    )
+    with pytest.raises(TemplateError) as caught:
+        load_template(str(bad))
+    assert caught.value.line == 4 and "two or more alternatives" in caught.value.reason

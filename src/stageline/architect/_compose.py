@@ -109,7 +109,14 @@ def render_plan(plan: Plan) -> str:
         "version": "1",
         "description": plan.description,
         "state": _state(plan),
-        "stages": dict(plan.nodes),
+        "stages": {
+            node: (
+                {"use": _Flow(plan.routed[node][1]), "capability": plan.routed[node][0]}
+                if node in plan.routed
+                else use
+            )
+            for node, use in plan.nodes.items()
+        },
     }
     if plan.questions:
         doc["questions"] = plan.questions

@@ -39,6 +39,8 @@ class Plan:
     description: str
     nodes: dict[str, str] = field(default_factory=dict)
     """Node name -> stage ref, in order."""
+    routed: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    """Node name -> (capability, the alternatives' refs) where a learned router chooses."""
     inputs: list[str] = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)
     reducers: dict[str, str] = field(default_factory=dict)
@@ -126,6 +128,23 @@ class _Planner:
                             self.take(p)
                             changed = True
                             break
+
+    def alternatives(self, entry: CatalogEntry) -> list[CatalogEntry]:
+        """Other stages of ``entry``'s capability that make what it makes from no more than it
+        needs: a learned router chooses among them by outcomes."""
+        makes = set(entry.writes) - set(entry.reads)
+        return sorted(
+            (
+                e
+                for e in self.catalog
+                if e is not entry
+                and e.capability == entry.capability
+                and e.tier != "agent"
+                and makes <= set(e.writes)
+                and set(e.requires) <= set(entry.requires) | self.available()
+            ),
+            key=self.rank,
+        )
 
     def agent(self) -> CatalogEntry:
         """The agent stage a goal over a repository names best."""
@@ -226,6 +245,12 @@ def _assemble(plan: Plan, p: _Planner) -> Plan:
         node = _node_name(entry.ref, plan.nodes)
         plan.nodes[node] = entry.use
         chain.append(node)
+        others = p.alternatives(entry)
+        if others and entry.capability:
+            plan.routed[node] = (entry.capability, [entry.use, *(o.use for o in others)])
+            for other in others:
+                for key in (*other.reads, *other.writes):
+                    plan.types.setdefault(key, other.key_types.get(key, "any"))
     plan.inputs = list(p.inputs)
     made = {k for e in ordered for k in e.writes if k not in e.reads}
     read = any("topic" in e.reads for e in ordered)
