@@ -15,7 +15,8 @@ stages:                       # node name -> stage reference, or a mapping
   draft: {use: [mypkg.stages:draft_fast, mypkg.stages:draft_careful], capability: writing}
   # use: a list: a learned router picks one per run by outcomes (cost_weight: 0.5 optional)
   # retry: max attempts, or a mapping of RetryPolicy fields (retry_on: import path(s));
-  # timeout: seconds; writes: the state keys the stage writes (checked for fan-in reducers)
+  # timeout: seconds; writes: the state keys the stage writes (checked for fan-in reducers,
+  # and at run time: a result with another key fails the node)
 start: research               # optional; default: the first stage listed
 edges:                        # [from, to] pairs or {from: a, to: b}; END ends the run
   - [research, outline]
