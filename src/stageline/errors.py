@@ -10,6 +10,7 @@ StagelineError
 │   ├── StageNotFound           a stage name or import path does not resolve
 │   ├── RunNotFound             no run with that id
 │   ├── AnswerInvalid           an answer does not fit its question (names the question)
+│   ├── CannotCompose           a goal needs a capability no stage has (names the closest)
 │   └── HarnessNotReady         a harness cannot run here (binary, environment or model missing)
 ├── ConflictError               exit 4, HTTP 409: the request clashes with the run's state
 │   ├── LeaseHeld               another process is advancing the run (names the holder)
@@ -23,6 +24,7 @@ StagelineError
 └── RunError                    raised inside a run; recorded on the node, never as a traceback
     ├── LoopBoundExceeded       a loop went past its declared bound
     ├── FanInConflict           parallel stages wrote one key that has no reducer
+    ├── UndeclaredWrite         a stage returned a state key outside the writes it declares
     ├── EffectInDoubt           a side effect started but its result was never recorded
     └── OperationFailed         a harness operation failed; carries its failure phase
 ```
@@ -36,6 +38,7 @@ from __future__ import annotations
 __all__ = [
     "AlreadyDecided",
     "AnswerInvalid",
+    "CannotCompose",
     "CheckpointCorrupt",
     "ConfigError",
     "ConflictError",
@@ -56,6 +59,7 @@ __all__ = [
     "TemplateChanged",
     "TemplateError",
     "TemplateNotFound",
+    "UndeclaredWrite",
     "UsageError",
     "WaitsForPerson",
 ]
@@ -101,6 +105,7 @@ class TemplateError(UsageError):
     def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
         self.source = source
         self.line = line
+        self.reason = message
         where = ""
         if source is not None:
             where = f"{source}:{line}: " if line is not None else f"{source}: "
@@ -186,6 +191,20 @@ class AnswerInvalid(UsageError):
     """An answer does not fit its question; nothing was recorded."""
 
 
+class CannotCompose(UsageError):
+    """A goal needs a capability no stage of the catalog has; nothing was composed."""
+
+    def __init__(self, missing: list[str], closest: list[str], goal: str) -> None:
+        self.missing, self.closest, self.goal = missing, closest, goal
+        what = ", ".join(map(repr, dict.fromkeys(missing)))
+        near = ", ".join(closest) or "none"
+        super().__init__(
+            f"cannot compose {goal!r}: it needs {what}, which no stage in the catalog provides "
+            f"(closest stages: {near}); add a stage with that capability "
+            "(@stage(capability=...)), or ask for what these do"
+        )
+
+
 class StorageError(StagelineError):
     """The database is unreachable, or setting it up failed."""
 
@@ -234,6 +253,19 @@ class FanInConflict(RunError):
     """Parallel stages wrote one state key that has no reducer."""
 
     failure_phase = "fan_in"
+
+
+class UndeclaredWrite(RunError):
+    """A stage returned state keys outside the ``writes`` it declares (the catalog's word)."""
+
+    failure_phase = "writes"
+
+    def __init__(self, stage: str, extra: list[str], declared: tuple[str, ...]) -> None:
+        self.stage, self.extra, self.declared = stage, extra, declared
+        super().__init__(
+            f"stage {stage!r} wrote {', '.join(map(repr, extra))}, which it does not declare "
+            f"(writes: {', '.join(declared) or 'none'}); declare the key or stop writing it"
+        )
 
 
 class OperationFailed(RunError):

@@ -12,6 +12,7 @@ import typer
 from stageline.cli._aio import run_async
 from stageline.cli._args import RunArg
 from stageline.cli._codes import ADVANCE_EPILOG, EPILOG
+from stageline.cli._compose import compose
 from stageline.cli._config import load_settings
 from stageline.cli._db import db_app, use_memory
 from stageline.cli._foreground import advance_in_foreground
@@ -42,6 +43,7 @@ from stageline.cli._render_waits import decisions_table, qa_lines, waiting_lines
 from stageline.cli._respond import respond
 from stageline.cli._schedules import schedule_app
 from stageline.cli._serve import serve
+from stageline.cli._stages import stages
 from stageline.cli._stats import stats
 from stageline.cli._tokens import token_app
 from stageline.cli._worker import COMMANDS as WORKER_COMMANDS
@@ -436,6 +438,8 @@ for _human in HUMAN_COMMANDS:  # pending, approve, reject, takeover, changes, an
 app.command(epilog=ADVANCE_EPILOG)(respond)
 
 app.command()(stats)
+app.command()(stages)
+app.command()(compose)
 app.command()(history)
 app.command()(fork)
 app.add_typer(db_app, name="db")

@@ -11,6 +11,7 @@ from stageline.stages._budget import (
 )
 from stageline.stages._context import Journal, RunContext, StageContext, StageLogger
 from stageline.stages._human import gate_stage, question_stage
+from stageline.stages._infer import Inferred, infer_stage
 from stageline.stages._legacy import legacy_stage
 from stageline.stages._node import (
     LOOPS_KEY,
@@ -20,7 +21,7 @@ from stageline.stages._node import (
     merge_loop_counts,
 )
 from stageline.stages._questions import normalize_questions, question_id, validate_answers
-from stageline.stages._registry import lookup_stage, register_stage, stage
+from stageline.stages._registry import lookup_stage, register_stage, registered_stages, stage
 from stageline.stages._router import ROUTER_SEED_ENV, Router, router_stage, thompson_scores
 from stageline.stages._stage import Stage
 from stageline.stages._waiting import (
@@ -42,6 +43,7 @@ __all__ = [
     "ROUTER_SEED_ENV",
     "Budget",
     "BudgetRejected",
+    "Inferred",
     "Journal",
     "Router",
     "RunContext",
@@ -53,6 +55,7 @@ __all__ = [
     "enforce_budget",
     "failure_phase",
     "gate_stage",
+    "infer_stage",
     "input_shape",
     "legacy_stage",
     "live_overrun",
@@ -65,6 +68,7 @@ __all__ = [
     "question_id",
     "question_stage",
     "register_stage",
+    "registered_stages",
     "router_stage",
     "stage",
     "state_hash",

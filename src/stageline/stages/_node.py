@@ -12,9 +12,10 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp, NodeTimeoutError
 from langgraph.runtime import Runtime
 
-from stageline.errors import InputError, LoopBoundExceeded
+from stageline.errors import InputError, LoopBoundExceeded, UndeclaredWrite
 from stageline.stages._budget import enforce_budget
 from stageline.stages._context import RunContext, StageContext
+from stageline.stages._infer import checked_writes
 from stageline.stages._stage import Stage
 from stageline.statekeys import LOOPS_KEY
 
@@ -56,12 +57,15 @@ def make_node(node: str, made: Stage, *, loop: tuple[str, int] | None = None) ->
     node counts one iteration, and one past the bound fails the run naming the loop.
     """
     is_async = inspect.iscoroutinefunction(made.fn)
+    # The declared writes (or the return's type), made once per node: a result is checked
+    # with one set lookup per key.
+    allowed = checked_writes(made)
 
     # A thin closure over one shared body: LangGraph disassembles each node's function when it
     # compiles the graph (looking for subgraphs), so a large body per node made compiling a
     # template of thousands of nodes take tens of seconds.
     async def run_node(state: Any, runtime: Runtime[RunContext]) -> Any:
-        return await _run_node(node, made, loop, is_async, state, runtime)
+        return await _run_node(node, made, loop, is_async, allowed, state, runtime)
 
     run_node.__name__ = run_node.__qualname__ = node
     return run_node
@@ -72,6 +76,7 @@ async def _run_node(
     made: Stage,
     loop: tuple[str, int] | None,
     is_async: bool,
+    allowed: frozenset[str] | None,
     state: Any,
     runtime: Runtime[RunContext],
 ) -> Any:
@@ -112,6 +117,8 @@ async def _run_node(
             result = await asyncio.to_thread(call, state, ctx)
         if inspect.isawaitable(result):
             result = await result
+        if allowed is not None and isinstance(result, Mapping):
+            _check_writes(made.name, result, allowed)
     except GraphBubbleUp:
         # An interrupt (gate, question): LangGraph replays the node on resume, and the
         # replay finishes this same record.
@@ -163,6 +170,13 @@ async def _run_node(
         **_outcome(rc, made, ctx, state),
     )
     return update
+
+
+def _check_writes(name: str, result: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    """Refuse a result with keys the stage does not declare (stageline's own keys aside)."""
+    extra = [k for k in result if k not in allowed and not str(k).startswith("stageline_")]
+    if extra:
+        raise UndeclaredWrite(name, extra, tuple(sorted(allowed)))
 
 
 def _outcome(rc: RunContext, made: Stage, ctx: StageContext, state: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from stageline.errors import StageNotFound
 from stageline.stages._legacy import legacy_stage
 from stageline.stages._stage import Stage, StageFn, _retry_policy, _timeout
 
-__all__ = ["lookup_stage", "register_stage", "stage"]
+__all__ = ["lookup_stage", "register_stage", "registered_stages", "stage"]
 
 _REGISTRY: dict[str, Stage] = {}
 
@@ -33,6 +33,7 @@ def stage(
     retry: int | RetryPolicy | Mapping[str, Any] | None = None,
     timeout: float | timedelta | None = None,
     writes: tuple[str, ...] | list[str] | None = None,
+    reads: tuple[str, ...] | list[str] | None = None,
     register: bool = True,
 ) -> Callable[[StageFn], Stage]: ...
 
@@ -47,12 +48,15 @@ def stage(
     retry: int | RetryPolicy | Mapping[str, Any] | None = None,
     timeout: float | timedelta | None = None,
     writes: tuple[str, ...] | list[str] | None = None,
+    reads: tuple[str, ...] | list[str] | None = None,
     register: bool = True,
 ) -> Stage | Callable[[StageFn], Stage]:
     """Declare a stage. Retry maps to LangGraph's ``RetryPolicy``, timeout to its node timeout.
 
     ``name`` registers the stage so YAML templates can name it; without one the stage is
-    registered as ``module:function``.
+    registered as ``module:function``. ``writes`` and ``reads`` declare the state keys it
+    writes and reads (the catalog infers them where not declared); a stage that declares
+    ``writes`` and returns another key fails its node.
     """
 
     def wrap(func: StageFn) -> Stage:
@@ -65,6 +69,7 @@ def stage(
             retry=_retry_policy(retry),
             timeout=_timeout(timeout),
             writes=tuple(writes) if writes is not None else None,
+            reads=tuple(reads) if reads is not None else None,
         )
         if register:
             register_stage(made)
@@ -77,6 +82,11 @@ def register_stage(made: Stage, *, alias: str | None = None) -> Stage:
     """Make a stage findable by name from YAML templates."""
     _REGISTRY[alias or made.name] = made
     return made
+
+
+def registered_stages() -> dict[str, Stage]:
+    """Every stage registered by name so far (a copy), by name."""
+    return dict(_REGISTRY)
 
 
 def lookup_stage(ref: str) -> Stage:

@@ -54,7 +54,10 @@ class Stage:
     retry: RetryPolicy | None = None
     timeout: float | None = None
     writes: tuple[str, ...] | None = None
-    """The state keys the stage writes, where declared; used to check fan-in reducers."""
+    """The state keys the stage writes, where declared: fan-in reducers are checked against
+    them, and a node fails if its stage returns a key outside them."""
+    reads: tuple[str, ...] | None = None
+    """The state keys the stage reads, where declared (the catalog infers them otherwise)."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __call__(self, state: Any, ctx: StageContext) -> Any:
@@ -70,13 +73,15 @@ class Stage:
             "retry": self.retry,
             "timeout": self.timeout,
             "writes": self.writes,
+            "reads": self.reads,
             "metadata": self.metadata,
         }
         if "retry" in changes:
             changes["retry"] = _retry_policy(changes["retry"])
         if "timeout" in changes:
             changes["timeout"] = _timeout(changes["timeout"])
-        if "writes" in changes and changes["writes"] is not None:
-            changes["writes"] = tuple(changes["writes"])
+        for keys in ("writes", "reads"):
+            if changes.get(keys) is not None:
+                changes[keys] = tuple(changes[keys])
         fields.update(changes)
         return Stage(**fields)

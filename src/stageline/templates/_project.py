@@ -24,7 +24,7 @@ from stageline.config import Settings
 from stageline.errors import StageNotFound, TemplateError
 from stageline.stages import Stage, lookup_stage
 
-__all__ = ["find_stage", "import_python_file", "use_project"]
+__all__ = ["find_stage", "import_project_stages", "import_python_file", "use_project"]
 
 _SOURCES: dict[str, tuple[tuple[str, ...], tuple[Path, ...]]] = {}
 """The project root -> its declared stage modules and templates folders (the latest is used)."""
@@ -52,6 +52,11 @@ def find_stage(ref: str) -> Stage:
         if ":" in ref or not _import_sources():
             raise
     return lookup_stage(ref)
+
+
+def import_project_stages() -> None:
+    """Import the project's stage sources not imported yet (the stage catalog lists them)."""
+    _import_sources()
 
 
 def _import_sources() -> bool:

@@ -27,6 +27,7 @@ __all__ = [
 
 BUILTINS: dict[str, str] = {
     "blog_post": "stageline.templates.builtin.blog_post",
+    "compose": "stageline.architect._template",
     "sdlc": "stageline.templates.builtin.sdlc",
     "wiki_build": "stageline.templates.builtin.wiki_build",
     "wiki_garden": "stageline.templates.builtin.wiki_garden",

@@ -12,8 +12,11 @@ state:                        # the state schema; each key: a type name or a map
 stages:                       # node name -> stage reference, or a mapping
   research: mypkg.stages:research          # registered name, or module:attr / module.attr
   outline: {use: mypkg.stages:outline, retry: 3, timeout: 30, writes: [outline]}
+  draft: {use: [mypkg.stages:draft_fast, mypkg.stages:draft_careful], capability: writing}
+  # use: a list: a learned router picks one per run by outcomes (cost_weight: 0.5 optional)
   # retry: max attempts, or a mapping of RetryPolicy fields (retry_on: import path(s));
-  # timeout: seconds; writes: the state keys the stage writes (checked for fan-in reducers)
+  # timeout: seconds; writes: the state keys the stage writes (checked for fan-in reducers,
+  # and at run time: a result with another key fails the node)
 start: research               # optional; default: the first stage listed
 edges:                        # [from, to] pairs or {from: a, to: b}; END ends the run
   - [research, outline]
@@ -53,7 +56,7 @@ from langgraph.types import RetryPolicy
 
 from stageline.errors import StageNotFound, TemplateError, UsageError
 from stageline.plaindata import shown
-from stageline.stages import RESERVED_KEYS, Budget, Stage
+from stageline.stages import RESERVED_KEYS, Budget, Stage, router_stage
 from stageline.templates._builder import Template
 from stageline.templates._project import find_stage
 from stageline.templates._yaml_human import read_human
@@ -176,17 +179,13 @@ class _TemplateReader(_Reader):
             self.fail(f"bad node name {node!r}: a string, not END, without ':' or '|'", line)
         opts = _Map(line)
         if isinstance(spec, _Map):
-            opts = self.mapping(
-                spec, f"stage {node!r}", line, ("use", "retry", "timeout", "writes"), ("use",)
-            )
-        ref = self.text(opts.get("use", spec), f"the stage of node {node!r}", opts.at("use"))
-        try:
-            made = find_stage(ref)
-        except Exception as exc:
-            reason = str(exc).removeprefix(f"unknown stage {ref!r}: ")
-            if not isinstance(exc, StageNotFound):
-                reason = f"cannot import it: {type(exc).__name__}: {exc}"
-            self.fail(f"unknown stage {ref!r} for node {node!r}: {reason}", opts.at("use"))
+            keys = ("use", "retry", "timeout", "writes", "capability", "cost_weight")
+            opts = self.mapping(spec, f"stage {node!r}", line, keys, ("use",))
+        if isinstance(opts.get("use"), list):
+            made = self.routed(node, opts)
+        else:
+            ref = self.text(opts.get("use", spec), f"the stage of node {node!r}", opts.at("use"))
+            made = self.find(node, ref, opts.at("use"))
         for opt in ("retry", "timeout", "writes"):
             value, at = opts.get(opt), opts.at(opt)
             if opt == "writes" and value is not None:
@@ -208,6 +207,32 @@ class _TemplateReader(_Reader):
             except (UsageError, TypeError, ValueError) as exc:
                 self.fail(f"node {node!r}: bad {opt}: {exc}", at)
         return made
+
+    def find(self, node: str, ref: str, line: int) -> Stage:
+        """The stage ``ref`` names, or a ``TemplateError`` saying why not."""
+        try:
+            return find_stage(ref)
+        except Exception as exc:
+            reason = str(exc).removeprefix(f"unknown stage {ref!r}: ")
+            if not isinstance(exc, StageNotFound):
+                reason = f"cannot import it: {type(exc).__name__}: {exc}"
+            self.fail(f"unknown stage {ref!r} for node {node!r}: {reason}", line)
+
+    def routed(self, node: str, opts: _Map) -> Stage:
+        """``use: [a, b]``: a learned router choosing among alternatives by their outcomes."""
+        at = opts.at("use")
+        refs = self.names(opts["use"], f"the alternatives of node {node!r}", at)
+        found = {ref.replace(":", ".").rpartition(".")[2]: self.find(node, ref, at) for ref in refs}
+        if len(found) != len(refs) or len(found) < 2:
+            self.fail(f"node {node!r}: a router needs two or more alternatives, named apart", at)
+        capability = opts.get("capability") or next(iter(found.values())).capability
+        weight = opts.get("cost_weight", 0.0)
+        if not isinstance(capability, str) or not _ok(weight, _NUMBER):
+            self.fail(f"node {node!r}: a router needs a capability and a numeric cost_weight", at)
+        try:
+            return router_stage(capability, found, name=node, cost_weight=float(weight))
+        except UsageError as exc:
+            self.fail(f"node {node!r}: {exc}", at)
 
     def retry(self, what: str, value: Any, line: int) -> dict[str, Any]:
         """A mapping of ``RetryPolicy`` fields, checked; ``retry_on`` names exception classes."""

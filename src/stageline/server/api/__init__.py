@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from stageline.server.api import (
+    architect,
     effects,
     events,
     health,
@@ -28,6 +29,7 @@ ROUTERS: list[APIRouter] = [
     effects.router,
     templates.router,
     stats.router,
+    architect.router,
     prune.router,
     history.router,
 ]

@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from stageline.server.ui import actions, apidocs, auth, overview, runs, schedules
+from stageline.server.ui import actions, apidocs, auth, compose, overview, runs, schedules
 from stageline.server.ui._session import SessionStore, SignInRequired
 from stageline.server.ui._web import PREFIX, SECURITY_HEADERS, render
 
@@ -56,7 +56,7 @@ def _dashboard(host: FastAPI) -> FastAPI:
     ui.add_exception_handler(StarletteHTTPException, _http_error)
     static = resources.files("stageline.server.ui") / "static"
     ui.mount("/static", StaticFiles(directory=str(static)), name="static")
-    for module in (auth, runs, actions, overview, schedules, apidocs):
+    for module in (auth, runs, actions, overview, schedules, compose, apidocs):
         ui.include_router(module.router)
     return ui
 

@@ -27,6 +27,7 @@ __all__ = [
     "MaybeSession",
     "Viewer",
     "advancer_of",
+    "forget_template_infos",
     "render",
     "runner_of",
     "template_infos",
@@ -66,6 +67,11 @@ templates.env.filters.update(
 _TEMPLATES: dict[str, tuple[float, list[TemplateInfo]]] = {}
 TEMPLATES_TTL = 30.0
 """Seconds the list of templates is kept: finding them (entry points, folders) is slow."""
+
+
+def forget_template_infos() -> None:
+    """Look the templates up again on the next page (a page saved a new one)."""
+    _TEMPLATES.clear()
 
 
 def template_infos(runner: Runner) -> list[TemplateInfo]:

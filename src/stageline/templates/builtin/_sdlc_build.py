@@ -284,6 +284,7 @@ async def approved(state: Any, ctx: StageContext) -> dict[str, Any]:
 
 @stage(name="sdlc.build_parked", capability="escalation", cost_class="none")
 async def build_parked(state: Any, ctx: StageContext) -> dict[str, Any]:
+    """The end of a run whose builds ran out of rounds: a summary for a person."""
     ctx.log.warning(
         f"parked: CI still failing after {MAX_BUILDS} builds", branch=state.get("branch")
     )

@@ -48,6 +48,7 @@ def _title(topic: str) -> str:
 
 @stage(name="blog.research", capability="research", cost_class="medium")
 async def research(state: BlogState, ctx: StageContext) -> dict[str, Any]:
+    """Research notes on the topic for the audience, from the run's model."""
     topic = (state.get("topic") or "").strip()
     if not topic:
         raise InputError("blog_post needs a non-empty `topic` input")
@@ -65,6 +66,7 @@ async def research(state: BlogState, ctx: StageContext) -> dict[str, Any]:
 
 @stage(name="blog.outline", capability="planning", cost_class="low")
 async def outline(state: BlogState, ctx: StageContext) -> dict[str, Any]:
+    """An outline of the post: section headings from the research notes."""
     text = await _ask(
         ctx,
         f"Outline a blog post titled: {_title(state['topic'])}\n"
@@ -77,6 +79,7 @@ async def outline(state: BlogState, ctx: StageContext) -> dict[str, Any]:
 
 @stage(name="blog.draft", capability="writing", cost_class="high", retry=2, timeout=300)
 async def draft(state: BlogState, ctx: StageContext) -> dict[str, Any]:
+    """The post's draft in Markdown, from the outline and research (and an editor's feedback)."""
     prompt = (
         f"Write the blog post: {_title(state['topic'])}\n"
         f"Audience: {state.get('audience', DEFAULT_AUDIENCE)}. Follow the outline, use the "
@@ -116,11 +119,13 @@ async def _review(state: BlogState, ctx: StageContext, critic: str, focus: str) 
 
 @stage(name="blog.critic_a", capability="review", cost_class="medium", writes=("reviews",))
 async def critic_a(state: BlogState, ctx: StageContext) -> dict[str, Any]:
+    """A review of the draft for accuracy and evidence, with a score."""
     return await _review(state, ctx, "critic_a", "accuracy and evidence")
 
 
 @stage(name="blog.critic_b", capability="review", cost_class="medium", writes=("reviews",))
 async def critic_b(state: BlogState, ctx: StageContext) -> dict[str, Any]:
+    """A review of the draft for clarity and readability, with a score."""
     return await _review(state, ctx, "critic_b", "clarity and readability")
 
 
@@ -132,6 +137,7 @@ def _latest_reviews(state: BlogState) -> list[dict[str, Any]]:
 
 @stage(name="blog.aggregate", capability="scoring", cost_class="none")
 async def aggregate(state: BlogState, ctx: StageContext) -> dict[str, Any]:
+    """The critics' newest reviews merged into one score and summary."""
     reviews = _latest_reviews(state)
     if not reviews:
         return {"score": 0.0, "summary": "no reviews"}
@@ -170,6 +176,7 @@ def render_post(state: BlogState) -> str:
 
 @stage(name="blog.publish", capability="publish", cost_class="none")
 async def publish(state: BlogState, ctx: StageContext) -> dict[str, Any]:
+    """The post written as Markdown into the run's folder."""
     path = ctx.run_dir / "post.md"
     text = render_post(state)
 

@@ -62,6 +62,7 @@ async def _ask(ctx: StageContext, prompt: str, *, system: str) -> str:
 
 @stage(name="sdlc.intake", capability="intake", cost_class="none")
 async def intake(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
+    """The task, normalized; the run fails on an empty one."""
     task = " ".join((state.get("task") or "").split())
     if not task:
         raise InputError("sdlc needs a non-empty `task` input")
@@ -129,6 +130,7 @@ async def _model_questions(
 
 @stage(name="sdlc.plan", capability="planning", cost_class="high", retry=2)
 async def plan(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
+    """An implementation plan for the task, from the answers and a reviewer's feedback."""
     revision = int(state.get("plan_revision") or 0) + 1
     answers = state.get("answers") or {}
     facts = "\n".join(
@@ -185,6 +187,7 @@ def _score(task: str, revision: int, reply: str) -> float:
 
 @stage(name="sdlc.review", capability="review", cost_class="medium")
 async def review(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
+    """A review of the plan: a verdict (approve or revise) with feedback."""
     text = state.get("plan", "")
     reply = await _ask(
         ctx,
@@ -234,12 +237,14 @@ async def _write_plan(state: SdlcState, ctx: StageContext, outcome: str) -> dict
 
 @stage(name="sdlc.plan_approved", capability="publish", cost_class="none")
 async def plan_approved(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
+    """The end of a run whose plan was approved."""
     ctx.log.info("plan approved", revision=state.get("plan_revision"))
     return await _write_plan(state, ctx, "approved")
 
 
 @stage(name="sdlc.parked", capability="escalation", cost_class="none")
 async def parked(state: SdlcState, ctx: StageContext) -> dict[str, Any]:
+    """The end of a run whose plan ran out of review rounds."""
     ctx.log.warning("parked: the plan did not pass review", revision=state.get("plan_revision"))
     return await _write_plan(state, ctx, "parked")
 
