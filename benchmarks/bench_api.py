@@ -2,7 +2,7 @@
 LangGraph's own dev server, at 1, 8 and 32 concurrent SDK clients (issue #25).
 
 Run: ``python benchmarks/bench_api.py [--seconds S] [--rounds R] [--concurrency 1,8,32]
-[--servers sqlite,postgres,langgraph] [--workers N]``.
+[--servers sqlite,postgres,langgraph] [--workers 1,2]``.
 
 One round trip is what an Agent Inbox client does with a thread: ``threads.create``, then
 ``runs.wait`` with input (the graph runs to its ``interrupt()``), then ``runs.wait`` with
@@ -11,10 +11,11 @@ One round trip is what an Agent Inbox client does with a thread: ``threads.creat
 (``bench``: a node, a node that calls ``interrupt()``, a node) is written to a temporary
 project with a ``langgraph.json``, which both servers serve as it is:
 
-- ``stageline serve`` (real subprocesses, ``--workers N`` processes of it) over a SQLite file
-  and over a fresh Postgres database (``stageline_bench_api_<pid>`` on the server at
-  ``STAGELINE_TEST_POSTGRES``, default ``postgresql://postgres@127.0.0.1:5432/test``; dropped
-  at the end, even after an error or Ctrl-C), with a token made by ``stageline token create``;
+- ``stageline serve`` (real subprocesses, ``--workers N`` processes each; a server for each N
+  given) over a SQLite file and over a fresh Postgres database
+  (``stageline_bench_api_<pid>_<N>`` on the server at ``STAGELINE_TEST_POSTGRES``, default
+  ``postgresql://postgres@127.0.0.1:5432/test``; dropped at the end, even after an error or
+  Ctrl-C), with a token made by ``stageline token create``;
 - ``langgraph dev --no-reload`` (in memory): ``STAGELINE_TEST_LANGGRAPH_CLI``, or
   ``.venv-langgraph/bin/langgraph`` beside this repository (``.ci/run`` makes it).
 
@@ -302,18 +303,19 @@ def _admin() -> Any:
 
 
 @contextlib.contextmanager
-def fresh_database() -> Iterator[str]:
+def fresh_database(suffix: str) -> Iterator[str]:
+    name = f"{DB_NAME}_{suffix}"
     with _admin() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{DB_NAME}"')
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield urlsplit(ADMIN_URL)._replace(path=f"/{DB_NAME}").geturl()
+        yield urlsplit(ADMIN_URL)._replace(path=f"/{name}").geturl()
     finally:
         try:
             with _admin() as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         except Exception as exc:
-            print(f"could not drop database {DB_NAME}: {exc}", file=sys.stderr)
+            print(f"could not drop database {name}: {exc}", file=sys.stderr)
 
 
 def stop(served: Served) -> None:
@@ -335,23 +337,14 @@ def load() -> str:
 def main(args: argparse.Namespace) -> None:
     wanted = [s.strip() for s in args.servers.split(",") if s.strip()]
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    counts = [int(n) for n in args.workers.split(",") if n.strip()]
     folder = Path(tempfile.mkdtemp(prefix="stageline-bench-api-"))
     servers: list[Served] = []
     failed = True
     try:
         with contextlib.ExitStack() as stack:
             for name in wanted:
-                if name == "sqlite":
-                    url = f"sqlite:///{folder / 'sqlite' / '.stageline' / 'stageline.db'}"
-                    servers.append(
-                        start_stageline("stageline sqlite", folder / "sqlite", url, args.workers)
-                    )
-                elif name == "postgres":
-                    url = stack.enter_context(fresh_database())
-                    servers.append(
-                        start_stageline("stageline postgres", folder / "pg", url, args.workers)
-                    )
-                elif name == "langgraph":
+                if name == "langgraph":
                     command = langgraph_cli()
                     if command is None:
                         raise SystemExit(
@@ -360,11 +353,21 @@ def main(args: argparse.Namespace) -> None:
                             "test_langgraph_compat.py), or leave langgraph out of --servers"
                         )
                     servers.append(start_langgraph(folder / "langgraph", command))
-                else:
+                    continue
+                if name not in ("sqlite", "postgres"):
                     raise SystemExit(f"unknown server {name!r}: sqlite, postgres or langgraph")
+                for n in counts:
+                    label = f"stageline {name}" + (f" w{n}" if counts != [1] else "")
+                    where = folder / f"{name}{n}"
+                    url = (
+                        f"sqlite:///{where / '.stageline' / 'stageline.db'}"
+                        if name == "sqlite"
+                        else stack.enter_context(fresh_database(str(n)))
+                    )
+                    servers.append(start_stageline(label, where, url, n))
             for served in servers:
                 wait_answering(served)
-            workers = f", stageline --workers {args.workers}" if args.workers != 1 else ""
+            workers = f", stageline --workers {args.workers}" if counts != [1] else ""
             print(
                 f"bench graph (node, interrupt(), node): threads.create + runs.wait + "
                 f"runs.wait(resume) per round trip; {args.seconds:g} s per cell, "
@@ -396,7 +399,9 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=2, help="rounds; figures are medians")
     parser.add_argument("--concurrency", default="1,8,32", help="clients at once, comma-separated")
     parser.add_argument("--servers", default="sqlite,postgres,langgraph")
-    parser.add_argument("--workers", type=int, default=1, help="stageline serve --workers N")
+    parser.add_argument(
+        "--workers", default="1", help="stageline serve --workers N; several: one server each"
+    )
     # Ctrl-C and SIGTERM unwind through the finally blocks that stop the servers and drop the
     # database.
     signal.signal(signal.SIGINT, lambda signum, frame: _interrupt())
