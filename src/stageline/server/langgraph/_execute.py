@@ -121,7 +121,8 @@ class ApiRuns:
         async def carry_out() -> None:
             status, error = ApiRunStatus.ERROR, None
             try:
-                await ledger.set_api_run_status(key, ApiRunStatus.RUNNING)
+                # Not written "running" first (a commit per API run): while its task goes on,
+                # this process says so, and another one reads it off the run (``status``).
                 with live_stream(log.stream):
                     summary = await work()
                 run = summary.run if summary is not None else await _at_rest(runner, api_run)
@@ -159,8 +160,10 @@ class ApiRuns:
     async def status(self, runner: Runner, api_run: ApiRun) -> ApiRunStatus:
         """The API run's status; one nobody here follows (another server process advances it,
         or the server restarted) is read off its run, once it has taken effect there."""
-        if api_run.status.done or api_run.api_run_id in self._tasks:
+        if api_run.status.done:
             return api_run.status
+        if api_run.api_run_id in self._tasks:
+            return ApiRunStatus.RUNNING
         newest = (await runner.ledger.api_runs(api_run.run_id) or [api_run])[0]
         if newest.api_run_id != api_run.api_run_id:  # a later one took over the thread
             return ApiRunStatus.SUCCESS
