@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import socket
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -126,6 +127,10 @@ def _serve_processes(host: str, port: int, log_level: str, processes: int) -> No
         sock = config.bind_socket()
     except SystemExit:  # uvicorn said why (the port is taken, ...)
         raise typer.Exit(STARTUP_FAILURE) from None
+    # uvicorn makes the socket without naming TCP, so asyncio leaves Nagle's algorithm on for
+    # the connections it accepts (each small answer then waits ~40 ms for the client's delayed
+    # ACK); the connections inherit the listening socket's TCP_NODELAY.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         with contextlib.suppress(KeyboardInterrupt):
             Multiprocess(config, sockets=[sock]).run()
