@@ -46,6 +46,8 @@ class ServerConfig(BaseModel):
 
     max_body_bytes: int = Field(default=1_000_000, gt=0)
     """The largest request body the API reads, in bytes."""
+    workers: int = Field(default=1, ge=1, le=64)
+    """Server processes behind the one port, sharing the database (``--workers``)."""
 
 
 class SlackConfig(BaseModel):
@@ -135,7 +137,7 @@ _ENV_KEYS = (
     "sink_exit_timeout",
 )
 """Keys a ``STAGELINE_<KEY>`` variable overrides."""
-_ENV_SECTIONS = {"interrupts": ("deadline", "on_deadline")}
+_ENV_SECTIONS = {"interrupts": ("deadline", "on_deadline"), "server": ("workers",)}
 """Section -> its keys a ``STAGELINE_<SECTION>_<KEY>`` variable overrides."""
 
 

@@ -54,6 +54,7 @@ SKIPPED = {
     "python benchmarks/bench_cli.py",
     "export STAGELINE_DATABASE_URL=postgresql://user:pass@db.internal:5432/stageline",
     "stageline worker --concurrency 4",
+    "stageline serve --workers 2      # or [server] workers = 2, or STAGELINE_SERVER_WORKERS=2",
     "TOKEN=$(stageline token create me --scope admin | tail -n 1)",
 }
 """The first line of each block marked ``skip``."""

@@ -95,6 +95,8 @@ def test_a_huge_value_is_not_echoed(tmp_path: Path) -> None:
             "STAGELINE_INTERRUPTS_DEADLINE: must be a duration such as 90s, 15m, 2h or 1d",
         ),
         ({"STAGELINE_INTERRUPTS_DEADLINE": "0"}, "STAGELINE_INTERRUPTS_DEADLINE: must be a"),
+        ({"STAGELINE_SERVER_WORKERS": "0"}, "STAGELINE_SERVER_WORKERS: input should be greater"),
+        ({"STAGELINE_SERVER_WORKERS": "two"}, "STAGELINE_SERVER_WORKERS: input should be a valid"),
     ],
 )
 def test_environment_values_are_checked_by_the_same_schema(
@@ -163,6 +165,18 @@ def test_the_interrupts_section_is_set_by_file_and_environment(tmp_path: Path) -
     )
     env = {"STAGELINE_INTERRUPTS_DEADLINE": "90", "STAGELINE_INTERRUPTS_ON_DEADLINE": ""}
     assert load_settings(cwd=tmp_path, env=env).interrupts == InterruptsConfig(deadline="90")
+
+
+def test_server_workers_are_set_by_file_and_environment(tmp_path: Path) -> None:
+    assert load_settings(cwd=tmp_path, env={}).server.workers == 1
+    write(tmp_path, "[server]\nmax_body_bytes = 2048\nworkers = 3\n")
+    assert load_settings(cwd=tmp_path, env={}).server == ServerConfig(
+        max_body_bytes=2048, workers=3
+    )
+    env = {"STAGELINE_SERVER_WORKERS": "2"}  # the file's body limit stays
+    assert load_settings(cwd=tmp_path, env=env).server == ServerConfig(
+        max_body_bytes=2048, workers=2
+    )
 
 
 def test_an_empty_variable_counts_as_unset(tmp_path: Path) -> None:

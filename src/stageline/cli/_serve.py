@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from typing import TYPE_CHECKING, Annotated
+import socket
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,7 +16,7 @@ from stageline.errors import ConflictError
 if TYPE_CHECKING:
     from stageline.config import Settings
 
-__all__ = ["serve"]
+__all__ = ["serve", "worker_app"]
 
 DEFAULT_HOST = "127.0.0.1"  # stageline.server's own; not imported: it pulls in fastapi
 DEFAULT_PORT = 8484
@@ -56,6 +57,17 @@ def serve(
     log_level: Annotated[
         str, typer.Option("--log-level", metavar="LEVEL", help="uvicorn's log level.")
     ] = "info",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            min=1,
+            max=64,
+            help="Server processes behind the port, sharing the database "
+            "([server] workers, default 1).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) over this project's runs.
 
@@ -63,6 +75,7 @@ def serve(
     server are advanced by it in the background and picked up again after a restart.
     """
     settings = load_settings()
+    processes = workers if workers is not None else settings.server.workers
     if not is_loopback(host) and not run_async(_has_tokens(settings)):
         raise ConflictError(
             f"refusing to listen on {host}: no API token exists yet. Create one first "
@@ -71,6 +84,10 @@ def serve(
     import uvicorn
 
     from stageline.cli._logs import redact_logs
+
+    if processes > 1:
+        _serve_processes(host, port, log_level, processes)
+        return
     from stageline.server import create_app
 
     config = uvicorn.Config(
@@ -87,3 +104,45 @@ def serve(
         server.run()
     if not server.started:
         raise typer.Exit(STARTUP_FAILURE)  # uvicorn said why (the port is taken, ...)
+
+
+def _serve_processes(host: str, port: int, log_level: str, processes: int) -> None:
+    """``processes`` servers on one socket (uvicorn's supervisor: it binds the port, starts
+    them, starts one again if it dies, and stops them all on SIGTERM or Ctrl-C). Each is a
+    whole server over the one database: whichever gets a request answers it from the ledger."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config(
+        f"{__name__}:worker_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=processes,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        server_header=False,
+    )
+    try:
+        sock = config.bind_socket()
+    except SystemExit:  # uvicorn said why (the port is taken, ...)
+        raise typer.Exit(STARTUP_FAILURE) from None
+    # uvicorn makes the socket without naming TCP, so asyncio leaves Nagle's algorithm on for
+    # the connections it accepts (each small answer then waits ~40 ms for the client's delayed
+    # ACK); the connections inherit the listening socket's TCP_NODELAY.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
+
+
+def worker_app() -> Any:
+    """The app of one of ``serve --workers N``'s processes (uvicorn calls this in each, in the
+    project folder and environment the command was started in)."""
+    from stageline.cli._logs import redact_logs
+    from stageline.server import create_app
+
+    redact_logs()  # uvicorn set this process's loggers up before it called us
+    return create_app(load_settings())

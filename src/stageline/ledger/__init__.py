@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from stageline.ledger._outcomes import Outcome
     from stageline.ledger._search import RunPage, RunQuery
     from stageline.ledger._sessions import SessionPolicy
-    from stageline.ledger._sqlite import MemoryLedger
+    from stageline.ledger._sqlite import MemoryLedger, commit_off_the_loop
     from stageline.ledger._sqlite_read import read_runs
     from stageline.ledger._store import open_store
     from stageline.ledger._threads import ApiRun, ApiRunStatus, ThreadMeta
@@ -63,6 +63,7 @@ _LAZY = {
     "copy_database": "stageline.ledger._admin",
     "upgrade_database": "stageline.ledger._admin",
     "MemoryLedger": "stageline.ledger._sqlite",
+    "commit_off_the_loop": "stageline.ledger._sqlite",
     "read_runs": "stageline.ledger._sqlite_read",
     "open_store": "stageline.ledger._store",
     "Outcome": "stageline.ledger._outcomes",
@@ -140,6 +141,7 @@ __all__ = [
     "WaitStatus",
     "already_decided",
     "check_schedule",
+    "commit_off_the_loop",
     "copy_database",
     "group_outcomes",
     "hash_token",

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MemoryLedger",
+    "commit_off_the_loop",
     "open_memory",
     "open_sqlite",
     "open_sqlite_ledger",
@@ -47,6 +48,20 @@ BUSY_TIMEOUT_MS = 10_000
 """Default wait for another process's write lock (``?busy_timeout=`` in the URL overrides)."""
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_COMMITS = {"off_the_loop": False}
+"""Where connections opened from now on commit (``commit_off_the_loop``)."""
+
+
+def commit_off_the_loop() -> None:
+    """Have the SQLite connections this process opens from now on commit on their own thread,
+    not on the event loop's: while the disk syncs a commit, the loop goes on serving other
+    requests (the ledger's other calls wait for the commit, in order). A server with many
+    clients gains that (about 1.5x round trips per second at 8 to 32 SDK clients); a lone run
+    pays a thread hop (about 0.1 ms) per commit, so the CLI and workers keep commits on the
+    loop."""
+    _COMMITS["off_the_loop"] = True
+
+
 _T = TypeVar("_T")
 
 
@@ -72,7 +87,8 @@ class _SqliteExecutor:
 
     A hop to a thread costs about 0.1 ms here, more than a small statement: a step's commit on
     the loop's thread is what brings a node's cost near LangGraph's own loop (issue 15). While
-    the disk syncs a ``synchronous=full`` commit the loop waits, as a sync saver's caller does.
+    the disk syncs a ``synchronous=full`` commit the loop waits, as a sync saver's caller does
+    (a server has its commits made on the thread instead: ``commit_off_the_loop``).
     """
 
     dialect: Dialect = sqlite.dialect(paramstyle="named")
@@ -86,6 +102,7 @@ class _SqliteExecutor:
         """The busy timeout last set on the connection (``None``: not set by this executor)."""
         self._on_thread = 0
         """Calls sent to the thread and not yet done: later calls queue behind them."""
+        self._commit_threaded = _COMMITS["off_the_loop"]
 
     def _busy_timeout(self, ms: int) -> None:
         if self._set_ms != ms:
@@ -131,10 +148,12 @@ class _SqliteExecutor:
             await self._call(_run_batch, self._conn, ops)
 
     async def write_and_commit(self, ops: Ops, check: Check | None) -> list[str]:
-        return await self._call(_run_batch_and_commit, self._conn, ops, check)
+        return await self._call(
+            _run_batch_and_commit, self._conn, ops, check, threaded=self._commit_threaded
+        )
 
     async def commit(self) -> None:
-        await self._call(self._conn.commit)
+        await self._call(self._conn.commit, threaded=self._commit_threaded)
 
     async def rollback(self) -> None:
         await self._call(self._conn.rollback)

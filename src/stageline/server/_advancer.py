@@ -34,6 +34,9 @@ RECOVER_EVERY = 2.0
 SWEEP_EVERY = 30.0
 """Seconds between two deadline sweeps (SQLite; on Postgres the queue's periodic task)."""
 ADOPT_LIMIT = 1000
+QUEUED_GRACE = 5.0
+"""Seconds a queued run is left to the process that queued it (on SQLite) before another
+server process behind the same database (``serve --workers``) adopts it."""
 
 
 def orphaned(run: Run, now: float) -> bool:
@@ -148,7 +151,11 @@ class Advancer:
             if orphaned(r, now)
         ]
         if self._queue is None:
-            found += await ledger.list_runs(status=str(RunStatus.QUEUED), limit=ADOPT_LIMIT)
+            found += [
+                r
+                for r in await ledger.list_runs(status=str(RunStatus.QUEUED), limit=ADOPT_LIMIT)
+                if now - r.updated_at > QUEUED_GRACE
+            ]
         taken = []
         for run in sorted(found, key=lambda r: r.created_at):
             if run.run_id not in self._runs and not self._stopping.is_set():

@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 
 from stageline.config import Settings, load_settings
+from stageline.ledger import commit_off_the_loop
 from stageline.runner import Runner
 from stageline.server._advancer import Advancer
 from stageline.server._config import ServerConfig
@@ -50,6 +51,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
+            if runner is None:  # a server's many clients: the loop serves them while SQLite syncs
+                commit_off_the_loop()
             opened = (
                 runner
                 if runner is not None

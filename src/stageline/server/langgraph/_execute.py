@@ -122,10 +122,11 @@ class ApiRuns:
         async def carry_out() -> None:
             status, error = ApiRunStatus.ERROR, None
             try:
-                await ledger.set_api_run_status(key, ApiRunStatus.RUNNING)
+                # Not written "running" first (a commit per API run): while its task goes on,
+                # this process says so, and another one reads it off the run (``status``).
                 with live_stream(log.stream):
                     summary = await work()
-                run = summary.run if summary is not None else await ledger.get_run(api_run.run_id)
+                run = summary.run if summary is not None else await _at_rest(runner, api_run)
                 status = ApiRunStatus.SUCCESS if work is NOTHING else api_status_of(run)
                 if status is ApiRunStatus.PENDING:  # drained at shutdown: it goes on later
                     status = ApiRunStatus.RUNNING
@@ -158,10 +159,12 @@ class ApiRuns:
         return task
 
     async def status(self, runner: Runner, api_run: ApiRun) -> ApiRunStatus:
-        """The API run's status; one nobody here follows any more (the server restarted, or
-        another process advances it) is read off its run."""
-        if api_run.status.done or api_run.api_run_id in self._tasks:
+        """The API run's status; one nobody here follows (another server process advances it,
+        or the server restarted) is read off its run, once it has taken effect there."""
+        if api_run.status.done:
             return api_run.status
+        if api_run.api_run_id in self._tasks:
+            return ApiRunStatus.RUNNING
         newest = (await runner.ledger.api_runs(api_run.run_id) or [api_run])[0]
         if newest.api_run_id != api_run.api_run_id:  # a later one took over the thread
             return ApiRunStatus.SUCCESS
@@ -169,8 +172,37 @@ class ApiRuns:
             run = await runner.ledger.get_run(api_run.run_id)
         except StagelineError:
             return ApiRunStatus.ERROR
+        if run.status is not RunStatus.RUNNING and _not_yet(runner, api_run, run):
+            return api_run.status  # its process has not moved the run yet (a resume, a retry)
         found = api_status_of(run)
         return ApiRunStatus.RUNNING if found is ApiRunStatus.PENDING else found
+
+    async def busy_anywhere(self, runner: Runner, thread_id: str) -> bool:
+        """Whether an API run goes on on the thread, in this server process or another one
+        behind the same database (``serve --workers``)."""
+        if self.busy(thread_id):
+            return True
+        newest = await runner.ledger.api_runs(thread_id)
+        return bool(newest) and not (await self.status(runner, newest[0])).done
+
+    async def advanced(self, runner: Runner, api_run: ApiRun) -> bool:
+        """Whether a process advances the API run's thread now: this one (its task), or
+        another one behind the same database (its run is running, under a lease), which then
+        records how the API run ended."""
+        if api_run.api_run_id in self._tasks:
+            return True
+        run = await runner.ledger.get_run(api_run.run_id)
+        return run.status is RunStatus.RUNNING and (run.lease_expires_at or 0) > time.time()
+
+    async def follower(self, runner: Runner, api_run: ApiRun) -> asyncio.Future[None] | None:
+        """What ends when the API run does: its task here, or (another process advances it) a
+        watch on the ledger; None when it has ended."""
+        task = self._tasks.get(api_run.api_run_id)
+        if task is not None:
+            return task
+        if (await self.status(runner, api_run)).done:
+            return None
+        return asyncio.ensure_future(self._watch(runner, api_run, 3600.0))
 
     async def join(self, runner: Runner, api_run: ApiRun, timeout: float = 3600.0) -> None:
         """Wait until the API run has ended (bounded by ``timeout`` seconds)."""
@@ -178,9 +210,37 @@ class ApiRuns:
         if task is not None:
             await asyncio.wait_for(asyncio.shield(task), timeout)
             return
+        await self._watch(runner, api_run, timeout)
+
+    async def _watch(self, runner: Runner, api_run: ApiRun, timeout: float) -> None:
+        """Poll the ledger until the API run has ended (another process records it)."""
         deadline = time.monotonic() + timeout
-        while not (await self.status(runner, api_run)).done and time.monotonic() < deadline:
+        current = api_run
+        while not (await self.status(runner, current)).done and time.monotonic() < deadline:
             await asyncio.sleep(JOIN_POLL)
+            current = await runner.ledger.api_run(api_run.api_run_id) or current
+
+
+async def _at_rest(runner: Runner, api_run: ApiRun) -> Run:
+    """The thread's run once no process advances it: another server process behind the same
+    database may have taken it up first (a queued run it adopted); this API run ends with it."""
+    deadline = time.monotonic() + 3600.0
+    run = await runner.ledger.get_run(api_run.run_id)
+    while run.status is RunStatus.RUNNING and time.monotonic() < deadline:
+        await asyncio.sleep(JOIN_POLL)
+        run = await runner.ledger.get_run(api_run.run_id)
+    return run
+
+
+def _not_yet(runner: Runner, api_run: ApiRun, run: Run) -> bool:
+    """Whether the run has not changed since the API run was accepted, and the process that
+    accepted it may still be about to move it (a resume or retry is decided in its task): its
+    lease time has not passed. Past that, that process is taken for dead."""
+    return (
+        not api_run.status.done
+        and run.updated_at < api_run.created_at
+        and time.time() - api_run.created_at < runner.settings.lease_ttl
+    )
 
 
 async def thread_busy(request: HTTPConnection, runner: Runner, thread_id: str) -> bool:

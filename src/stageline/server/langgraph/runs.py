@@ -61,7 +61,7 @@ async def accept_run(
             with unprocessable():
                 check_run_id(thread_id, "thread_id")
             run = None
-        if tracker.busy(thread_id):
+        if await tracker.busy_anywhere(runner, thread_id):
             raise HTTPException(409, f"thread {thread_id} is busy with another run")
         latest = await snapshot(runner, run)
         start = latest.config["configurable"].get("checkpoint_id") if latest else None
@@ -331,14 +331,16 @@ async def join_stream(
 ) -> StreamingResponse:
     api_run = await _api_run(runner, thread_id, run_id)
     tracker = ApiRuns.of(request)
-    task = tracker.task(api_run.api_run_id)
+    local = tracker.task(api_run.api_run_id)
     # Live events while the run goes on; after them, those after Last-Event-ID while kept.
     after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
-    log = tracker.log_of(api_run.api_run_id) if task is not None or after else None
+    log = tracker.log_of(api_run.api_run_id) if local is not None or after else None
     run = await runner.ledger.get_run(thread_id)
-    if task is not None:
+    # Advanced by another server process: its checkpoints from where it is now, until it ends.
+    task = local or await tracker.follower(runner, api_run)
+    if local is not None:
         start = tracker.start_of(api_run.api_run_id)
-    else:  # ended (or followed by no one here): only where it is now
+    else:  # ended, or followed by another process: from where it is now
         latest = await snapshot(runner, run)
         start = latest.config["configurable"].get("checkpoint_id") if latest else None
     # As LangGraph's join: the events the run makes (in the modes it was started with), those
@@ -388,7 +390,7 @@ async def _cancel(runner: Runner, tracker: ApiRuns, api_run: ApiRun, actor: str)
         if exc.http_status != 409:
             raise
         raise HTTPException(409, str(exc)) from exc
-    if tracker.task(api_run.api_run_id) is None and not api_run.status.done:
+    if not api_run.status.done and not await tracker.advanced(runner, api_run):
         await runner.ledger.set_api_run_status(
             api_run.api_run_id, ApiRunStatus.INTERRUPTED, f"cancelled by {actor}"
         )
