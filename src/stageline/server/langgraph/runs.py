@@ -231,7 +231,7 @@ def _events(
     run: Run,
     modes: list[str],
     start: str | None,
-    task: asyncio.Task[None] | None,
+    task: asyncio.Future[None] | None,
     headers: dict[str, str] | None = None,
     **options: Any,
 ) -> StreamingResponse:
