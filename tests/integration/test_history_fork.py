@@ -227,6 +227,8 @@ async def test_update_state_of_a_failed_run_then_retry_continues_from_it(
         assert failed.status is RunStatus.FAILED
         with pytest.raises(InputError, match="as_node 'nope'"):
             await runner.update_state(rid, {"topic": "b"}, as_node="nope")
+        with pytest.raises(InputError, match=f"^run {rid} has no checkpoint 'nope'$"):
+            await runner.update_state(rid, {"topic": "b"}, checkpoint_id="nope")
         edited = await runner.update_state(rid, {"topic": "b"})
         assert edited.status is RunStatus.FAILED and edited.state["topic"] == "b"
         assert edited.run.lease_holder is None
@@ -257,7 +259,8 @@ async def test_a_copy_keeps_the_whole_history_and_waits_for_its_own_decision(
 
         done = await runner.approve(copy_id, actor="ed")
         assert done.status is RunStatus.SUCCEEDED
-        finished = await runner.copy(copy_id)
+        finished = await runner.copy(copy_id, copy_id="copy-of-done")
+        assert finished.run.run_id == "copy-of-done"
         assert finished.status is RunStatus.SUCCEEDED and finished.state == done.state
         assert len(await runner.history(finished.run.run_id)) == len(await runner.history(copy_id))
         assert (await runner.status(waiting.run.run_id)).status is RunStatus.WAITING

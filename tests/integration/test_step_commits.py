@@ -99,11 +99,15 @@ async def test_writes_are_committed_at_once_while_a_sibling_runs(backend: Backen
     ledger: Any = backend.ledger
     ledger.watch_cancel("r1", lambda: None)
     ledger.stage_node(_record(NodeStatus.RUNNING))
+    ledger.stage_node(_record(NodeStatus.RUNNING, "t3"))
     await backend.saver.aput_writes(CONF, [("n", 1)], "t1")
     assert _writes(ledger.url) == 1  # a crash now must not re-run t1
     ledger.stage_node(_record(NodeStatus.SUCCEEDED))
     await backend.saver.aput_writes(CONF, [("n", 2)], "t2")
-    assert _writes(ledger.url) == 1  # the last one of the step waits for its checkpoint
+    assert _writes(ledger.url) == 2  # t3 still runs
+    ledger.stage_node(_record(NodeStatus.SUCCEEDED, "t3"))
+    await backend.saver.aput_writes(CONF, [("n", 3)], "t3")
+    assert _writes(ledger.url) == 2  # the last one of the step waits for its checkpoint
 
 
 def _counting_commits(monkeypatch: pytest.MonkeyPatch) -> list[str]:

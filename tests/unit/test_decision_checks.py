@@ -6,12 +6,10 @@ no longer waits, and what the refusal says when the run waits on something else 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
 import pytest
 
-from stageline.config import Settings
 from stageline.errors import InvalidTransition, StaleDecision, UsageError
 from stageline.ledger import RunStatus, WaitStatus
 from stageline.runner import Runner
@@ -63,12 +61,6 @@ def asking(*, more: bool = False) -> Template:
     if more:  # a new version of the template
         template.add_stage("publish", publish).add_edge("size", "publish")
     return template
-
-
-@pytest.fixture
-async def runner(sqlite_settings: Settings) -> AsyncIterator[Runner]:
-    async with Runner.open(sqlite_settings, deliver=False) as opened:
-        yield opened
 
 
 async def test_a_gate_asked_in_an_earlier_attempt_is_stale(runner: Runner) -> None:

@@ -59,11 +59,16 @@ async def test_a_yaml_template_given_by_path_is_compiled_once_for_many_runs(
 
 async def test_the_graph_cache_is_bounded(memory_settings: Settings, project: Path) -> None:
     async with memory_runner(memory_settings) as runner:
+        compiled = []
         for number in range(GRAPH_CACHE_SIZE + 10):
             path = project / f"t{number}.yaml"
             path.write_text(_yaml(f"t{number}"))
             await runner.start(str(path), {"n": 0})
+            compiled.append(runner.graph(str(path)))
         assert _cached(runner) == GRAPH_CACHE_SIZE
+        last = project / f"t{GRAPH_CACHE_SIZE + 9}.yaml"
+        assert runner.graph(str(last)) is compiled[-1]  # the newest are kept
+        assert runner.graph(str(project / "t0.yaml")) is not compiled[0]  # the oldest went
     assert len(_registry._YAML_CACHE) <= _registry.YAML_CACHE_SIZE
 
 

@@ -115,3 +115,24 @@ async def test_a_yaml_state_type_is_checked(runner: Runner, tmp_path: Path) -> N
     with pytest.raises(InputError, match="input 'sleep' of template 'sleepy' must be a number"):
         await runner.start(template, {"sleep": "abc"})
     assert (await runner.start(template, {"sleep": "0", "n": "2"})).state == {"sleep": 0.0, "n": 2}
+
+
+class Claims(TypedDict, total=False):
+    topic: str
+    stageline_gates: dict[str, Any]
+    stageline_loops: dict[str, Any]
+    stageline_deadlines: dict[str, Any]
+    stageline_context: dict[str, Any]
+
+
+@pytest.mark.parametrize(
+    "key", ["stageline_gates", "stageline_loops", "stageline_deadlines", "stageline_context"]
+)
+async def test_a_key_stageline_reserves_is_refused_as_an_input_even_when_the_state_has_it(
+    runner: Runner, key: str
+) -> None:
+    claims = Template("claims", state=Claims).add_stage("echo", echo)
+    with pytest.raises(InputError) as info:
+        await runner.start(claims, {"topic": "tides", key: {}})
+    assert str(info.value) == f"{key!r} is reserved for stageline"
+    assert await runner.ledger.list_runs() == []

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.types import interrupt
 
-from stageline.config import Settings
 from stageline.errors import (
     AnswerInvalid,
     InvalidTransition,
@@ -52,12 +50,6 @@ def asking(*, extra: bool = False) -> Template:
     if extra:  # the template changed since the run began
         made.add_stage("finish", finish).add_edge("ask", "finish")
     return made
-
-
-@pytest.fixture
-async def runner(sqlite_settings: Settings) -> AsyncIterator[Runner]:
-    async with Runner.open(sqlite_settings, deliver=False) as opened:
-        yield opened
 
 
 async def test_a_null_answer_is_refused_and_nothing_is_recorded(runner: Runner) -> None:

@@ -5,23 +5,15 @@ added."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
-from stageline.config import Settings
 from stageline.errors import InputError
 from stageline.ledger import Assistant, RunStatus, next_due
 from stageline.runner import Runner
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC, a whole minute
 INPUTS = {"topic": "tides"}
-
-
-@pytest.fixture
-async def runner(sqlite_settings: Settings) -> AsyncIterator[Runner]:
-    async with Runner.open(sqlite_settings, deliver=False) as opened:
-        yield opened
 
 
 def test_due_times_follow_the_expression_in_its_time_zone() -> None:
