@@ -67,8 +67,16 @@ class _MaskSecrets(logging.Filter):
 
 
 _LOG_MASK = _MaskSecrets()
-for _name in ("httpx", "httpcore"):
-    logging.getLogger(_name).addFilter(_LOG_MASK)
+
+
+def _mask_in_http_logs(*secrets: str) -> None:
+    """Mask ``secrets`` in httpx's and httpcore's log records from now on (the filter is
+    installed by the first Telegram sink, once)."""
+    _LOG_MASK.redactor.add(*secrets)
+    for name in ("httpx", "httpcore"):
+        logger = logging.getLogger(name)
+        if _LOG_MASK not in logger.filters:
+            logger.addFilter(_LOG_MASK)
 
 
 def run_page(public_url: str, run_id: str) -> str:
@@ -82,7 +90,7 @@ def _clip(text: str, limit: int = _DETAIL) -> str:
 
 
 def _line(event: Event, template: str | None) -> str:
-    icon, said = _HEADLINES.get(event.kind, ("⏰", "deadline step applied"))
+    icon, said = _HEADLINES.get(event.kind, ("•", event.kind))
     if event.kind.endswith(".expired"):
         icon, said = "⏰", "deadline passed"
     run = f"Run {event.run_id}" + (f" ({template})" if template else "")
@@ -136,7 +144,7 @@ class TelegramSink:
         self.name = name or f"telegram:{mask_url(api_url)}"
         self.secrets: tuple[str, ...] = (bot_token,)
         """What the bus masks in events and httpx's log lines."""
-        _LOG_MASK.redactor.add(*self.secrets)
+        _mask_in_http_logs(*self.secrets)
 
     def __repr__(self) -> str:
         return f"TelegramSink({self.name!r})"
