@@ -136,7 +136,8 @@ def test_the_text_names_the_run_template_what_happened_and_the_page() -> None:
     ]
     bare = telegram_text([ev("run.parked")])
     assert bare == "🅿️ Run r1 parked"  # no template known, no public_url: no link
-    assert telegram_text([ev("gate.expiry_failed", message="m")]) == "• Run r1 gate.expiry_failed: m"
+    other = telegram_text([ev("gate.expiry_failed", message="m")])
+    assert other == "• Run r1 gate.expiry_failed: m"
     long = telegram_text([ev("run.failed", message="x" * 600)] * 10)
     assert len(long) <= 4096
 
