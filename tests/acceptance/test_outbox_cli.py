@@ -160,3 +160,26 @@ def test_the_local_worker_delivers_what_its_runs_write(tmp_path: Path) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(text), signal.SIGTERM)
         endpoint.close()
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ("chat_id = -100123\n", "bot_token_env is required"),
+        ('bot_token_env = "TG_TOKEN"\n', "chat_id is required"),
+    ],
+)
+def test_a_telegram_table_missing_a_key_is_a_one_line_error_naming_it(
+    tmp_path: Path, table: str, key: str
+) -> None:
+    project = _project(tmp_path, f'[[sinks]]\ntype = "telegram"\n{table}')
+    done = _cli(project, "run", "three", "--run-id", "t1", TG_TOKEN="1:AAsecret")
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [f"error: [[sinks]] #1: {key} " + _WHY[key]]
+    assert "1:AAsecret" not in done.stderr + done.stdout
+
+
+_WHY = {
+    "bot_token_env is required": "(the variable holding the bot token)",
+    "chat_id is required": "(the chat, group or @channel to post to)",
+}

@@ -5,10 +5,10 @@ its publisher calls ``EventBus.publish``. From there each event is redacted once
 inline sinks (``Sink.emit``: the terminal, a test's recording) and to queued sinks given in
 code (``AsyncSink.deliver``), each behind its own bounded queue, filter and retry policy.
 
-Sinks of ``[[sinks]]`` in stageline.toml that do I/O (webhooks, OpenTelemetry) are delivered
-from the ledger itself by a ``Deliverer``, with a cursor per sink and run (an outbox): nothing
-is lost when a process exits, and the next process carries on. New types are added with
-``register_sink_type``.
+Sinks of ``[[sinks]]`` in stageline.toml that do I/O (webhooks, Telegram, OpenTelemetry) are
+delivered from the ledger itself by a ``Deliverer``, with a cursor per sink and run (an
+outbox): nothing is lost when a process exits, and the next process carries on. New types
+are added with ``register_sink_type``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from stageline.events._otel import OtelSink
 from stageline.events._outbox import EXIT_TIMEOUT, Deliverer
 from stageline.events._redact import Redactor
 from stageline.events._sink import Sink, SinkSpec
+from stageline.events._telegram import CRITICAL_KINDS, TelegramSink
 from stageline.events._webhook import WebhookSink, sign_payload, verify_signature
 
 __all__ = [
     "CLOSE_TIMEOUT",
+    "CRITICAL_KINDS",
     "EXIT_TIMEOUT",
     "LEVELS",
     "AsyncSink",
@@ -42,6 +44,7 @@ __all__ = [
     "SinkFactory",
     "SinkOptions",
     "SinkSpec",
+    "TelegramSink",
     "WebhookSink",
     "build_sinks",
     "register_sink_type",

@@ -2,7 +2,7 @@
 
 ```toml
 [[sinks]]
-type = "webhook"            # console | webhook | otel, or a type given to register_sink_type
+type = "webhook"            # console | webhook | telegram | otel, or a registered type
 format = "discord"          # discord | slack | json
 url_env = "DISCORD_WEBHOOK_URL"
 min_level = "info"          # debug < info < warning < error < critical
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
 from stageline.errors import ConfigError
@@ -30,6 +31,7 @@ from stageline.events._filters import LEVELS, EventFilter
 from stageline.events._formats import FORMATS
 from stageline.events._otel import OtelSink
 from stageline.events._sink import Sink, SinkSpec
+from stageline.events._telegram import CRITICAL_KINDS, DEFAULT_API_URL, TelegramSink
 from stageline.events._webhook import WebhookSink
 
 __all__ = [
@@ -108,6 +110,8 @@ class SinkFactory(Protocol):
 
 
 _TYPES: dict[str, tuple[SinkFactory, DeliveryPolicy, str]] = {}
+_ONLY: dict[str, tuple[str, ...]] = {}
+"""Types that take only these event kinds (a table's ``kinds`` may narrow them, never widen)."""
 _INLINE: set[str] = set()
 """Types whose sinks are called inline by every process (the terminal); the others are
 delivered from the ledger's outbox, only by processes that deliver."""
@@ -120,12 +124,18 @@ def register_sink_type(
     policy: DeliveryPolicy | None = None,
     min_level: str = "info",
     inline: bool = False,
+    only_kinds: Iterable[str] | None = None,
 ) -> None:
     """Make ``type = "<name>"`` in ``[[sinks]]`` build sinks with ``factory``; ``policy`` and
     ``min_level`` are the defaults its tables may override. An ``inline`` type is built by
     every process and called as events are written; the others are delivered from the
-    ledger (an outbox), by the processes that run things."""
+    ledger (an outbox), by the processes that run things. With ``only_kinds`` (event kinds,
+    not globs) its sinks take those kinds alone; a table's ``kinds`` picks among them."""
     _TYPES[name] = (factory, policy or DeliveryPolicy(), min_level)
+    if only_kinds is not None:
+        _ONLY[name] = tuple(only_kinds)
+    else:
+        _ONLY.pop(name, None)
     if inline:
         _INLINE.add(name)
     else:
@@ -163,7 +173,7 @@ def build_sinks(
             continue
         factory, policy, min_level = _TYPES[kind]
         options = SinkOptions(label, table, env)
-        event_filter = _filter(label, table, min_level)
+        event_filter = _filter(label, table, min_level, _ONLY.get(kind))
         delivery = _policy(label, table, policy)
         try:
             sink = factory(options=options, policy=delivery, **(extras or {}))
@@ -202,7 +212,9 @@ def sink_id(table: Mapping[str, Any]) -> str:
     return f"{table.get('type')}:{digest[:12]}"
 
 
-def _filter(label: str, table: Mapping[str, Any], default_level: str) -> EventFilter:
+def _filter(
+    label: str, table: Mapping[str, Any], default_level: str, only: tuple[str, ...] | None = None
+) -> EventFilter:
     level = table.get("min_level", default_level)
     if not isinstance(level, str) or level.lower() not in LEVELS:
         raise ConfigError(f"{label}: min_level must be one of {', '.join(LEVELS)}")
@@ -214,9 +226,32 @@ def _filter(label: str, table: Mapping[str, Any], default_level: str) -> EventFi
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{label}: {key} must be a list of strings")
         lists[key] = tuple(value)
+    if only is not None:
+        lists["kinds"] = _narrowed(label, lists["kinds"], only)
     return EventFilter(
         min_level=level.lower(), kinds=lists["kinds"], categories=lists["categories"]
     )
+
+
+def _narrowed(label: str, patterns: tuple[str, ...], only: tuple[str, ...]) -> tuple[str, ...]:
+    """The kinds of ``only`` that ``patterns`` (globs, ``!`` excludes) pick; every pattern must
+    pick one, so a table cannot ask for what its type never sends (progress, say)."""
+    wanted = [p for p in patterns if not p.startswith("!")]
+    for pattern in wanted:
+        if not any(fnmatchcase(k, pattern) for k in only):
+            raise ConfigError(
+                f"{label}: kinds {pattern!r} matches none of the kinds this type sends "
+                f"({', '.join(only)})"
+            )
+    picked = tuple(
+        k
+        for k in only
+        if (not wanted or any(fnmatchcase(k, p) for p in wanted))
+        and not any(fnmatchcase(k, p[1:]) for p in patterns if p.startswith("!"))
+    )
+    if not picked:
+        raise ConfigError(f"{label}: kinds leaves none of {', '.join(only)}")
+    return picked
 
 
 def _policy(label: str, table: Mapping[str, Any], default: DeliveryPolicy) -> DeliveryPolicy:
@@ -249,6 +284,8 @@ def _console(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: A
 
 def _webhook(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: Any) -> AsyncSink:
     fmt = options.get("format", str, "json")
+    if fmt == "telegram":
+        raise options.error('Telegram is its own type: type = "telegram", chat_id, bot_token_env')
     if fmt not in FORMATS:
         raise options.error(f"format must be one of {', '.join(FORMATS)}")
     url = options.secret("url", required=True)
@@ -263,6 +300,31 @@ def _webhook(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: A
         username=username,
         timeout=policy.timeout,
         links=future_kwargs.get("links"),
+    )
+
+
+def _telegram(*, options: SinkOptions, policy: DeliveryPolicy, **future_kwargs: Any) -> AsyncSink:
+    if options.get("bot_token", str) is not None:
+        raise options.error('keep the bot token out of the file: bot_token_env = "VARIABLE"')
+    chat_id = options.get("chat_id", (int, str))
+    if chat_id is None or isinstance(chat_id, bool) or chat_id == "":
+        raise options.error("chat_id is required (the chat, group or @channel to post to)")
+    var = options.get("bot_token_env", str)
+    if not var:
+        raise options.error("bot_token_env is required (the variable holding the bot token)")
+    token = options.env.get(var)
+    if not token:
+        raise SecretMissing(
+            f"{options.label}: environment variable {var} (from bot_token_env) is not set"
+        )
+    links = future_kwargs.get("links")
+    return TelegramSink(
+        bot_token=token,
+        chat_id=chat_id,
+        api_url=options.get("api_url", str, DEFAULT_API_URL),
+        public_url=future_kwargs.get("public_url") or getattr(links, "public_url", None),
+        ledger=future_kwargs.get("ledger"),
+        timeout=policy.timeout,
     )
 
 
@@ -284,3 +346,8 @@ _WEBHOOK_POLICY = DeliveryPolicy(linger=0.25, batch=20, retries=3, backoff=1.0, 
 _OTEL_POLICY = DeliveryPolicy(queue_size=10_000, batch=200, retries=0, timeout=30.0)
 register_sink_type("webhook", _webhook, min_level="info", policy=_WEBHOOK_POLICY)
 register_sink_type("otel", _otel, min_level="debug", policy=_OTEL_POLICY)
+# The critical channel: a message per run's batch (no linger: it is urgent), retried for good.
+_TELEGRAM_POLICY = DeliveryPolicy(batch=20, retries=3, backoff=1.0, timeout=10.0)
+register_sink_type(
+    "telegram", _telegram, min_level="info", policy=_TELEGRAM_POLICY, only_kinds=CRITICAL_KINDS
+)

@@ -109,19 +109,20 @@ class Deliverer:
         *,
         env: Mapping[str, str] | None = None,
         links: Any = None,
+        public_url: str | None = None,
         **options: Any,
     ) -> Deliverer:
         """A deliverer for the outbox sinks of ``[[sinks]]`` entries (``Settings.sinks``). A
         sink whose secret is not set is left out, logged and listed in ``unavailable``: its
-        events wait in the ledger for a process that has it."""
+        events wait in the ledger for a process that has it. Sinks may use ``ledger`` (to
+        name a run's template), ``links`` (decision links) and ``public_url`` (run pages)."""
         missing: list[tuple[str, str]] = []
-        specs = build_sinks(
-            entries,
-            env=env,
-            which="outbox",
-            missing=missing,
-            extras={"links": links} if links is not None else None,
-        )
+        extras: dict[str, Any] = {"ledger": ledger}
+        if links is not None:
+            extras["links"] = links
+        if public_url:
+            extras["public_url"] = public_url
+        specs = build_sinks(entries, env=env, which="outbox", missing=missing, extras=extras)
         for sink_id, why in missing:
             _log.warning(
                 "sink %s does not deliver from this process: %s; its events wait in the ledger",

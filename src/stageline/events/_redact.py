@@ -4,8 +4,8 @@ The bus redacts each event once, before any sink sees it: the values of keys tha
 secret (``api_key``, ``token``, ``password``, ``authorization``...) at any depth of its data,
 and, in every string, credentials in URLs (a password, or a token as the user name), secret
 query parameters, ``name=value`` / ``name: value`` pairs that name a secret, ``Authorization``
-headers and bearer tokens pasted as text, well-known token shapes and the secrets a sink was
-configured with.
+headers and bearer tokens pasted as text, Telegram bot URLs, well-known token shapes and the
+secrets a sink was configured with.
 """
 
 from __future__ import annotations
@@ -111,12 +111,14 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str
         ),
         rf"\1{MASK}",
     ),
+    # Telegram's Bot API URLs: https://api.telegram.org/bot<id>:<secret>/sendMessage
+    ("/bot", re.compile(r"(/bot)\d+:[\w\-]+"), rf"\1{MASK}"),
     ("", re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)[\w.~+/=\-]+"), rf"\1{MASK}"),
     (
         "",
         re.compile(
             r"\b(?:sk-[\w\-]{16,}|gh[pousr]_\w{20,}|github_pat_\w{20,}"
-            r"|xox[abprs]-[\w\-]{10,}|AKIA[0-9A-Z]{16})"
+            r"|xox[abprs]-[\w\-]{10,}|AKIA[0-9A-Z]{16}|\d{6,12}:AA[\w\-]{30,})"
         ),
         MASK,
     ),

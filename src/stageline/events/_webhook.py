@@ -131,13 +131,8 @@ class WebhookSink:
         return body, headers
 
     async def deliver(self, events: Sequence[Event], **future_kwargs: Any) -> None:
-        import httpx
-
         if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 2.0)),
-                follow_redirects=False,
-            )
+            self._client = new_client(self._timeout)
         links = None
         if self._links is not None:
             links = {
@@ -151,12 +146,7 @@ class WebhookSink:
             body, headers = self.request(
                 payload, batch if len(payloads) == 1 else f"{batch}-{number}"
             )
-            try:
-                response = await self._client.post(self._url, content=body, headers=headers)
-            except httpx.TimeoutException as exc:
-                raise DeliveryError(f"timed out ({type(exc).__name__})") from None
-            except httpx.HTTPError as exc:  # its message may hold the URL: name the type only
-                raise DeliveryError(type(exc).__name__) from None
+            response = await post(self._client, self._url, content=body, headers=headers)
             if response.status_code >= 300:
                 raise _status_error(response)
 
@@ -164,6 +154,29 @@ class WebhookSink:
         client, self._client = self._client, None
         if client is not None and self._own_client:
             await client.aclose()
+
+
+def new_client(timeout: float) -> httpx.AsyncClient:
+    """An HTTP client for one sink: ``timeout`` s per request (2 s at most to connect), no
+    redirects (a redirect could carry a credential somewhere else)."""
+    import httpx
+
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)), follow_redirects=False
+    )
+
+
+async def post(client: httpx.AsyncClient, url: str, **request: Any) -> httpx.Response:
+    """POST ``url``; a transport failure is a retryable ``DeliveryError`` naming its type only
+    (an httpx message holds the URL, and a sink's URL may be a credential)."""
+    import httpx
+
+    try:
+        return await client.post(url, **request)
+    except httpx.TimeoutException as exc:
+        raise DeliveryError(f"timed out ({type(exc).__name__})") from None
+    except httpx.HTTPError as exc:
+        raise DeliveryError(type(exc).__name__) from None
 
 
 def _status_error(response: httpx.Response) -> DeliveryError:

@@ -112,7 +112,9 @@ class Runner:
                     if settings.public_url
                     else None
                 )  # gate links in webhook payloads
-                deliverer = Deliverer.configured(settings.sinks, backend.ledger, links=links)
+                deliverer = Deliverer.configured(
+                    settings.sinks, backend.ledger, links=links, public_url=settings.public_url
+                )
                 if deliverer.sink_ids:
                     bus.add(deliverer)  # committed events wake it up
                     await deliverer.start()

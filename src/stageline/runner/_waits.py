@@ -259,7 +259,7 @@ async def settle_waits(
         parked=parked and outcome == "waiting",
         taken_over=taken_over,
         changes=WaitChanges(
-            settle=settle, asked=asked, asked_events=[_asked_event(w) for w in asked]
+            settle=settle, asked=asked, asked_events=[e for w in asked for e in _asked_events(w)]
         ),
     )
 
@@ -307,6 +307,27 @@ def _ended_by(template: Template, waits: Sequence[Wait]) -> tuple[Wait | None, W
 
 def _said(wait: Wait) -> str:
     return "answer" if wait.kind is not WaitKind.GATE else f"decision ({wait.decision})"
+
+
+def _asked_events(wait: Wait) -> list[Event]:
+    """What is said when ``wait`` is asked; at a budget gate, also that the run stopped at its
+    budget (``budget.exceeded``, a kind critical channels take)."""
+    asked = [_asked_event(wait)]
+    over = wait.payload.get("budget")
+    if wait.kind is WaitKind.GATE and isinstance(over, Mapping):
+        shown = wait.payload.get("show")
+        said = shown.get("budget") if isinstance(shown, Mapping) else None
+        asked.append(
+            Event(
+                run_id=wait.run_id,
+                kind="budget.exceeded",
+                level="warning",
+                node=wait.node,
+                message=f"waiting at gate {wait.name!r}: {said or 'a budget is used up'}",
+                data={"gate": wait.name, "wait_id": wait.wait_id, **dict(over)},
+            )
+        )
+    return asked
 
 
 def _asked_event(wait: Wait) -> Event:
