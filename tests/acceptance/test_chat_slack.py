@@ -62,6 +62,15 @@ def configure(server: Server, slack: FakeSlack) -> Server:
     return server.start()
 
 
+def serve_with_slack(
+    request: pytest.FixtureRequest, project: Path, slack: FakeSlack, template: str
+) -> Server:
+    """A server for ``project`` (on the database ``request.param`` names) with ``[slack]``."""
+    url = str(request.getfixturevalue("postgres_url")) if request.param == "postgres" else None
+    server = make_project(project, database_url=url, templates=(template,), env=ENV)
+    return configure(server, slack)
+
+
 @pytest.fixture(scope="module")
 def chat_server(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterator[Server]:
     server = make_project(

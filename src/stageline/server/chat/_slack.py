@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shlex
 import time
 from typing import Annotated, Any
@@ -24,6 +25,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from stageline.errors import AnswerInvalid, StagelineError, UsageError
+from stageline.events._delivery import DeliveryError
 from stageline.ledger import WaitKind, WaitStatus
 from stageline.runner import new_run_id
 from stageline.server._state import get_advancer
@@ -41,6 +43,7 @@ from stageline.stages import validate_answers
 
 __all__ = ["router"]
 
+_log = logging.getLogger("stageline.server")
 router = APIRouter(prefix="/slack", tags=["chat"], include_in_schema=False)
 Chat = Annotated[ChatRuntime, Depends(get_chat)]
 
@@ -118,11 +121,8 @@ async def commands(request: Request, chat: Chat) -> JSONResponse:
             _said("This command was handled already (a replay); nothing was started.")
         )
     try:
-        if (
-            settings.intake_command
-            and command == settings.intake_command
-            and not text.startswith("run ")
-        ):
+        if settings.intake_command and command == settings.intake_command:
+            # all of the text is the task, even when it starts with "run"
             if not settings.intake_template or not settings.intake_input:
                 raise UsageError(
                     "the intake command needs [slack] intake_template and intake_input"
@@ -177,12 +177,12 @@ async def _start(
     find_template(runner, template)
     run_id = new_run_id()
     if channel and chat.sink is not None:  # its thread: where the command was typed
+        await runner.ledger.save_chat_message(run_id, "origin", channel, "")
         text = f"🕓 Run `{run_id}` · *{template}* · starting (asked by <@{esc(user['id'])}>)"
-        done = await chat.call("chat.postMessage", channel=channel, text=text)
-        if done and done.get("ts"):
-            await runner.ledger.save_chat_message(
-                run_id, "root", str(done.get("channel") or channel), str(done["ts"])
-            )
+        try:
+            await chat.sink.post(run_id, "root", text, None, thread=False)
+        except DeliveryError as exc:  # Slack is down: the deliverer posts it there later
+            _log.warning("slack: the thread of %s waits for Slack: %s", run_id, exc)
     try:
         run = await runner.create(template, inputs, run_id=run_id)
     except StagelineError as exc:
