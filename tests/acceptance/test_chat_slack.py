@@ -63,11 +63,11 @@ def configure(server: Server, slack: FakeSlack) -> Server:
 
 
 def serve_with_slack(
-    request: pytest.FixtureRequest, project: Path, slack: FakeSlack, template: str
+    request: pytest.FixtureRequest, project: Path, slack: FakeSlack, *templates: str
 ) -> Server:
     """A server for ``project`` (on the database ``request.param`` names) with ``[slack]``."""
     url = str(request.getfixturevalue("postgres_url")) if request.param == "postgres" else None
-    server = make_project(project, database_url=url, templates=(template,), env=ENV)
+    server = make_project(project, database_url=url, templates=templates, env=ENV)
     return configure(server, slack)
 
 

@@ -24,6 +24,7 @@ from stageline.ledger.records import Event
 from stageline.server.chat._render import (
     escalation_text,
     milestone_text,
+    retired,
     root_blocks,
     wait_blocks,
 )
@@ -222,6 +223,13 @@ class SlackSink:
         if kind.endswith(".reminded"):
             await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
             return
+        if kind.endswith(".expired"):  # a deadline's last step, told in the thread
+            await self.post(run_id, f"event:{event.seq}", f"⌛ {event.message or kind}", None)
+            if event.data.get("policy") == "park":
+                await self._reask(event)
+                return
+        if kind == "run.parked" and event.data.get("policy") == "park":
+            return  # told by the deadline's own message
         if kind.startswith(_WAITS) and kind.rpartition(".")[2] in _WAIT_CHANGED:
             wait_id = event.data.get("wait_id")
             for wait in await self.ledger.waits(run_id):
@@ -232,8 +240,23 @@ class SlackSink:
                 run_id, f"event:{event.seq}", milestone_text(kind, event.node, event.message), None
             )
 
+    async def _reask(self, event: Event) -> None:
+        """A wait parked at its deadline: its message loses its buttons, and it is asked again
+        below, with buttons, so the thread's last word on it is the one to answer."""
+        for wait in await self.ledger.waits(event.run_id):
+            if wait.wait_id != event.data.get("wait_id"):
+                continue
+            key = f"wait:{wait.wait_id}:{wait.round}"
+            root = await self.root(wait.run_id)
+            text, blocks = wait_blocks(wait, root.channel if root else "")
+            note = "_deadline passed: the run is parked; it is asked again below_"
+            await self.update(wait.run_id, key, text, retired(blocks, note))
+            await self.post(wait.run_id, f"{key}:parked", text, blocks)
+
     async def _wait(self, wait: Wait, *, post: bool) -> None:
         key = f"wait:{wait.wait_id}:{wait.round}"
+        if not post and await self.ledger.chat_message(wait.run_id, f"{key}:parked") is not None:
+            key = f"{key}:parked"  # asked again at its deadline: that message is the live one
         root = await self.root(wait.run_id)
         text, blocks = wait_blocks(wait, root.channel if root else "")
         if post:
