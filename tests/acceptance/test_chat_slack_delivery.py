@@ -1,12 +1,15 @@
 """What `/new-task` and the Slack deliverer keep whatever Slack does, against a real
 ``stageline serve`` (SQLite and Postgres) with Slack's requests signed as Slack signs them: the
-intake command's text is always the task (never a sub-command); a run started while Slack is
+intake command's text is always the task (never a sub-command), with the repository the
+project or the channel names; a run started while Slack is
 down gets its thread where the command was typed; a post Slack took but answered after the
 client's timeout is found again by its metadata, not posted twice."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from test_chat_slack import (
     button,
     click,
     command,
+    post_form,
     run_detail,
     serve_with_slack,
     started,
@@ -41,7 +45,19 @@ def slack() -> Iterator[FakeSlack]:
 def chat_server(
     request: pytest.FixtureRequest, tmp_path: Path, slack: FakeSlack
 ) -> Iterator[Server]:
-    server = serve_with_slack(request, tmp_path / "project", slack, "deadline_gate.py")
+    repos = (tmp_path / "everyone", tmp_path / "cmd")
+    for repo in repos:  # sdlc builds in a git checkout
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        who = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+        subprocess.run(
+            ["git", "-C", str(repo), *who, "commit", "-q", "--allow-empty", "-m", "start"],
+            check=True,
+        )
+    extra = (
+        f"\n[slack.intake_defaults]\nrepo = {json.dumps(str(repos[0]))}\n"
+        f"\n[slack.channel_defaults.C0CMD]\nrepo = {json.dumps(str(repos[1]))}\n"
+    )
+    server = serve_with_slack(request, tmp_path / "project", slack, "deadline_gate.py", extra=extra)
     yield server
     server.kill()
 
@@ -60,6 +76,21 @@ def test_new_task_text_starting_with_run_is_the_task(chat_server: Server) -> Non
     run_id = started(command(chat_server, "/new-task", text))
     run = run_detail(chat_server, run_id)["run"]
     assert run["template"] == "sdlc" and run["inputs"]["task"] == text
+    # The repository: the channel's default (C0CMD, where it was typed) over the project's.
+    assert Path(run["inputs"]["repo"]).name == "cmd"
+    elsewhere = post_form(
+        chat_server,
+        "/slack/commands",
+        {
+            "command": "/new-task",
+            "text": "add a dark mode",
+            "user_id": "U1",
+            "channel_id": "C0OTHER",
+            "trigger_id": f"t{time.time_ns()}",
+        },
+    )
+    inputs = run_detail(chat_server, started(elsewhere))["run"]["inputs"]
+    assert Path(inputs["repo"]).name == "everyone" and inputs["task"] == "add a dark mode"
 
 
 def test_a_thread_starts_where_the_command_was_typed_even_after_an_outage(

@@ -129,7 +129,8 @@ async def commands(request: Request, chat: Chat) -> JSONResponse:
                 )
             if not text:
                 raise UsageError(f"say what the task is: `{command} TEXT`")
-            template, inputs = settings.intake_template, {settings.intake_input: text}
+            template = settings.intake_template
+            inputs = settings.intake_inputs(form.get("channel_id"), text)
         else:
             template, inputs = _parse_run(command, text)
         run_id = await _start(request, chat, template, inputs, form.get("channel_id"), user)
