@@ -22,13 +22,6 @@ pytestmark = pytest.mark.timeout(300)
 ANSWER = '"action_id": "answer"'
 
 
-@pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    fake = FakeSlack()
-    yield fake
-    fake.close()
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def chat_server(
     request: pytest.FixtureRequest, tmp_path: Path, slack: FakeSlack

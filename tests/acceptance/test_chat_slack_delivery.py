@@ -34,13 +34,6 @@ pytestmark = pytest.mark.timeout(300)
 APPROVE = '"action_id": "approve"'
 
 
-@pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    fake = FakeSlack()
-    yield fake
-    fake.close()
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def chat_server(
     request: pytest.FixtureRequest, tmp_path: Path, slack: FakeSlack

@@ -26,13 +26,6 @@ pytestmark = pytest.mark.timeout(300)
 CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
 
 
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    fake = FakeSlack()
-    yield fake
-    fake.close()
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def chat_server(
     request: pytest.FixtureRequest, tmp_path: Path, slack: FakeSlack
