@@ -222,12 +222,17 @@ class Client:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.fail: set[int] = set()
 
-    async def api_call(self, method: str, json: dict[str, Any]) -> dict[str, Any]:
+    async def api_call(
+        self, method: str, json: dict[str, Any] | None = None, data: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         from slack_sdk.errors import SlackApiError
         from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+        json = json if json is not None else data or {}
         number = len(self.calls)
         self.calls.append((method, json))
+        if method.startswith("conversations."):  # nothing there: the failed post never landed
+            return {"ok": True, "messages": []}
         if number in self.fail:
             raise SlackApiError(
                 "no",
@@ -279,6 +284,10 @@ async def test_a_batch_retried_after_a_failure_posts_nothing_twice() -> None:
     assert [t for t in texts if "late" in t] == ["🚨 <@U9> late", "🚨 <@U9> late"]  # failed, then
     root = await ledger.chat_message("r1", "root")
     assert root is not None and all(p.get("thread_ts") == root.ts for p in posts[1:])
+    # Before posting again, the thread was read back for the message (by its metadata).
+    [looked] = [b for m, b in client.calls if m == "conversations.replies"]
+    assert (looked["ts"], looked["include_all_metadata"]) == (root.ts, "true")
+    assert posts[-1]["metadata"]["event_payload"] == {"run_id": "r1", "key": "event:2"}
 
 
 def test_the_server_says_when_anyone_may_decide(caplog: pytest.LogCaptureFixture) -> None:
