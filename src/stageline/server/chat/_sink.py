@@ -223,6 +223,9 @@ class SlackSink:
         if kind.endswith(".reminded"):
             await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
             return
+        if kind == "stage.log" and event.data.get("ci_run_id"):  # CI runs, failures, rebuilds
+            await self.post(run_id, f"event:{event.seq}", f"🔧 {event.message or kind}", None)
+            return
         if kind.endswith(".expired"):  # a deadline's last step, told in the thread
             await self.post(run_id, f"event:{event.seq}", f"⌛ {event.message or kind}", None)
             if event.data.get("policy") == "park":
