@@ -72,11 +72,15 @@ class SlackConfig(BaseModel):
     """The template such a command starts."""
     intake_input: str | None = None
     """The input the command's text goes to."""
+    intake_defaults: dict[str, Any] = Field(default_factory=dict)
+    """Inputs the intake command adds to its text (such as sdlc's ``repo``, so it builds)."""
+    channel_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per Slack channel id: inputs over ``intake_defaults`` for commands typed there."""
 
 
 class InterruptsConfig(BaseModel):
     """``[interrupts]``: how long a graph's own ``interrupt()`` waits for a person, and what
-    the sweeper does then (``park``: it keeps waiting, with no deadline left; ``fail``). A
+    the sweeper does then (``park``: the run is parked, its wait still open; ``fail``). A
     run's ``deadlines`` for the node go over ``deadline``."""
 
     model_config = _STRICT

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import _procs
 import psycopg
 import pytest
+from fake_slack import FakeSlack
 
 from server_fixtures import serve_project, server  # noqa: F401 (fixtures: a real `stageline serve`)
 
@@ -157,3 +158,11 @@ def run_statuses() -> Callable[[str], dict[str, str]]:
 def unfinished_runs() -> Callable[[str], list[tuple[object, ...]]]:
     """The runs at the URL that did not succeed, with why, for an assertion's message."""
     return _unfinished
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    """A fake Slack Web API on loopback (the chat tests); a module may keep one for longer."""
+    fake = FakeSlack()
+    yield fake
+    fake.close()

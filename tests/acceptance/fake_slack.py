@@ -19,6 +19,12 @@ class FakeSlack:
         """How many of the next calls answer ``ok: false`` (``internal_error``)."""
         self.down = False
         """Every call answers HTTP 503 while True."""
+        self.slow: Any = None
+        """A test of ``(method, body)``: the next call it accepts is recorded, then answered
+        after ``slow_for`` seconds (past the client's timeout)."""
+        self.slow_for = 12.0
+        self.messages: list[dict[str, Any]] = []
+        """Every message posted (channel, ts, thread_ts, metadata), as history returns them."""
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
         fake = self
@@ -33,6 +39,8 @@ class FakeSlack:
                 except ValueError:  # a form (users.info)
                     body = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
                 status, answer = fake.answer(method, body)
+                if fake.is_slow(method, body):
+                    time.sleep(fake.slow_for)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -61,13 +69,51 @@ class FakeSlack:
             self.calls.append((method, body))
             if method == "users.info":
                 return 200, {"ok": True, "user": {"id": body.get("user"), "name": "bob"}}
+            if method in ("conversations.history", "conversations.replies"):
+                return 200, {"ok": True, "messages": self._read(method, body)}
             ts = f"{int(time.time())}.{next(self._ts):06d}"
+            if method == "chat.postMessage":
+                self.messages.append(
+                    {
+                        "channel": body.get("channel"),
+                        "ts": ts,
+                        "thread_ts": body.get("thread_ts"),
+                        "text": body.get("text"),
+                        "metadata": body.get("metadata"),
+                    }
+                )
             return 200, {
                 "ok": True,
                 "channel": body.get("channel", "C1"),
                 "ts": body.get("ts") or ts,
                 "message_ts": ts,
             }
+
+    def is_slow(self, method: str, body: dict[str, Any]) -> bool:
+        with self._lock:
+            if self.slow is None or self.down or not self.slow(method, body):
+                return False
+            self.slow = None
+            return True
+
+    def _read(self, method: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """What ``conversations.*`` returns: a channel's messages (newest first) or a thread's,
+        with their metadata only when ``include_all_metadata`` is asked for."""
+        channel, meta = body.get("channel"), body.get("include_all_metadata") == "true"
+        if method == "conversations.history":
+            found = [
+                m for m in reversed(self.messages) if m["channel"] == channel and not m["thread_ts"]
+            ]
+        else:
+            found = [
+                m
+                for m in self.messages
+                if m["channel"] == channel and body.get("ts") in (m["ts"], m["thread_ts"])
+            ]
+        return [
+            {k: v for k, v in m.items() if v is not None and (meta or k != "metadata")}
+            for m in found
+        ]
 
     def of(self, method: str) -> list[dict[str, Any]]:
         with self._lock:

@@ -55,11 +55,25 @@ retries = 2
 ENV = {"TEST_SLACK_TOKEN": TOKEN, "TEST_SLACK_SECRET": SECRET}
 
 
-def configure(server: Server, slack: FakeSlack) -> Server:
+def configure(server: Server, slack: FakeSlack, extra: str = "") -> Server:
     (server.project / "stageline.toml").write_text(
-        CONFIG.format(port=server.port, channel=CHANNEL, api=slack.url)
+        CONFIG.format(port=server.port, channel=CHANNEL, api=slack.url) + extra
     )
     return server.start()
+
+
+def serve_with_slack(
+    request: pytest.FixtureRequest,
+    project: Path,
+    slack: FakeSlack,
+    *templates: str,
+    extra: str = "",
+) -> Server:
+    """A server for ``project`` (on the database ``request.param`` names) with ``[slack]``
+    (and ``extra`` configuration)."""
+    url = str(request.getfixturevalue("postgres_url")) if request.param == "postgres" else None
+    server = make_project(project, database_url=url, templates=templates, env=ENV)
+    return configure(server, slack, extra)
 
 
 @pytest.fixture(scope="module")

@@ -17,32 +17,21 @@ from typing import Any
 import httpx
 import pytest
 from fake_slack import FakeSlack
-from test_chat_slack import ENV, button, click, command, configure, signed, started, wait_run
+from test_chat_slack import button, click, command, serve_with_slack, signed, started, wait_run
 
-from server_fixtures import Server, make_project
+from server_fixtures import Server
 
 pytestmark = pytest.mark.timeout(300)
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
 
 
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    fake = FakeSlack()
-    yield fake
-    fake.close()
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def chat_server(
     request: pytest.FixtureRequest, tmp_path: Path, slack: FakeSlack
 ) -> Iterator[Server]:
-    url = str(request.getfixturevalue("postgres_url")) if request.param == "postgres" else None
     shutil.copytree(CORPUS, tmp_path / "project")  # its langgraph.json, beside templates/
-    server = make_project(
-        tmp_path / "project", database_url=url, templates=("interrupts.py",), env=ENV
-    )
-    configure(server, slack)
+    server = serve_with_slack(request, tmp_path / "project", slack, "interrupts.py")
     yield server
     server.kill()
 

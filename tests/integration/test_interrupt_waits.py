@@ -204,7 +204,7 @@ async def test_deadlines_come_from_the_project_and_the_run_then_park_or_fail(
         [parked] = (await runner.start(made, {})).waiting
         swept = await runner.sweep(now=parked.requested_at + 24 * 3600 + 1)
         assert swept[-1]["step"] == "park" and swept[-1]["outcome"] == "parked"
-        assert (await runner.ledger.get_run(parked.run_id)).status is RunStatus.WAITING
+        assert (await runner.ledger.get_run(parked.run_id)).status is RunStatus.PARKED
         done = await runner.respond(parked.run_id, "yes, still here")
         assert done.status is RunStatus.SUCCEEDED
 

@@ -222,12 +222,17 @@ class Client:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.fail: set[int] = set()
 
-    async def api_call(self, method: str, json: dict[str, Any]) -> dict[str, Any]:
+    async def api_call(
+        self, method: str, json: dict[str, Any] | None = None, data: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         from slack_sdk.errors import SlackApiError
         from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+        json = json if json is not None else data or {}
         number = len(self.calls)
         self.calls.append((method, json))
+        if method.startswith("conversations."):  # nothing there: the failed post never landed
+            return {"ok": True, "messages": []}
         if number in self.fail:
             raise SlackApiError(
                 "no",
@@ -244,11 +249,12 @@ class Client:
         return {"ok": True, "channel": json.get("channel"), "ts": f"{number}.0"}
 
 
-async def test_a_batch_retried_after_a_failure_posts_nothing_twice() -> None:
+async def _ledger_with(run_id: str) -> MemoryLedger:
+    """An in-memory ledger holding one queued run."""
     ledger = MemoryLedger()
     await ledger.create_run(
         Run(
-            run_id="r1",
+            run_id=run_id,
             template="t",
             template_version="1",
             status=RunStatus.QUEUED,
@@ -258,6 +264,11 @@ async def test_a_batch_retried_after_a_failure_posts_nothing_twice() -> None:
             updated_at=time.time(),
         )
     )
+    return ledger
+
+
+async def test_a_batch_retried_after_a_failure_posts_nothing_twice() -> None:
+    ledger = await _ledger_with("r1")
     client = Client()
     sink = SlackSink(
         ChatSettings(bot_token="x", signing_secret="y", channel="C1", deciders=("U9",)),
@@ -279,6 +290,43 @@ async def test_a_batch_retried_after_a_failure_posts_nothing_twice() -> None:
     assert [t for t in texts if "late" in t] == ["🚨 <@U9> late", "🚨 <@U9> late"]  # failed, then
     root = await ledger.chat_message("r1", "root")
     assert root is not None and all(p.get("thread_ts") == root.ts for p in posts[1:])
+    # Before posting again, the thread was read back for the message (by its metadata).
+    [looked] = [b for m, b in client.calls if m == "conversations.replies"]
+    assert (looked["ts"], looked["include_all_metadata"]) == (root.ts, "true")
+    assert posts[-1]["metadata"]["event_payload"] == {"run_id": "r1", "key": "event:2"}
+
+
+async def test_ci_runs_and_rebuilds_are_told_in_the_thread() -> None:
+    ledger = await _ledger_with("r2")
+    client = Client()
+    sink = SlackSink(
+        ChatSettings(bot_token="x", signing_secret="y", channel="C1"), ledger, client=client
+    )
+    ci = {"ci_run_id": "r2-ci1"}
+    await sink.deliver(
+        [
+            Event(run_id="r2", kind="stage.log", seq=1, node="build", message="editing"),
+            Event(
+                run_id="r2",
+                kind="stage.log",
+                seq=2,
+                node="dispatch",
+                message="CI run r2-ci1: failure",
+                data=ci,
+            ),
+            Event(
+                run_id="r2",
+                kind="stage.log",
+                seq=3,
+                node="verify",
+                level="warning",
+                message="CI run r2-ci1: failure; back to build",
+                data=ci,
+            ),
+        ]
+    )
+    told = [b["text"] for m, b in client.calls if m == "chat.postMessage" and b.get("thread_ts")]
+    assert told == ["🔧 CI run r2-ci1: failure", "🔧 CI run r2-ci1: failure; back to build"]
 
 
 def test_the_server_says_when_anyone_may_decide(caplog: pytest.LogCaptureFixture) -> None:

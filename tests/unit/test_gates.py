@@ -344,7 +344,11 @@ async def test_a_per_run_deadline_and_park(runner: Runner, sink: RecordingSink) 
         ("escalate", None),
         ("park", "parked"),
     ]
-    assert (await runner.ledger.get_run(run_id)).status is RunStatus.WAITING
+    assert (await runner.ledger.get_run(run_id)).status is RunStatus.PARKED
+    parked = [e for e in sink.events if e.run_id == run_id and e.kind == "run.parked"]
+    assert len(parked) == 1 and "deadline passed" in (parked[0].message or "")
+    [still] = await runner.pending(run_id)  # the gate still waits for a person
+    assert still.wait_id == wait.wait_id
     assert await runner.sweep(now=wait.requested_at + 1000) == []
     assert (await runner.approve(run_id)).status is RunStatus.SUCCEEDED
     with pytest.raises(InputError, match="no node 'nope'"):

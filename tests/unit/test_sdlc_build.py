@@ -76,6 +76,17 @@ async def test_a_ci_command_service_overrides_the_repo_file(runner: Runner, samp
     failed = await run_answered(runner, {"repo": str(sample)}, failing)
     assert failed.state["outcome"] == "parked"
     assert "exit code 7" in failed.state["build_feedback"]
+    # each CI run and each failure's way back to build is an event naming the CI run (the
+    # Slack thread tells them)
+    told = [
+        (e.node, e.message)
+        for e in await runner.ledger.events(failed.run.run_id)
+        if e.kind == "stage.log" and e.data.get("ci_run_id")
+    ]
+    assert told[:2] == [
+        ("dispatch", f"CI run {failed.run.run_id}-ci1: failure"),
+        ("verify", f"CI run {failed.run.run_id}-ci1: failure; back to build"),
+    ]
     # out of builds: parked, at a gate where a person grants more rounds or rejects
     assert failed.status is RunStatus.PARKED
     assert [w.name for w in failed.waiting] == ["build_rounds"]

@@ -31,7 +31,8 @@ EXIT_USAGE = 2
 EXIT_WAITING = 3
 """The run is waiting for a person (a gate or a question)."""
 EXIT_PARKED = 7
-"""The run is parked: out of rounds (plan reviews, builds); a person decides what next."""
+"""The run is parked: out of rounds (plan reviews, builds) or past a deadline whose policy
+parks; a person decides what next."""
 EXIT_CONFLICT = 4
 """The request clashes with the run's state (``LeaseHeld``, ``TemplateChanged``, ...)."""
 EXIT_DECIDED = 5

@@ -230,7 +230,8 @@ def result_lines(run: Run, state: Mapping[str, Any], elapsed: float) -> list[Tex
     if status is RunStatus.PARKED:
         lines.append(
             Text(
-                "  parked: out of rounds. approve grants more rounds (changes --note: "
+                "  parked (out of rounds, or past a deadline: stageline pending shows what "
+                "waits). At a park gate approve grants more rounds (changes --note: "
                 "with your guidance); takeover leaves the work to you (stageline takeover "
                 f"{run.run_id}); reject ends the run",
                 style="yellow",

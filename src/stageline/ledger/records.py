@@ -29,7 +29,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"  # a node failed; `retry` continues from the checkpoint
     CANCELLED = "cancelled"  # stopped on request between steps
     REJECTED = "rejected"  # a gate rejected it
-    PARKED = "parked"  # out of rounds (reviews, builds): waits at a gate for a person to decide
+    PARKED = "parked"  # out of rounds, or past a deadline (park): waits for a person to decide
     TAKEN_OVER = "taken_over"  # a person took the parked work over (its branch stays theirs)
     STOPPED = "stopped"  # its process was stopped (Ctrl-C, SIGTERM) mid-step; `resume` continues
 

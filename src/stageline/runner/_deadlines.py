@@ -2,7 +2,8 @@
 
 A wait's policy is a list of steps (``remind``, ``escalate``, then one final step: ``reject``,
 ``default``, ``park`` or ``fail``). Remind and escalate only tell people; a final step decides
-through the same path as a person (``Decisions``), with ``stageline sweep`` as its actor.
+through the same path as a person (``Decisions``), with ``stageline sweep`` as its actor;
+``park`` leaves the wait open and the run ``parked`` (a person's decision moves it on).
 """
 
 from __future__ import annotations
@@ -135,7 +136,31 @@ class Sweeper:
                 ],
             )
             return str(failed.status)
-        return "parked"  # it keeps waiting for a person, with no deadline step left
+        return await self._park(wait)
+
+    async def _park(self, wait: Wait) -> str:
+        """The run is ``parked``: its wait stays open for a person, with no deadline step left
+        (a decision in the meantime leaves it as it is)."""
+        why = f"deadline passed at {what(wait)}: parked, it waits for a person"
+        try:
+            parked = await self.ledger.transition(
+                wait.run_id,
+                RunStatus.PARKED,
+                expect=[RunStatus.WAITING],
+                events=[
+                    Event(
+                        run_id=wait.run_id,
+                        kind="run.parked",
+                        level="warning",
+                        node=wait.node,
+                        message=why,
+                        data={"wait_id": wait.wait_id, "policy": "park"},
+                    )
+                ],
+            )
+        except StagelineError:
+            return "decided by someone else first"
+        return str(parked.status)
 
 
 def _step_event(wait: Wait, action: str) -> Event:

@@ -268,6 +268,11 @@ def wait_blocks(wait: Wait, channel: str = "") -> tuple[str, list[dict[str, Any]
 # -- modals -------------------------------------------------------------------------------------
 
 
+def retired(blocks: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """A message's blocks without its buttons, with ``note`` saying why."""
+    return [b for b in blocks if b.get("type") != "actions"] + [_section(note)]
+
+
 def _plain(text: str, limit: int = 24) -> dict[str, Any]:
     return {"type": "plain_text", "text": text if len(text) <= limit else text[: limit - 1] + "…"}
 

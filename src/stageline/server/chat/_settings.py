@@ -31,6 +31,8 @@ class ChatSettings:
     intake_command: str | None = None
     intake_template: str | None = None
     intake_input: str | None = None
+    intake_defaults: Mapping[str, Any] = field(default_factory=dict)
+    channel_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     public_url: str | None = None
 
     @property
@@ -64,6 +66,8 @@ class ChatSettings:
             intake_command=section.intake_command,
             intake_template=section.intake_template,
             intake_input=section.intake_input,
+            intake_defaults=dict(section.intake_defaults),
+            channel_defaults={k: dict(v) for k, v in section.channel_defaults.items()},
             public_url=settings.public_url.rstrip("/") if settings.public_url else None,
         )
 
@@ -72,6 +76,13 @@ class ChatSettings:
         from slack_sdk.web.async_client import AsyncWebClient
 
         return AsyncWebClient(token=self.bot_token, base_url=self.api_url, timeout=10)
+
+    def intake_inputs(self, channel: str | None, text: str) -> dict[str, Any]:
+        """The inputs of a run the intake command starts in ``channel`` with ``text``: the
+        project's defaults, the channel's over them, the text over both."""
+        assert self.intake_input is not None
+        inputs = {**self.intake_defaults, **self.channel_defaults.get(channel or "", {})}
+        return {**inputs, self.intake_input: text}
 
     def may_decide(self, user_id: str) -> bool:
         return not self.deciders or user_id in self.deciders

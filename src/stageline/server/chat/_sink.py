@@ -3,8 +3,11 @@
 It is delivered from the ledger like any ``[[sinks]]`` sink (a cursor per run, retries with
 backoff kept in the ledger), so when Slack is down the run keeps waiting and the messages are
 posted when it is back. Every message posted is recorded (run, what it shows, channel, ts)
-before the next one is sent: a batch retried after a failure posts nothing twice. Gate and
-question messages are drawn from the wait's current row in the ledger, never from the event.
+before the next one is sent: a batch retried after a failure posts nothing twice. Each message
+carries metadata naming its run and key, and a post whose answer was lost (Slack took it, then
+answered after the timeout) is looked for in the channel or thread before it is sent again.
+Gate and question messages are drawn from the wait's current row in the ledger, never from the
+event.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from stageline.ledger.records import Event
 from stageline.server.chat._render import (
     escalation_text,
     milestone_text,
+    retired,
     root_blocks,
     wait_blocks,
 )
 from stageline.server.chat._settings import ChatSettings
 
-__all__ = ["MILESTONES", "SLACK_POLICY", "SlackSink"]
+__all__ = ["METADATA_EVENT", "MILESTONES", "SLACK_POLICY", "SlackSink"]
 
 _log = logging.getLogger("stageline.server")
 
@@ -44,8 +48,10 @@ _FOR_GOOD = {
     "too_many_attachments",
 }
 """Slack errors that sending the same message again cannot cure."""
-_FORM_METHODS = {"users.info"}
+_FORM_METHODS = {"users.info", "conversations.history", "conversations.replies"}
 """Methods Slack takes no JSON body for."""
+METADATA_EVENT = "stageline_message"
+"""The ``event_type`` of the metadata each message carries (its payload: run and key)."""
 _WAITS = ("gate.", "question.", "interrupt.")
 """Events about a wait: its own message in the thread, updated as it changes."""
 _WAIT_CHANGED = ("decided", "answered", "expired", "rolled_back", "refused", "expiry_failed")
@@ -112,20 +118,65 @@ class SlackSink:
         *,
         thread: bool = True,
     ) -> None:
-        """Post once: a message already recorded for ``key`` is not posted again."""
+        """Post once: a message already recorded for ``key`` is not posted again. Each message
+        carries metadata naming its run and key; a post tried before whose answer was lost
+        (Slack took it, then answered after the timeout) is looked for before posting again."""
         if await self.ledger.chat_message(run_id, key) is not None:
             return
         root = await self.root(run_id) if thread else None
-        channel = root.channel if root is not None else self.channel
+        channel = root.channel if root is not None else await self.home(run_id)
+        if await self.ledger.chat_message(run_id, f"try:{key}") is not None:
+            ts = await self._posted(channel, root.ts if root is not None else None, run_id, key)
+            if ts is not None:
+                await self.ledger.save_chat_message(run_id, key, channel, ts)
+                return
+        else:
+            await self.ledger.save_chat_message(run_id, f"try:{key}", channel, "")
         args: dict[str, Any] = {"channel": channel, "text": text}
         if blocks:
             args["blocks"] = blocks
         if root is not None:
             args["thread_ts"] = root.ts
+        args["metadata"] = {
+            "event_type": METADATA_EVENT,
+            "event_payload": {"run_id": run_id, "key": key},
+        }
         done = await self.call("chat.postMessage", **args)
         await self.ledger.save_chat_message(
             run_id, key, str(done.get("channel") or channel), str(done["ts"])
         )
+
+    async def _posted(self, channel: str, thread: str | None, run_id: str, key: str) -> str | None:
+        """The ``ts`` of the message for ``run_id`` and ``key`` Slack already has, if any (read
+        back by its metadata from the thread, or from the channel for a root message)."""
+        if thread is not None:
+            found = await self.call(
+                "conversations.replies",
+                channel=channel,
+                ts=thread,
+                include_all_metadata="true",
+                limit="200",
+            )
+        else:
+            found = await self.call(
+                "conversations.history", channel=channel, include_all_metadata="true", limit="100"
+            )
+        for message in found.get("messages") or []:
+            meta = message.get("metadata") or {}
+            payload = meta.get("event_payload") or {}
+            if (
+                meta.get("event_type") == METADATA_EVENT
+                and payload.get("run_id") == run_id
+                and payload.get("key") == key
+                and message.get("ts")
+            ):
+                return str(message["ts"])
+        return None
+
+    async def home(self, run_id: str) -> str:
+        """Where the run's thread goes: the channel its command was typed in, else ``channel``."""
+        origin = await self.ledger.chat_message(run_id, "origin")
+        return origin.channel if origin is not None else self.channel
 
     @property
     def channel(self) -> str:
@@ -172,6 +223,16 @@ class SlackSink:
         if kind.endswith(".reminded"):
             await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
             return
+        if kind == "stage.log" and event.data.get("ci_run_id"):  # CI runs, failures, rebuilds
+            await self.post(run_id, f"event:{event.seq}", f"🔧 {event.message or kind}", None)
+            return
+        if kind.endswith(".expired"):  # a deadline's last step, told in the thread
+            await self.post(run_id, f"event:{event.seq}", f"⌛ {event.message or kind}", None)
+            if event.data.get("policy") == "park":
+                await self._reask(event)
+                return
+        if kind == "run.parked" and event.data.get("policy") == "park":
+            return  # told by the deadline's own message
         if kind.startswith(_WAITS) and kind.rpartition(".")[2] in _WAIT_CHANGED:
             wait_id = event.data.get("wait_id")
             for wait in await self.ledger.waits(run_id):
@@ -182,8 +243,23 @@ class SlackSink:
                 run_id, f"event:{event.seq}", milestone_text(kind, event.node, event.message), None
             )
 
+    async def _reask(self, event: Event) -> None:
+        """A wait parked at its deadline: its message loses its buttons, and it is asked again
+        below, with buttons, so the thread's last word on it is the one to answer."""
+        for wait in await self.ledger.waits(event.run_id):
+            if wait.wait_id != event.data.get("wait_id"):
+                continue
+            key = f"wait:{wait.wait_id}:{wait.round}"
+            root = await self.root(wait.run_id)
+            text, blocks = wait_blocks(wait, root.channel if root else "")
+            note = "_deadline passed: the run is parked; it is asked again below_"
+            await self.update(wait.run_id, key, text, retired(blocks, note))
+            await self.post(wait.run_id, f"{key}:parked", text, blocks)
+
     async def _wait(self, wait: Wait, *, post: bool) -> None:
         key = f"wait:{wait.wait_id}:{wait.round}"
+        if not post and await self.ledger.chat_message(wait.run_id, f"{key}:parked") is not None:
+            key = f"{key}:parked"  # asked again at its deadline: that message is the live one
         root = await self.root(wait.run_id)
         text, blocks = wait_blocks(wait, root.channel if root else "")
         if post:

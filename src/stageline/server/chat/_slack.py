@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shlex
 import time
 from typing import Annotated, Any
@@ -24,7 +25,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from stageline.errors import AnswerInvalid, StagelineError, UsageError
-from stageline.ledger import WaitKind, WaitStatus
+from stageline.events._delivery import DeliveryError
+from stageline.ledger import WaitStatus
 from stageline.runner import new_run_id
 from stageline.server._state import get_advancer
 from stageline.server.chat._render import (
@@ -35,12 +37,14 @@ from stageline.server.chat._render import (
     question_modal,
     questions_of,
 )
+from stageline.server.chat._replies import reply
 from stageline.server.chat._runtime import ChatRuntime, get_chat
 from stageline.server.chat._settings import actor_of
 from stageline.stages import validate_answers
 
 __all__ = ["router"]
 
+_log = logging.getLogger("stageline.server")
 router = APIRouter(prefix="/slack", tags=["chat"], include_in_schema=False)
 Chat = Annotated[ChatRuntime, Depends(get_chat)]
 
@@ -118,18 +122,16 @@ async def commands(request: Request, chat: Chat) -> JSONResponse:
             _said("This command was handled already (a replay); nothing was started.")
         )
     try:
-        if (
-            settings.intake_command
-            and command == settings.intake_command
-            and not text.startswith("run ")
-        ):
+        if settings.intake_command and command == settings.intake_command:
+            # all of the text is the task, even when it starts with "run"
             if not settings.intake_template or not settings.intake_input:
                 raise UsageError(
                     "the intake command needs [slack] intake_template and intake_input"
                 )
             if not text:
                 raise UsageError(f"say what the task is: `{command} TEXT`")
-            template, inputs = settings.intake_template, {settings.intake_input: text}
+            template = settings.intake_template
+            inputs = settings.intake_inputs(form.get("channel_id"), text)
         else:
             template, inputs = _parse_run(command, text)
         run_id = await _start(request, chat, template, inputs, form.get("channel_id"), user)
@@ -177,12 +179,12 @@ async def _start(
     find_template(runner, template)
     run_id = new_run_id()
     if channel and chat.sink is not None:  # its thread: where the command was typed
+        await runner.ledger.save_chat_message(run_id, "origin", channel, "")
         text = f"🕓 Run `{run_id}` · *{template}* · starting (asked by <@{esc(user['id'])}>)"
-        done = await chat.call("chat.postMessage", channel=channel, text=text)
-        if done and done.get("ts"):
-            await runner.ledger.save_chat_message(
-                run_id, "root", str(done.get("channel") or channel), str(done["ts"])
-            )
+        try:
+            await chat.sink.post(run_id, "root", text, None, thread=False)
+        except DeliveryError as exc:  # Slack is down: the deliverer posts it there later
+            _log.warning("slack: the thread of %s waits for Slack: %s", run_id, exc)
     try:
         run = await runner.create(template, inputs, run_id=run_id)
     except StagelineError as exc:
@@ -375,66 +377,5 @@ async def events(request: Request, chat: Chat) -> Response:
         and not event.get("subtype")
         and event.get("thread_ts") != event.get("ts")
     ):
-        await _reply(request, chat, event)
+        await reply(chat, event, get_advancer(request))
     return Response(status_code=200)
-
-
-async def _reply(request: Request, chat: ChatRuntime, event: dict[str, Any]) -> None:
-    """A reply in a run's thread answers its question set, when that set is one free-text
-    question, or the one interrupt it waits at (as text; a ``HumanInterrupt``'s
-    ``response``, where its config allows one)."""
-    channel, uid = str(event.get("channel") or ""), str(event.get("user") or "")
-    run_id = await chat.runner.ledger.chat_thread_run(channel, str(event["thread_ts"]))
-    if run_id is None:
-        return
-    pending = await chat.runner.pending(run_id)
-    single = [
-        w
-        for w in pending
-        if w.kind is WaitKind.QUESTION
-        and len(questions_of(w)) == 1
-        and questions_of(w)[0].get("kind", "text") == "text"
-    ]
-    asks = [
-        w
-        for w in pending
-        if w.kind is WaitKind.INTERRUPT
-        and (not w.payload.get("human") or "response" in w.inbox_allows)
-    ]
-    if not single and len(asks) != 1:
-        return
-    if not chat.chat.may_decide(uid):
-        await chat.tell(
-            channel,
-            uid,
-            "You are not one of the people allowed to answer here "
-            "([slack] deciders); your reply answered nothing.",
-        )
-        return
-    text = _unescape(str(event.get("text") or ""))
-    actor = actor_of({"id": uid, "name": await _name(chat, uid)})
-    if single:
-        wait = single[0]
-        qid = str(questions_of(wait)[0]["id"])
-        work = chat.runner.answer(run_id, {qid: text}, question_id=wait.wait_id, actor=actor)
-    else:
-        wait = asks[0]
-        value = [{"type": "response", "args": text}] if wait.payload.get("human") else text
-        work = chat.runner.respond(run_id, value, wait_id=wait.wait_id, actor=actor)
-    await chat.carry(
-        get_advancer(request).run(work),
-        lambda exc: chat.tell(channel, uid, f"Nothing was changed: {exc}"),
-    )
-
-
-async def _name(chat: ChatRuntime, uid: str) -> str | None:
-    """A Slack user's name (``users.info``), for the record of what they answered."""
-    found = await chat.call("users.info", user=uid)
-    user = (found or {}).get("user") or {}
-    name = user.get("name") or (user.get("profile") or {}).get("display_name")
-    return str(name) if name else None
-
-
-def _unescape(text: str) -> str:
-    """A message's text as typed: Slack escapes ``&``, ``<`` and ``>``."""
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

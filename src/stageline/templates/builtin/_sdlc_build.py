@@ -227,7 +227,10 @@ async def verify(state: Any, ctx: StageContext) -> dict[str, Any]:
         f"CI run {record['ci_run_id']} (`{record['command']}`) ended "
         f"{record['conclusion']} (exit code {record['exit_code']}):\n" + "\n".join(tail)
     )
-    ctx.log.warning(f"CI run {record['ci_run_id']}: {record['conclusion']}; back to build")
+    ctx.log.warning(
+        f"CI run {record['ci_run_id']}: {record['conclusion']}; back to build",
+        ci_run_id=record["ci_run_id"],
+    )
     return {"ci_conclusion": record["conclusion"], "build_feedback": feedback}
 
 
