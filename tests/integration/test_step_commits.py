@@ -17,7 +17,7 @@ import pytest
 from raw_sql import raw_sql
 from stageline.checkpoints import checkpoint_serde
 from stageline.config import Settings
-from stageline.ledger import Backend, NodeRecord, NodeStatus, RunStatus, open_backend
+from stageline.ledger import Backend, NodeRecord, NodeStatus, Run, RunStatus, open_backend
 from stageline.runner import Runner
 from stageline.stages import StageContext
 from stageline.templates import Template
@@ -108,6 +108,30 @@ async def test_writes_are_committed_at_once_while_a_sibling_runs(backend: Backen
     ledger.stage_node(_record(NodeStatus.SUCCEEDED, "t3"))
     await backend.saver.aput_writes(CONF, [("n", 3)], "t3")
     assert _writes(ledger.url) == 2  # the last one of the step waits for its checkpoint
+
+
+async def test_a_checkpoint_commit_tells_each_watched_run_flagged_for_cancel(
+    backend: Backend,
+) -> None:
+    """The commit reads every watched run's flag (one query for all of them, however many): the
+    flagged ones are told, the others are not."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    ledger: Any = backend.ledger
+    told: list[str] = []
+    ids = [f"watched-{i}" for i in range(5)]  # 5: not a power of two, the query is padded
+    for run_id in ids:
+        await ledger.create_run(
+            Run(run_id=run_id, template="t", template_version="1+a", status=RunStatus.RUNNING)
+        )
+        ledger.watch_cancel(run_id, lambda run_id=run_id: told.append(run_id))
+    await ledger.request_cancel(ids[1])
+    await ledger.request_cancel(ids[4])
+    config = {"configurable": {"thread_id": ids[0], "checkpoint_ns": ""}}
+    await backend.saver.aput(config, empty_checkpoint(), {"step": 1}, {})
+    assert sorted(told) == [ids[1], ids[4]]
+    for run_id in ids:
+        ledger.watch_cancel(run_id, None)
 
 
 def _counting_commits(monkeypatch: pytest.MonkeyPatch) -> list[str]:

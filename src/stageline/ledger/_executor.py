@@ -16,8 +16,8 @@ __all__ = ["Check", "Executor", "Op"]
 Op = tuple[str, list[dict[str, Any]]]
 """One ``executemany``: SQL and its rows."""
 
-Check = tuple[str, list[str]]
-"""A query with one ``run_id`` parameter whose first column is a flag, and the run ids."""
+Check = tuple[str, dict[str, Any]]
+"""A query whose rows' first column is the id of a run flagged for cancel, and its parameters."""
 
 
 class Executor(Protocol):
@@ -42,7 +42,7 @@ class Executor(Protocol):
     async def write_and_commit(
         self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
     ) -> list[str]:
-        """``ops`` and ``check`` (a cancel-flag query, run once per run id) in one transaction,
+        """``ops`` and ``check`` (the watched runs' cancel flags, one query) in one transaction,
         and its commit: all in one round trip (one hop to SQLite's thread). Returns the run ids
         whose flag is set."""
         ...

@@ -157,7 +157,7 @@ class PgExecutor:
         self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
     ) -> list[str]:
         async def op(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-            checks: list[tuple[str, psycopg.AsyncCursor[Any]]] = []
+            flags: psycopg.AsyncCursor[Any] | None = None
             # One round trip for all: the pipeline's one Sync at its end. Results are read
             # after it (a fetch inside it would wait for them: a round trip more).
             async with conn.pipeline(), conn.cursor() as cur:
@@ -165,20 +165,16 @@ class PgExecutor:
                 for sql, rows in ops:
                     if rows:
                         await cur.executemany(sql, [dict(r) for r in rows])
-                if check is not None:  # the watched runs' cancel flags, a cursor each: read
-                    sql, run_ids = check  # in the transaction, not one of their own
-                    for run_id in run_ids:
-                        flag = conn.cursor()
-                        await flag.execute(sql, {"run_id": run_id})
-                        checks.append((run_id, flag))
+                if check is not None:  # the watched runs' cancel flags, on a cursor of its
+                    flags = conn.cursor()  # own: read in the transaction, not one of their own
+                    await flags.execute(*check)
                 await cur.execute("COMMIT", prepare=False)
-            flagged: list[str] = []
-            for run_id, flag in checks:
-                row = await flag.fetchone()
-                await flag.close()
-                if row and row["cancel_requested"]:
-                    flagged.append(run_id)
-            return flagged
+            if flags is None:
+                return []
+            try:
+                return [row["run_id"] for row in await flags.fetchall()]
+            finally:
+                await flags.close()
 
         # A block of its own: a connection found dead before the commit is replaced and the
         # whole is sent again (nothing of it can have committed).

@@ -26,6 +26,7 @@ from stageline.ledger._sql_statements import (
     STEAL_LEASE,
     TAKE_LEASE,
     TERMINAL,
+    cancels_flagged,
 )
 from stageline.ledger.records import Claimed, Event, NodeRecord, Run, RunClaim
 
@@ -152,11 +153,13 @@ class LeaseSql:
         return False
 
     def cancel_check(self) -> Check | None:
-        """The statement a backend runs after a checkpoint commit, once per watched run id (in
-        the same round trip), or None when nothing is watched."""
+        """The query a backend runs in a checkpoint's transaction, before its commit (in the
+        same round trip): which watched runs are flagged, all in one statement. None when
+        nothing is watched."""
         if not self._cancel_watch:
             return None
-        return self._sql(CANCEL_FLAG), list(self._cancel_watch)
+        stmt, params = cancels_flagged(list(self._cancel_watch))
+        return self._sql(stmt), params
 
     def cancels_seen(self, run_ids: Iterable[str]) -> None:
         """The runs ``cancel_check`` found flagged: tell whoever watches them."""

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
+    Select,
     and_,
     bindparam,
     delete,
@@ -50,6 +53,7 @@ __all__ = [
     "STEAL_LEASE",
     "TAKE_LEASE",
     "TERMINAL",
+    "cancels_flagged",
 ]
 
 INSERT_VERSION = insert(schema_version)
@@ -141,3 +145,18 @@ HAS_CHECKPOINT = select(
     .label("found")
 )
 CANCEL_FLAG = select(runs.c.cancel_requested).where(runs.c.run_id == bindparam("run_id"))
+_FLAGGED: dict[int, Select[tuple[str]]] = {}
+
+
+def cancels_flagged(run_ids: list[str]) -> tuple[Select[tuple[str]], dict[str, str]]:
+    """A query for the ids among ``run_ids`` (not empty) whose cancel flag is set, and its
+    parameters: one statement for all the runs a commit watches. Its parameters ``r0``.. are as
+    many as ``run_ids`` rounded up to a power of two (the last id repeated), so a few
+    statements serve every count and each is built once."""
+    size = 1 << (len(run_ids) - 1).bit_length()
+    stmt = _FLAGGED.get(size)
+    if stmt is None:
+        ids: list[Any] = [bindparam(f"r{i}") for i in range(size)]
+        stmt = select(runs.c.run_id).where(and_(runs.c.run_id.in_(ids), runs.c.cancel_requested))
+        _FLAGGED[size] = stmt
+    return stmt, {f"r{i}": run_ids[min(i, len(run_ids) - 1)] for i in range(size)}

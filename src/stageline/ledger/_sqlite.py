@@ -236,10 +236,8 @@ def _run_batch_and_commit(raw: sqlite3.Connection, ops: Ops, check: Check | None
         _run_batch(raw, ops)
         flagged = []
         if check is not None:
-            sql, run_ids = check
-            flagged = [
-                r for r in run_ids if (raw.execute(sql, {"run_id": r}).fetchone() or (0,))[0]
-            ]
+            sql, params = check
+            flagged = [row[0] for row in raw.execute(sql, params).fetchall()]
         raw.commit()
     except BaseException:
         raw.rollback()

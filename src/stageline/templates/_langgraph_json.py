@@ -32,6 +32,11 @@ _PREPARED: set[str] = set()
 """langgraph.json files whose dependencies and env this process took in already."""
 _MADE: dict[tuple[str, str, int], GraphTemplate] = {}
 """(file, name, id of the graph object) -> its template, so a graph compiles once per process."""
+_LOADED: dict[tuple[str, str], tuple[tuple[int, int, int], GraphTemplate]] = {}
+"""(file as given, absolute; name) -> (the file's stat, the template of a graph object): a
+server loads a template several times per request; while the langgraph.json is unchanged the
+answer is the same (its graph module is imported once per process), found without resolving
+paths or naming the module again."""
 
 
 def graph_files(template_dirs: Any) -> list[Path]:
@@ -90,6 +95,24 @@ def _prepare(path: Path) -> None:
 
 def load_listed_graph(path: Path, name: str) -> GraphTemplate:
     """The template of graph ``name`` that the langgraph.json at ``path`` lists."""
+    fast = (os.path.abspath(path), name)
+    stamp = _stamp(path)
+    hit = _LOADED.get(fast)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    made, kept = _load_listed_graph(path, name)
+    if kept:  # a factory makes its graph anew for each run: never kept
+        _LOADED[fast] = (stamp, made)
+    return made
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _load_listed_graph(path: Path, name: str) -> tuple[GraphTemplate, bool]:
+    """The template, and whether it is the same for every run (a graph, not a factory)."""
     ref = langgraph_graphs(path)[name]
     _prepare(path)
     where, _, attr = ref.rpartition(":")
@@ -113,10 +136,10 @@ def load_listed_graph(path: Path, name: str) -> GraphTemplate:
         raise TemplateError(f"graph {name!r}: {where} has no {attr!r}", source=source)
     key = (str(path.resolve()), name, id(obj))
     if is_graph(obj) and key in _MADE:
-        return _MADE[key]
+        return _MADE[key], True
     about = (getattr(module, "__doc__", None) or "").strip().splitlines()
     made = graph_template(obj, name, source, description=about[0] if about else "")
     made.validate()
     if is_graph(obj):  # a factory makes its graph anew for each run, as LangGraph's server does
         _MADE[key] = made
-    return made
+    return made, is_graph(obj)

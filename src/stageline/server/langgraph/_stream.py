@@ -27,6 +27,7 @@ __all__ = [
     "stream_run",
     "thread_event_id",
     "thread_stream",
+    "until_closed",
 ]
 
 STREAM_MODES = ("values", "updates")
@@ -106,6 +107,20 @@ async def stream_run(
     ended = await runner.ledger.api_run(api_run.api_run_id)
     if ended is not None and ended.status is ApiRunStatus.ERROR:
         yield sse("error", {"error": "RunError", "message": ended.error or "the run failed"})
+
+
+async def until_closed(
+    events: AsyncIterator[bytes], watch: asyncio.Future[Any] | None
+) -> AsyncIterator[bytes]:
+    """``events``; when they end or the client goes (the generator is closed or cancelled),
+    ``watch`` (a poll of the ledger this request started) is cancelled with them, not left
+    polling until its run ends."""
+    try:
+        async for event in events:
+            yield event
+    finally:
+        if watch is not None and not watch.done():
+            watch.cancel()
 
 
 async def _saved(

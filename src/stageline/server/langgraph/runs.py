@@ -26,7 +26,7 @@ from stageline.server.langgraph._execute import ApiRuns, plan
 from stageline.server.langgraph._lookup import find_thread, snapshot, unprocessable
 from stageline.server.langgraph._mapping import api_run_json, interrupt_json, public_values
 from stageline.server.langgraph._models import RunCreate, RunsCancel
-from stageline.server.langgraph._stream import stream_run
+from stageline.server.langgraph._stream import stream_run, until_closed
 
 __all__ = ["accept_run", "router"]
 
@@ -220,9 +220,8 @@ async def _stream(
     api_run, task, start = await accept_run(request, runner, advancer, body, thread_id, actor)
     run = await runner.ledger.get_run(api_run.run_id)
     log = ApiRuns.of(request).log_of(api_run.api_run_id)
-    return _events(
-        runner, api_run, run, _modes(body.stream_mode), start, task, _location(api_run), log=log
-    )
+    modes = _modes(body.stream_mode)
+    return _events(runner, api_run, run, modes, start, task, headers=_location(api_run), log=log)
 
 
 def _events(
@@ -232,12 +231,15 @@ def _events(
     modes: list[str],
     start: str | None,
     task: asyncio.Future[None] | None,
+    watch: asyncio.Future[None] | None = None,
     headers: dict[str, str] | None = None,
     **options: Any,
 ) -> StreamingResponse:
-    """The API run's events as server-sent events (``stream_run``, given ``options``)."""
+    """The API run's events as server-sent events (``stream_run``, given ``options``);
+    ``watch``, a future of this request's own, is cancelled when they end or the client goes."""
+    events = stream_run(runner, api_run, run.template, modes, start, task, **options)
     return StreamingResponse(
-        stream_run(runner, api_run, run.template, modes, start, task, **options),
+        until_closed(events, watch),
         media_type="text/event-stream",
         headers=headers,
     )
@@ -348,8 +350,10 @@ async def join_stream(
     own, asked = tracker.modes_of(api_run.api_run_id), _modes(stream_mode)
     modes = [m for m in own if m in asked] if asked else own
     metadata = not asked or "metadata" in asked
+    # A watch of another process's advance is this request's own: it ends with the stream.
+    watch = task if local is None else None
     return _events(
-        runner, api_run, run, modes, start, task, metadata=metadata, log=log, after=after
+        runner, api_run, run, modes, start, task, watch, metadata=metadata, log=log, after=after
     )
 
 
