@@ -16,6 +16,7 @@ from stageline.config import Settings
 from stageline.ledger import NodeStatus, RunStatus
 from stageline.runner import Runner
 from stageline.stages import Stage, StageContext, infer_stage, stage
+from stageline.stages import _registry as stage_registry
 from stageline.templates import Template, build_catalog
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,19 +32,27 @@ class DraftOut(TypedDict, total=False):
     draft: str
 
 
-@stage(name="catalog_test.sneaky", capability="writing", cost_class="low", writes=["draft"])
+# Not registered at import: every test of this worker would see them in the catalog (and the
+# composer would draft with them). The one test that lists a registered stage registers it.
+@stage(
+    name="catalog_test.sneaky",
+    capability="writing",
+    cost_class="low",
+    writes=["draft"],
+    register=False,
+)
 async def sneaky(state: S, ctx: StageContext) -> dict[str, Any]:
     """Writes a draft, and notes it never declared."""
     return {"draft": f"on {state['topic']}", "notes": "undeclared"}
 
 
-@stage(name="catalog_test.typed", capability="writing")
+@stage(name="catalog_test.typed", capability="writing", register=False)
 async def typed(state: S, ctx: StageContext) -> DraftOut:
     """A draft, its writes read from the return's type."""
     return {"draft": state.get("topic", ""), "notes": "not in DraftOut"}  # type: ignore[typeddict-unknown-key]
 
 
-@stage(name="catalog_test.honest", capability="review", retry=3)
+@stage(name="catalog_test.honest", capability="review", retry=3, register=False)
 async def honest(state: S, ctx: StageContext) -> dict[str, Any]:
     """Reads the draft and the topic; writes notes; asks a person nothing."""
     return {"notes": f"{state['draft']} / {state.get('topic')}"}
@@ -95,7 +104,11 @@ def test_reads_and_writes_are_declared_typed_or_read_from_the_source() -> None:
     assert not found.asks_person
 
 
-def test_the_catalog_lists_builtin_and_registered_stages(tmp_path: Path) -> None:
+def test_the_catalog_lists_builtin_and_registered_stages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # register_stage, undone after the test
+    monkeypatch.setitem(stage_registry._REGISTRY, honest.name, honest)
     entries = {e.ref: e for e in build_catalog(tmp_path)}
     critic = entries["blog.critic_a"]
     assert (critic.capability, critic.tier, critic.cost_class, critic.origin) == (
