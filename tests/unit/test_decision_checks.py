@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from stageline.errors import InvalidTransition, StaleDecision, UsageError
+from stageline.errors import InvalidTransition, LeaseHeld, StaleDecision, UsageError
 from stageline.ledger import RunStatus, WaitStatus
 from stageline.runner import Runner
 from stageline.stages import StageContext
@@ -171,3 +171,34 @@ async def test_an_answer_to_a_run_that_ended_past_a_gate_is_refused_not_already_
     with pytest.raises(InvalidTransition) as info:
         await runner.respond(run_id, "yes")
     assert str(info.value) == f"run {run_id} is succeeded, not waiting for a person"
+
+
+@pytest.mark.parametrize("kind", ["gate", "question"])
+async def test_a_decision_on_a_run_leased_elsewhere_is_recorded_then_rolled_back(
+    runner: Runner, kind: str
+) -> None:
+    """The decision and the run's claim share a transaction; when the claim is refused (another
+    process holds the lease) the decision is recorded on its own, then rolled back with why,
+    and the wait is asked again: the refused attempt stays on record."""
+    template = gated() if kind == "gate" else asking()
+    run_id = (await runner.start(template, {})).run.run_id
+    await runner.ledger.acquire_lease(run_id, "another process", 600)
+    with pytest.raises(LeaseHeld):
+        if kind == "gate":
+            await runner.approve(run_id, actor="ann", note="ship it")
+        else:
+            await runner.answer(run_id, {"q": "large"}, actor="ann")
+    first, again = await runner.ledger.waits(run_id)
+    assert (first.round, first.status, first.actor) == (1, WaitStatus.ROLLED_BACK, "ann")
+    assert first.response is not None and first.response["actor"] == "ann"
+    said = "approve" if kind == "gate" else "answered"
+    if kind == "gate":
+        assert first.response["decision"] == "approve"
+    else:
+        assert first.response["answers"] == {"q": "large"}
+    assert (again.round, again.status) == (2, WaitStatus.PENDING)
+    events = [(e.kind, e.message) for e in await runner.ledger.events(run_id)]
+    decided = [m for k, m in events if k.endswith((".decided", ".answered"))]
+    assert len(decided) == 1 and f": {said} by ann" in decided[0]
+    [rolled] = [m for k, m in events if k.endswith(".rolled_back")]
+    assert "the run could not be resumed (" in rolled and f"the {said} is rolled back" in rolled
