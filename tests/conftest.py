@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -93,7 +94,10 @@ def postgres_template() -> Iterator[str]:
         await opened.aclose()
 
     try:
-        asyncio.run(migrate())
+        # In a thread of its own: it may first be asked for while a test's browser (the sync
+        # API of Playwright) runs an event loop in this one.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, migrate()).result()
         yield name
     finally:
         _drop_database(name)

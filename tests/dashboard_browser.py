@@ -1,20 +1,26 @@
 """Driving the dashboard in Debian's Chromium with Playwright (never ``playwright install``).
 
-Used by ``tests/acceptance/test_dashboard.py`` and by ``scripts/screenshots.py``: ``browser()``
-launches Chromium; ``Watch`` records every script error, console error and request to another
-host of a page; ``sign_in`` signs a page in with a token; ``seed_runs`` makes the runs the
-screenshots show; ``screenshots`` saves the main pages as PNG files.
+The one place the browser tests (``tests/acceptance/test_dashboard*.py`` and the others that
+look at a page) and ``scripts/screenshots.py`` get a browser from: ``browser()`` launches
+Chromium; ``Watch`` records every script error, console error and request to another host of a
+page; ``sign_in`` signs a page in with a token; ``seed_runs`` makes the runs the screenshots
+show; ``screenshots`` saves the main pages as PNG files. The pytest fixtures ``chromium`` (one
+per module), ``watch`` (checked as the test ends) and ``signed_in`` (a watched page, signed
+in) are registered for the acceptance suites by their ``conftest.py``; ``http_session`` is the
+same sign-in without a browser.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import pytest
 
 from server_fixtures import Server
 
@@ -75,8 +81,9 @@ class Watch:
         assert not self.foreign, self.foreign
 
 
-def new_page(b: Any, watch: Watch) -> Any:
-    context = b.new_context(viewport=VIEWPORT)
+def new_page(b: Any, watch: Watch, viewport: dict[str, int] | None = None) -> Any:
+    """A page in a context of its own (its own cookies), watched by ``watch``."""
+    context = b.new_context(viewport=viewport or VIEWPORT)
     return watch.attach(context.new_page())
 
 
@@ -85,6 +92,45 @@ def sign_in(page: Any, server: Server, scope: str = "decide", *, start: str = "/
     page.fill("input[name=token]", server.tokens[scope])
     page.click("form button[type=submit]")
     page.wait_for_selector("header .chip")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for the tests of a module."""
+    with browser() as b:
+        yield b
+
+
+@pytest.fixture
+def watch() -> Iterator[Watch]:
+    """The test's ``Watch``, checked when the test ends (a test may first take out what it
+    expected to see)."""
+    found = Watch()
+    yield found
+    found.check()
+
+
+SignedIn = Callable[..., Any]
+"""``signed_in(server, scope="decide", start="/ui/")``: a new watched page, signed in."""
+
+
+@pytest.fixture
+def signed_in(chromium: Any, watch: Watch) -> SignedIn:
+    """Opens a page of its own in ``chromium``, watched by the test's ``watch``, and signs it
+    in to ``server`` with the token of ``scope`` at ``start``."""
+
+    def open_page(
+        server: Server,
+        scope: str = "decide",
+        *,
+        start: str = "/ui/",
+        viewport: dict[str, int] | None = None,
+    ) -> Any:
+        page = new_page(chromium, watch, viewport)
+        sign_in(page, server, scope, start=start)
+        return page
+
+    return open_page
 
 
 def start_run(server: Server, template: str, inputs: dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -179,12 +225,13 @@ def screenshots(server: Server, folder: Path, chromium: Any = None) -> list[Path
 
 
 @contextmanager
-def http_session(url: str, secret: str) -> Iterator[Any]:
+def http_session(url: str, secret: str, *, headers: dict[str, str] | None = None) -> Iterator[Any]:
     """An httpx client signed in to the dashboard at ``url`` with token ``secret`` (its cookie
-    jar holds the session; no browser): ``with http_session(url, token) as c: ...``."""
+    jar holds the session; no browser), sending ``headers`` with every request:
+    ``with http_session(url, token) as c: ...``."""
     import httpx
 
-    with httpx.Client(base_url=url, timeout=60.0) as client:
+    with httpx.Client(base_url=url, headers=headers, timeout=60.0) as client:
         signed = client.post("/ui/login", data={"token": secret})
         assert signed.status_code == 303 and "stageline_session" in client.cookies, signed.text
         yield client

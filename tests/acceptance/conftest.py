@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from fake_slack import FakeSlack
 
+from dashboard_browser import chromium, signed_in, watch  # noqa: F401 (fixtures: a browser)
 from server_fixtures import serve_project, server  # noqa: F401 (fixtures: a real `stageline serve`)
 
 CLI = [sys.executable, "-m", "stageline.cli"]

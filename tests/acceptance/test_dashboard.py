@@ -6,29 +6,15 @@ Every test watches its pages: no script error, no console error, no request to a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from dashboard_browser import Watch, browser, new_page, sign_in, start_run
+from dashboard_browser import SignedIn, Watch, new_page, sign_in, start_run
 from server_fixtures import Server
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as b:
-        yield b
-
-
-@pytest.fixture
-def watch() -> Iterator[Watch]:
-    found = Watch()
-    yield found
-    found.check()
 
 
 def _run(server: Server, run_id: str) -> dict[str, Any]:
@@ -64,12 +50,11 @@ def test_sign_in_refuses_a_bad_token_and_sets_a_strict_http_only_cookie(
 
 
 def test_runs_list_filters_and_links_to_a_waiting_blog_post_whose_gate_is_drawn_waiting(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     start_run(server, "blog_post", {"topic": "graphs in the browser"}, "ui-list-1")
     start_run(server, "ten_nodes", {"seed": 3}, "ui-list-2")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read")
+    page = signed_in(server, "read")
     page.goto(server.url + "/ui/runs")
     row = page.locator("tr[data-run=ui-list-1]")
     assert row.get_attribute("data-status") == "waiting"
@@ -97,11 +82,10 @@ def test_runs_list_filters_and_links_to_a_waiting_blog_post_whose_gate_is_drawn_
 
 
 def test_approving_a_gate_from_the_page_finishes_the_run_and_records_the_actor(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     start_run(server, "blog_post", {"topic": "approve me"}, "ui-approve")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "decide", start="/ui/runs/ui-approve")
+    page = signed_in(server, "decide", start="/ui/runs/ui-approve")
     assert page.url.endswith("/ui/runs/ui-approve")
     page.fill("textarea[name=note]", "reads well")
     page.click("button[data-decision=approve]")
@@ -121,17 +105,14 @@ def test_approving_a_gate_from_the_page_finishes_the_run_and_records_the_actor(
     assert page.locator("table.decisions").inner_text().count("decider") == 1
 
 
-def test_a_parked_run_is_taken_over_from_the_page(
-    server: Server, chromium: Any, watch: Watch
-) -> None:
+def test_a_parked_run_is_taken_over_from_the_page(server: Server, signed_in: SignedIn) -> None:
     start_run(server, "blog_post", {"topic": "no takeover here"}, "ui-gate")
     start_run(server, "sdlc", {"task": "add a login page", "review_threshold": 1.5}, "ui-park")
     answers = {"scope": "a login page at /login", "priority": "normal", "done_when": "CI passes"}
     with server.client("decide") as client:
         client.post("/v1/runs/ui-park/answer", json={"answers": answers})
     assert _run(server, "ui-park")["run"]["status"] == "parked"
-    page = new_page(chromium, watch)
-    sign_in(page, server, "decide", start="/ui/runs")
+    page = signed_in(server, "decide", start="/ui/runs")
     parked = page.locator("tr[data-run=ui-park]")
     assert parked.get_attribute("data-status") == "parked"
     assert "gate plan_parked" in parked.inner_text()  # what it waits on, like a waiting run
@@ -174,7 +155,7 @@ def _background(locator: Any) -> str:
 
 
 def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     start_run(server, "blog_post", {"topic": "as data"}, "ui-ledger")
     with server.client("decide") as client:
@@ -187,8 +168,7 @@ def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
         shown["records"], key=lambda r: (r["attempt"], r["started_at"], r["try_no"])
     ):
         latest[record["node"]] = record
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read", start="/ui/runs/ui-ledger")
+    page = signed_in(server, "read", start="/ui/runs/ui-ledger")
     drawn = dict(
         page.locator("svg.graph g[data-node]").evaluate_all(
             "gs => gs.map(g => [g.dataset.node, g.dataset.status])"
@@ -212,11 +192,10 @@ def test_a_finished_runs_graph_shows_each_node_as_the_ledger_records_it(
 
 
 def test_an_sdlc_question_set_is_answered_through_its_form(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     start_run(server, "sdlc", {"task": "add rate limiting to the public API"}, "ui-sdlc")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "decide", start="/ui/runs/ui-sdlc")
+    page = signed_in(server, "decide", start="/ui/runs/ui-sdlc")
     form = page.locator("form[data-question-form]")
     assert form.locator("[data-question=priority] select option").all_inner_texts() == [
         "low",
@@ -246,12 +225,11 @@ def test_an_sdlc_question_set_is_answered_through_its_form(
 
 
 def test_the_server_checks_answers_again_and_stale_decisions_are_notices(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     start_run(server, "sdlc", {"task": "fix the login bug"}, "ui-sdlc-bad")
     start_run(server, "blog_post", {"topic": "twice"}, "ui-twice")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "decide", start="/ui/runs/ui-sdlc-bad")
+    page = signed_in(server, "decide", start="/ui/runs/ui-sdlc-bad")
     csrf, qid = _csrf(page), page.locator("input[name=question_id]").get_attribute("value")
     sent = page.request.post(
         server.url + "/ui/runs/ui-sdlc-bad/answer",
@@ -261,8 +239,7 @@ def test_the_server_checks_answers_again_and_stale_decisions_are_notices(
     assert "&#39;whenever&#39; is not a choice" in sent.text()
     assert _run(server, "ui-sdlc-bad")["questions"][0]["status"] == "pending"
 
-    other = new_page(chromium, watch)
-    sign_in(other, server, "admin", start="/ui/runs/ui-twice")
+    other = signed_in(server, "admin", start="/ui/runs/ui-twice")
     page.goto(server.url + "/ui/runs/ui-twice")
     page.fill("textarea[name=note]", "not like this")  # a form being filled is not reloaded
     other.click("button[data-decision=approve]")
@@ -278,11 +255,10 @@ def test_the_server_checks_answers_again_and_stale_decisions_are_notices(
 
 
 def test_a_read_session_sees_no_decide_buttons_and_a_forged_post_is_refused(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     start_run(server, "blog_post", {"topic": "read only"}, "ui-read")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read", start="/ui/runs/ui-read")
+    page = signed_in(server, "read", start="/ui/runs/ui-read")
     assert page.locator("[data-node=editor_approval]").get_attribute("data-status") == "waiting"
     assert page.locator("button[data-decision], button[data-action]").count() == 0
     assert page.locator("[data-readonly]").count() == 1
@@ -293,8 +269,7 @@ def test_a_read_session_sees_no_decide_buttons_and_a_forged_post_is_refused(
     assert forged.status == 403 and "scope read" in forged.text()
     assert _run(server, "ui-read")["run"]["status"] == "waiting"
 
-    decider = new_page(chromium, watch)
-    sign_in(decider, server, "decide", start="/ui/runs/ui-read")
+    decider = signed_in(server, "decide", start="/ui/runs/ui-read")
     cookie = decider.context.cookies()[0]["value"]
     jar = {"stageline_session": cookie}
     no_csrf = httpx.post(
@@ -312,11 +287,10 @@ def test_a_read_session_sees_no_decide_buttons_and_a_forged_post_is_refused(
     assert anonymous.status_code == 401
 
 
-def test_inbox_stats_and_templates_pages(server: Server, chromium: Any, watch: Watch) -> None:
+def test_inbox_stats_and_templates_pages(server: Server, watch: Watch, signed_in: SignedIn) -> None:
     start_run(server, "blog_post", {"topic": "inbox one"}, "ui-inbox-1")
     start_run(server, "sdlc", {"task": "inbox two for the team"}, "ui-inbox-2")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read", start="/ui/inbox")
+    page = signed_in(server, "read", start="/ui/inbox")
     rows = page.locator("table.inbox tr[data-wait]")
     runs = rows.evaluate_all("rs => rs.map(r => r.dataset.run)")
     assert runs.index("ui-inbox-1") < runs.index("ui-inbox-2")
@@ -351,7 +325,7 @@ def test_the_screenshot_helper_shows_every_main_page_without_errors(
 
 
 def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     import shutil
 
@@ -359,8 +333,7 @@ def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
 
     shutil.copy(FIXTURES / "json_question.py", server.project / "templates")
     start_run(server, "json_question", {"topic": "limits"}, "ui-json")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "decide", start="/ui/runs/ui-json")
+    page = signed_in(server, "decide", start="/ui/runs/ui-json")
     field = page.locator("[data-question=limits] textarea")
     page.select_option("[data-question=tier] select", "pro")
     field.fill("{rps: 5")
@@ -385,12 +358,11 @@ def test_a_json_answer_is_checked_in_the_browser_and_again_by_the_server(
 
 
 def test_text_from_a_run_is_shown_as_text_never_as_markup(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     evil = '<img src=x onerror="document.title=1"><script>document.title=2</script>'
     start_run(server, "blog_post", {"topic": evil}, "ui-evil")
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read", start="/ui/runs/ui-evil")
+    page = signed_in(server, "read", start="/ui/runs/ui-evil")
     assert page.locator("img[src=x]").count() == 0
     assert evil in page.locator("pre").filter(has_text="onerror").first.inner_text()
     page.goto(server.url + "/ui/runs?q=onerror")
@@ -400,7 +372,7 @@ def test_text_from_a_run_is_shown_as_text_never_as_markup(
 
 
 def test_retry_fork_and_cancel_from_the_page_as_the_scope_allows(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     import shutil
 
@@ -409,8 +381,7 @@ def test_retry_fork_and_cancel_from_the_page_as_the_scope_allows(
     shutil.copy(FIXTURES / "flaky.py", server.project / "templates")
     start_run(server, "flaky", {"topic": "retry from the page"}, "ui-flaky")
     start_run(server, "blog_post", {"topic": "cancel me"}, "ui-cancel")
-    decider = new_page(chromium, watch)
-    sign_in(decider, server, "decide", start="/ui/runs/ui-flaky")
+    decider = signed_in(server, "decide", start="/ui/runs/ui-flaky")
     assert decider.locator("[data-node=second]").get_attribute("data-status") == "failed"
     assert "ok.flag is missing" in decider.locator("[data-run-error]").inner_text()
     assert decider.locator("[data-action=cancel], [data-action=fork]").count() == 0  # admin's
@@ -423,9 +394,8 @@ def test_retry_fork_and_cancel_from_the_page_as_the_scope_allows(
     assert decider.locator("svg.timeline line[data-restart=retried]").count() == 1
     assert _run(server, "ui-flaky")["run"]["attempt"] == 2
 
-    admin = new_page(chromium, watch)
+    admin = signed_in(server, "admin", start="/ui/runs/ui-flaky")
     admin.on("dialog", lambda dialog: dialog.accept())
-    sign_in(admin, server, "admin", start="/ui/runs/ui-flaky")
     admin.click("summary[data-action=fork]")
     admin.fill("textarea[name=changes]", '{"topic": "forked"}')
     admin.click("form[action$='/fork'] button")

@@ -3,12 +3,9 @@ shown before saving; a reader may preview but not save; an admin saves into temp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
-from dashboard_browser import Watch, browser, new_page, sign_in
+from dashboard_browser import SignedIn
 from server_fixtures import Server
 
 pytestmark = pytest.mark.timeout(300)
@@ -16,25 +13,11 @@ pytestmark = pytest.mark.timeout(300)
 GOAL = "Write a blog post about browsers, reviewed by two critics; an editor approves"
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as b:
-        yield b
-
-
-@pytest.fixture
-def watch() -> Iterator[Watch]:
-    found = Watch()
-    yield found
-    found.check()
-
-
 def test_a_goal_is_previewed_as_a_graph_then_saved_by_an_admin(
-    server: Server, chromium: Any, watch: Watch
+    server: Server, signed_in: SignedIn
 ) -> None:
     target = server.project / "templates" / "browser_post.yaml"
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read")
+    page = signed_in(server, "read")
     page.click("header nav a:has-text('New pipeline')")
     critic = page.locator("#catalog tr[data-stage='blog.critic_a']")
     assert "review" in critic.inner_text() and "reviews" in critic.inner_text()
@@ -49,8 +32,7 @@ def test_a_goal_is_previewed_as_a_graph_then_saved_by_an_admin(
     assert card.locator("button:has-text('Save')").is_disabled()  # a reader cannot save
     assert not target.exists()
 
-    admin = new_page(chromium, watch)
-    sign_in(admin, server, "admin", start="/ui/compose")
+    admin = signed_in(server, "admin", start="/ui/compose")
     admin.fill("textarea[name=goal]", GOAL)
     admin.fill("input[name=name]", "browser_post")
     admin.click("#compose-form button[type=submit]")
@@ -61,11 +43,8 @@ def test_a_goal_is_previewed_as_a_graph_then_saved_by_an_admin(
     assert target.is_file()
 
 
-def test_a_goal_no_stage_can_do_says_so_on_the_page(
-    server: Server, chromium: Any, watch: Watch
-) -> None:
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read", start="/ui/compose")
+def test_a_goal_no_stage_can_do_says_so_on_the_page(server: Server, signed_in: SignedIn) -> None:
+    page = signed_in(server, "read", start="/ui/compose")
     page.fill("textarea[name=goal]", "Translate the README into French")
     page.click("#compose-form button[type=submit]")
     assert "translation" in page.locator("[data-compose-error]").inner_text()

@@ -4,12 +4,11 @@ still render under the server's Content-Security-Policy."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from dashboard_browser import Watch, browser, new_page, sign_in
+from dashboard_browser import SignedIn, Watch, new_page, sign_in
 from server_fixtures import Server
 
 pytestmark = pytest.mark.timeout(300)
@@ -32,26 +31,20 @@ async def write(state, ctx):
 """
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as b:
-        yield b
-
-
 def _no_script_ran(page: Any, dialogs: list[str]) -> None:
     assert page.locator("img[src=x]").count() == 0  # no element was injected
     assert dialogs == []  # and no script ran
 
 
 def test_a_template_file_named_as_markup_is_shown_as_text_loaded_or_not(
-    server: Server, chromium: Any
+    server: Server, chromium: Any, watch: Watch
 ) -> None:
     (server.project / "hostile_stages.py").write_text(STAGES)
     path = server.project / f"{HOSTILE}.yaml"
     path.write_text(TEMPLATE)
     done = server.cli("run", path.name, "--run-id", "ui-hostile-file", check=False)
     assert done.returncode == 3, done.stdout + done.stderr  # waiting at its gate
-    watch, dialogs = Watch(), []
+    dialogs: list[str] = []
     page = new_page(chromium, watch)
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     sign_in(page, server, "read", start="/ui/runs/ui-hostile-file")
@@ -69,15 +62,12 @@ def test_a_template_file_named_as_markup_is_shown_as_text_loaded_or_not(
     notice = page.locator("[data-no-graph]").inner_text()
     assert f"{HOSTILE}.yaml' cannot be loaded" in notice
     _no_script_ran(page, dialogs)
-    watch.check()
 
 
 def test_the_api_docs_and_link_pages_render_under_the_content_security_policy(
-    server: Server, chromium: Any
+    server: Server, chromium: Any, watch: Watch, signed_in: SignedIn
 ) -> None:
-    watch = Watch()
-    page = new_page(chromium, watch)
-    sign_in(page, server, "read")
+    page = signed_in(server, "read")
     page.goto(server.url + "/ui/docs")
     page.wait_for_selector(".swagger-ui .info .title")
     assert "stageline" in page.locator(".swagger-ui .info .title").inner_text()
@@ -106,4 +96,3 @@ def test_the_api_docs_and_link_pages_render_under_the_content_security_policy(
     assert watch.foreign == [logo]
     watch.foreign = []
     watch.errors = [e for e in watch.errors if not (logo in e and "Content Security" in e)]
-    watch.check()

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from dashboard_browser import Watch, browser, new_page, sign_in, start_run
+from dashboard_browser import SignedIn, start_run
 from server_fixtures import Server
 
 pytestmark = pytest.mark.timeout(300)
@@ -24,43 +24,34 @@ pytestmark = pytest.mark.timeout(300)
 CORPUS = Path(__file__).parents[1] / "fixtures" / "langgraph_project"
 
 
-@pytest.fixture
-def watch() -> Iterator[Watch]:
-    found = Watch()
-    yield found
-    found.check()
-
-
 def test_interrupts_are_answered_from_the_inbox_and_the_run_page(
-    serve_project: Callable[..., Server], watch: Watch
+    serve_project: Callable[..., Server], signed_in: SignedIn
 ) -> None:
     server = serve_project(templates=("interrupts.py",))
     start_run(server, "interrupts", {"topic": "fence"}, "ui-interrupts")
-    with browser() as chromium:
-        page = new_page(chromium, watch)
-        sign_in(page, server, "decide", start="/ui/inbox")
-        row = page.locator("tr[data-run=ui-interrupts]")
-        assert row.get_attribute("data-kind") == "interrupt"
-        row.locator("a.button").click()
-        form = page.locator("form[data-interrupt-form]")
-        assert "which colour?" in page.locator("pre[data-interrupt-value]").inner_text()
-        form.locator("textarea[name=value]").fill('{"hex": "#f00"}')
-        form.locator("button[data-answer-as=json]").click()
-        page.wait_for_selector("[data-interrupt-description]")
-        assert "answered" in page.locator(".notice.ok").inner_text()
-        buttons = page.locator("form[data-interrupt-form] button[data-inbox]")
-        assert [buttons.nth(i).get_attribute("data-inbox") for i in range(buttons.count())] == [
-            "accept",
-            "response",
-            "ignore",
-        ]  # no edit: its config does not allow it
-        assert "Paint it?" in page.locator("[data-interrupt-description]").inner_text()
-        page.click("button[data-inbox=accept]")
-        page.wait_for_selector("#run-status [data-run-status=succeeded]")
-        answers = page.locator("table.decisions pre[data-answer]").all_inner_texts()
-        assert len(answers) == 1 and '"#f00"' in answers[0]  # an accept carries nothing more
-        said = page.locator("table.decisions [data-inbox-answer]").all_inner_texts()
-        assert said == ["accept"]
+    page = signed_in(server, "decide", start="/ui/inbox")
+    row = page.locator("tr[data-run=ui-interrupts]")
+    assert row.get_attribute("data-kind") == "interrupt"
+    row.locator("a.button").click()
+    form = page.locator("form[data-interrupt-form]")
+    assert "which colour?" in page.locator("pre[data-interrupt-value]").inner_text()
+    form.locator("textarea[name=value]").fill('{"hex": "#f00"}')
+    form.locator("button[data-answer-as=json]").click()
+    page.wait_for_selector("[data-interrupt-description]")
+    assert "answered" in page.locator(".notice.ok").inner_text()
+    buttons = page.locator("form[data-interrupt-form] button[data-inbox]")
+    assert [buttons.nth(i).get_attribute("data-inbox") for i in range(buttons.count())] == [
+        "accept",
+        "response",
+        "ignore",
+    ]  # no edit: its config does not allow it
+    assert "Paint it?" in page.locator("[data-interrupt-description]").inner_text()
+    page.click("button[data-inbox=accept]")
+    page.wait_for_selector("#run-status [data-run-status=succeeded]")
+    answers = page.locator("table.decisions pre[data-answer]").all_inner_texts()
+    assert len(answers) == 1 and '"#f00"' in answers[0]  # an accept carries nothing more
+    said = page.locator("table.decisions [data-inbox-answer]").all_inner_texts()
+    assert said == ["accept"]
     with server.client("read") as client:
         shown = client.get("/v1/runs/ui-interrupts").json()
     assert shown["state"]["colour"] == {"hex": "#f00"}
@@ -74,64 +65,59 @@ def database(request: pytest.FixtureRequest) -> str | None:
 
 
 def test_corpus_interrupts_are_answered_from_the_dashboard(
-    serve_project: Callable[..., Server], database: str | None, watch: Watch, tmp_path: Path
+    serve_project: Callable[..., Server], database: str | None, tmp_path: Path, signed_in: SignedIn
 ) -> None:
     shutil.copytree(CORPUS, tmp_path / "project")
     server = serve_project(database_url=database)
     start_run(server, "ask_name", {}, "ui-ask")
     start_run(server, "inbox", {"email": "the invoice"}, "ui-edit")
     start_run(server, "inbox", {"email": "the meeting"}, "ui-respond")
-    with browser() as chromium:
-        page = new_page(chromium, watch)
-        sign_in(page, server, "decide", start="/ui/inbox")
-        rows = page.locator("tr[data-kind=interrupt]")
-        assert rows.count() == 3
-        page.locator("tr[data-run=ui-ask] a.button").click()
-        assert page.locator("pre[data-interrupt-value]").inner_text() == "What is your name?"
-        form = page.locator("form[data-interrupt-form]")
-        form.locator("textarea[name=value]").fill("Ada")
-        form.locator("button[data-answer-as=text]").click()
-        page.wait_for_selector("#run-status [data-run-status=succeeded]")
+    page = signed_in(server, "decide", start="/ui/inbox")
+    rows = page.locator("tr[data-kind=interrupt]")
+    assert rows.count() == 3
+    page.locator("tr[data-run=ui-ask] a.button").click()
+    assert page.locator("pre[data-interrupt-value]").inner_text() == "What is your name?"
+    form = page.locator("form[data-interrupt-form]")
+    form.locator("textarea[name=value]").fill("Ada")
+    form.locator("button[data-answer-as=text]").click()
+    page.wait_for_selector("#run-status [data-run-status=succeeded]")
 
-        page.goto(server.url + "/ui/runs/ui-edit")
-        buttons = page.locator("form[data-interrupt-form] button[data-inbox]")
-        assert [buttons.nth(i).get_attribute("data-inbox") for i in range(buttons.count())] == [
-            "accept",
-            "edit",
-            "response",
-            "ignore",
-        ]
-        assert "Send this reply?" in page.locator("[data-interrupt-description]").inner_text()
-        page.fill("textarea[name=edit_args]", json.dumps({"reply": "Paid, thank you."}))
-        page.click("button[data-inbox=edit]")
-        page.wait_for_selector("#run-status [data-run-status=succeeded]")
-        said = page.locator("table.decisions tr[data-wait-status=applied]")
-        assert said.locator("[data-inbox-answer]").inner_text() == "edit"
-        assert json.loads(said.locator("[data-answer]").inner_text()) == {
-            "reply": "Paid, thank you."
-        }
+    page.goto(server.url + "/ui/runs/ui-edit")
+    buttons = page.locator("form[data-interrupt-form] button[data-inbox]")
+    assert [buttons.nth(i).get_attribute("data-inbox") for i in range(buttons.count())] == [
+        "accept",
+        "edit",
+        "response",
+        "ignore",
+    ]
+    assert "Send this reply?" in page.locator("[data-interrupt-description]").inner_text()
+    page.fill("textarea[name=edit_args]", json.dumps({"reply": "Paid, thank you."}))
+    page.click("button[data-inbox=edit]")
+    page.wait_for_selector("#run-status [data-run-status=succeeded]")
+    said = page.locator("table.decisions tr[data-wait-status=applied]")
+    assert said.locator("[data-inbox-answer]").inner_text() == "edit"
+    assert json.loads(said.locator("[data-answer]").inner_text()) == {"reply": "Paid, thank you."}
 
-        late = new_page(chromium, watch)  # a second person, on the same run's page
-        sign_in(late, server, "admin", start="/ui/runs/ui-respond")
-        late.fill("textarea[name=response]", "Fine by me")  # typing: the page does not reload
-        page.goto(server.url + "/ui/runs/ui-respond")
-        page.click("button[data-inbox=response]")  # no text yet: the browser asks for it
-        response = page.locator("textarea[name=response]")
-        assert response.evaluate("el => el.validationMessage") == "Write the response first"
-        response.evaluate("el => el.setCustomValidity('')")  # past the browser: the server
-        respond = page.locator("button[data-inbox=response]")
-        respond.evaluate("el => el.removeAttribute('data-needs-note')")
-        respond.click()
-        assert "write the response" in page.locator(".notice.error").inner_text()
-        response.fill("Which meeting?")
-        page.fill("textarea[name=edit_args]", "{not json")  # holds back only an edit
-        page.click("button[data-inbox=response]")
-        page.wait_for_selector("#run-status [data-run-status=succeeded]")
-        said = page.locator("table.decisions tr[data-wait-status=applied]")
-        assert said.locator("[data-inbox-answer]").inner_text() == "response"
-        assert said.locator("[data-answer]").inner_text() == "Which meeting?"
-        late.click("button[data-inbox=response]")  # the first answer wins
-        assert "already answered by decider" in late.locator(".notice.info").inner_text()
+    late = signed_in(server, "admin", start="/ui/runs/ui-respond")  # another person, same page
+    late.fill("textarea[name=response]", "Fine by me")  # typing: the page does not reload
+    page.goto(server.url + "/ui/runs/ui-respond")
+    page.click("button[data-inbox=response]")  # no text yet: the browser asks for it
+    response = page.locator("textarea[name=response]")
+    assert response.evaluate("el => el.validationMessage") == "Write the response first"
+    response.evaluate("el => el.setCustomValidity('')")  # past the browser: the server
+    respond = page.locator("button[data-inbox=response]")
+    respond.evaluate("el => el.removeAttribute('data-needs-note')")
+    respond.click()
+    assert "write the response" in page.locator(".notice.error").inner_text()
+    response.fill("Which meeting?")
+    page.fill("textarea[name=edit_args]", "{not json")  # holds back only an edit
+    page.click("button[data-inbox=response]")
+    page.wait_for_selector("#run-status [data-run-status=succeeded]")
+    said = page.locator("table.decisions tr[data-wait-status=applied]")
+    assert said.locator("[data-inbox-answer]").inner_text() == "response"
+    assert said.locator("[data-answer]").inner_text() == "Which meeting?"
+    late.click("button[data-inbox=response]")  # the first answer wins
+    assert "already answered by decider" in late.locator(".notice.info").inner_text()
     with server.client("read") as client:
         runs = {r: client.get(f"/v1/runs/{r}").json() for r in ("ui-ask", "ui-edit", "ui-respond")}
     asked = runs["ui-ask"]

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from dashboard_browser import http_session
 from server_fixtures import Server, make_project
 
 pytestmark = pytest.mark.timeout(300)
@@ -272,11 +273,7 @@ def test_a_failed_runs_edit_cannot_skip_its_gate(served: Server) -> None:
 @contextmanager
 def _signed_in(server: Server, scope: str) -> Iterator[httpx.Client]:
     """A dashboard session (signed in with the token of ``scope``) as an httpx client."""
-    with httpx.Client(
-        base_url=server.url, headers={"Origin": server.url}, follow_redirects=False, timeout=60
-    ) as client:
-        answer = client.post("/ui/login", data={"token": server.tokens[scope], "next": "/ui/"})
-        assert answer.status_code == 303, answer.text
+    with http_session(server.url, server.tokens[scope], headers={"Origin": server.url}) as client:
         yield client
 
 

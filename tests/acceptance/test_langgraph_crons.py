@@ -15,7 +15,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from dashboard_browser import Watch, browser, new_page, sign_in
+from dashboard_browser import SignedIn
 from server_fixtures import Server
 
 pytestmark = pytest.mark.timeout(300)  # a hang guard: nothing here is timed
@@ -113,7 +113,9 @@ async def test_schedules_over_the_sdk(server: Server) -> None:
         assert await reader.crons.count() == 0
 
 
-def test_the_schedules_page_lists_each_schedule_and_its_runs(server: Server) -> None:
+def test_the_schedules_page_lists_each_schedule_and_its_runs(
+    server: Server, signed_in: SignedIn
+) -> None:
     with server.client("decide") as client:
         made = client.post(
             "/runs/crons",
@@ -138,23 +140,19 @@ def test_the_schedules_page_lists_each_schedule_and_its_runs(server: Server) -> 
             "/runs/crons",
             json={"assistant_id": "ten_nodes", "schedule": "0 9 * * 1-5", "timezone": "Asia/Tokyo"},
         ).json()["cron_id"]
-    watch = Watch()
-    with browser() as chromium:
-        page = new_page(chromium, watch)
-        sign_in(page, server, "read", start="/ui/schedules")
-        assert page.url.endswith("/ui/schedules")
-        assert page.locator("nav a.active").inner_text() == "Schedules"
-        row = page.locator(f"tr[data-schedule='{often}']")
-        assert "owner=web" in row.inner_text() and "disabled" in row.locator(".next").inner_text()
-        first = row.locator("a.mono").first
-        run_id = first.inner_text()
-        assert run_id in {str(t["thread_id"]) for t in fired}
-        other = page.locator(f"tr[data-schedule='{later}']")
-        assert "0 9 * * 1-5" in other.inner_text() and "Asia/Tokyo" in other.inner_text()
-        assert "none yet" in other.inner_text()
-        first.click()
-        page.wait_for_url(f"**/ui/runs/{run_id}")
-    watch.check()
+    page = signed_in(server, "read", start="/ui/schedules")
+    assert page.url.endswith("/ui/schedules")
+    assert page.locator("nav a.active").inner_text() == "Schedules"
+    row = page.locator(f"tr[data-schedule='{often}']")
+    assert "owner=web" in row.inner_text() and "disabled" in row.locator(".next").inner_text()
+    first = row.locator("a.mono").first
+    run_id = first.inner_text()
+    assert run_id in {str(t["thread_id"]) for t in fired}
+    other = page.locator(f"tr[data-schedule='{later}']")
+    assert "0 9 * * 1-5" in other.inner_text() and "Asia/Tokyo" in other.inner_text()
+    assert "none yet" in other.inner_text()
+    first.click()
+    page.wait_for_url(f"**/ui/runs/{run_id}")
     with server.client("admin") as client:
         for cron_id in (often, later):
             assert client.delete(f"/runs/crons/{cron_id}").status_code == 204

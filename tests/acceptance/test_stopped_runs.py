@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard_browser import Watch, browser, new_page, sign_in
+from dashboard_browser import SignedIn
 from server_fixtures import Server
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -135,7 +135,7 @@ def test_cancel_ends_a_stopped_run(tmp_path: Path, cli: Cli, cli_env: dict[str, 
 
 @pytest.mark.timeout(300)
 def test_the_api_and_the_langgraph_routes_show_a_stopped_run(
-    serve_project: Callable[..., Server],
+    serve_project: Callable[..., Server], signed_in: SignedIn
 ) -> None:
     served = serve_project(start=False)
     (served.project / "templates" / "slow.py").write_text(SLOW)
@@ -150,24 +150,20 @@ def test_the_api_and_the_langgraph_routes_show_a_stopped_run(
         thread = client.get("/threads/a1").json()
         assert thread["status"] == "idle", thread
     # The dashboard: its own badge, the filter, and Resume offered (a person resumes it).
-    with browser() as chromium:
-        watch = Watch()
-        page = new_page(chromium, watch)
-        sign_in(page, served, "decide", start="/ui/runs")
-        assert page.locator("tr[data-run=a1]").get_attribute("data-status") == "stopped"
-        assert "stopped" in page.locator("fieldset.statuses .status").all_inner_texts()
-        page.goto(served.url + "/ui/runs/a1")
-        badge = page.locator("#run-status [data-run-status=stopped]")
-        assert badge.count() == 1
-        assert badge.evaluate("e => getComputedStyle(e).backgroundColor") not in (
-            "rgba(0, 0, 0, 0)",
-            "rgb(241, 245, 249)",  # the queued and cancelled badges' grey
-        )
-        # The server did not take the run over on its own: it waits for a person.
-        with served.client("read") as client:
-            assert client.get("/v1/runs/a1").json()["run"]["status"] == "stopped"
-        (served.project / "hold").unlink()
-        page.click("button[data-action=resume]")
-        page.wait_for_selector("#run-status [data-run-status=succeeded]")
-        page.context.close()
-        watch.check()
+    page = signed_in(served, "decide", start="/ui/runs")
+    assert page.locator("tr[data-run=a1]").get_attribute("data-status") == "stopped"
+    assert "stopped" in page.locator("fieldset.statuses .status").all_inner_texts()
+    page.goto(served.url + "/ui/runs/a1")
+    badge = page.locator("#run-status [data-run-status=stopped]")
+    assert badge.count() == 1
+    assert badge.evaluate("e => getComputedStyle(e).backgroundColor") not in (
+        "rgba(0, 0, 0, 0)",
+        "rgb(241, 245, 249)",  # the queued and cancelled badges' grey
+    )
+    # The server did not take the run over on its own: it waits for a person.
+    with served.client("read") as client:
+        assert client.get("/v1/runs/a1").json()["run"]["status"] == "stopped"
+    (served.project / "hold").unlink()
+    page.click("button[data-action=resume]")
+    page.wait_for_selector("#run-status [data-run-status=succeeded]")
+    page.context.close()
