@@ -4,12 +4,11 @@ Slack (``ok: true`` and a ``ts``), or fails the next calls when told to."""
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs
+
+from fake_http import LoopbackJSON
 
 
 class FakeSlack:
@@ -27,37 +26,14 @@ class FakeSlack:
         """Every message posted (channel, ts, thread_ts, metadata), as history returns them."""
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                method = self.path.rsplit("/", 1)[-1]
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                try:
-                    body = json.loads(raw) if raw else {}
-                except ValueError:  # a form (users.info)
-                    body = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
-                status, answer = fake.answer(method, body)
-                if fake.is_slow(method, body):
-                    time.sleep(fake.slow_for)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LoopbackJSON(
+            lambda path, body: self.answer(_method(path), body),
+            hold=lambda path, body: self.slow_for if self.is_slow(_method(path), body) else 0.0,
+        )
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/api/"
+        return f"{self.server.url}/api/"
 
     def answer(self, method: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._lock:
@@ -131,5 +107,9 @@ class FakeSlack:
         )
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.close()
+
+
+def _method(path: str) -> str:
+    """The Web API method a request's path names (``/api/chat.postMessage``)."""
+    return path.rsplit("/", 1)[-1]
