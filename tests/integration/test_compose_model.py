@@ -5,6 +5,7 @@ the rounds are a recorded run of the built-in ``compose`` template (with an opti
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,7 +16,7 @@ from stageline.architect import compose_with_model, plan_goal, read_goal, render
 from stageline.config import Settings
 from stageline.ledger import RunStatus
 from stageline.llm import Completion, LangChainModel
-from stageline.runner import Runner
+from stageline.runner import Runner, RunSummary
 from stageline.templates import build_catalog, load_template
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,15 +60,34 @@ def _drafts(goal: str, tmp_path: Path) -> tuple[str, str]:
     return invalid, valid
 
 
+async def _compose(
+    goal: str,
+    replies: list[str],
+    tmp_path: Path,
+    settings: Settings,
+    *,
+    target: Path | None = None,
+    **options: Any,
+) -> tuple[RunSummary, Recording, Path]:
+    """``compose_with_model`` of ``goal`` over the project's catalog, the model answering
+    ``replies`` in turn, into ``target`` (default ``tmp_path/composed.yaml``): what it says,
+    the model (with the prompts it was sent) and the target."""
+    model = Recording(replies)
+    target = target or tmp_path / "composed.yaml"
+    summary = await compose_with_model(
+        goal, build_catalog(tmp_path), target=target, model=model, settings=settings, **options
+    )
+    return summary, model, target
+
+
 @pytest.mark.parametrize("goal", GOALS)
 async def test_an_invalid_draft_goes_back_with_its_error_and_the_valid_one_is_written(
     goal: str, tmp_path: Path, sqlite_settings: Settings
 ) -> None:
     invalid, valid = _drafts(goal, tmp_path)
-    model = Recording([f"Here it is:\n```yaml\n{invalid}```", f"```yaml\n{valid}```"])
-    target = tmp_path / "templates" / "composed.yaml"
-    summary = await compose_with_model(
-        goal, build_catalog(tmp_path), target=target, model=model, settings=sqlite_settings
+    replies = [f"Here it is:\n```yaml\n{invalid}```", f"```yaml\n{valid}```"]
+    summary, model, target = await _compose(
+        goal, replies, tmp_path, sqlite_settings, target=tmp_path / "templates" / "composed.yaml"
     )
     assert summary.status is RunStatus.SUCCEEDED, summary.records
     assert summary.run.template == "compose"
@@ -88,15 +108,8 @@ async def test_with_approval_the_file_waits_for_the_gate(
     tmp_path: Path, sqlite_settings: Settings
 ) -> None:
     _, valid = _drafts(GOALS[0], tmp_path)
-    target = tmp_path / "composed.yaml"
-    summary = await compose_with_model(
-        GOALS[0],
-        build_catalog(tmp_path),
-        target=target,
-        model=Recording([valid]),  # a bare reply: the whole reply is the draft
-        settings=sqlite_settings,
-        approve=True,
-    )
+    # A bare reply: the whole reply is the draft.
+    summary, _, target = await _compose(GOALS[0], [valid], tmp_path, sqlite_settings, approve=True)
     assert summary.status is RunStatus.WAITING and not target.exists()
     async with Runner.open(sqlite_settings) as runner:
         done = await runner.approve(summary.run.run_id)
@@ -107,14 +120,7 @@ async def test_a_model_that_never_passes_fails_the_run_naming_the_last_error(
     tmp_path: Path, sqlite_settings: Settings
 ) -> None:
     invalid, _ = _drafts(GOALS[1], tmp_path)
-    target = tmp_path / "composed.yaml"
-    summary = await compose_with_model(
-        GOALS[1],
-        build_catalog(tmp_path),
-        target=target,
-        model=Recording([invalid] * 3),
-        settings=sqlite_settings,
-    )
+    summary, _, target = await _compose(GOALS[1], [invalid] * 3, tmp_path, sqlite_settings)
     assert summary.status is RunStatus.FAILED and not target.exists()
     assert len(summary.state["rounds"]) == 3
     failed = [r for r in summary.records if r.node == "exhausted"]
