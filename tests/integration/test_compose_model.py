@@ -111,6 +111,8 @@ async def test_with_approval_the_file_waits_for_the_gate(
     # A bare reply: the whole reply is the draft.
     summary, _, target = await _compose(GOALS[0], [valid], tmp_path, sqlite_settings, approve=True)
     assert summary.status is RunStatus.WAITING and not target.exists()
+    # Changes go back to `draft`, whose loop allows 3 drafts: one is made, 2 rounds are left.
+    assert summary.waiting[0].payload["changes_left"] == 2
     async with Runner.open(sqlite_settings) as runner:
         done = await runner.approve(summary.run.run_id)
     assert done.status is RunStatus.SUCCEEDED and target.read_text() == valid

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stageline.config import Settings
-from stageline.errors import TemplateError
+from stageline.errors import InvalidTransition, TemplateError
 from stageline.ledger import RunStatus, WaitKind
 from stageline.templates._yaml import load_yaml_template
 from stageline.testing import memory_runner
@@ -111,3 +111,66 @@ def test_mistakes_in_gates_and_questions_name_the_line(
         load_yaml_template(write(tmp_path, head + text))
     if line is not None:
         assert f"t.yaml:{line}:" in str(info.value), str(info.value)
+
+
+REVIEWED = """\
+name: reviewed_gate
+state:
+  draft: str
+  feedback: str
+stages:
+  draft: reviewed_stages:draft
+  review: reviewed_stages:review
+edges:
+  - [draft, review]
+routes:
+  - {from: review, by: "reviewed_stages:route", to: {again: draft, ok: approval}}
+gates:
+  approval: {changes_to: draft, max_changes: 3}
+loops:                            # after the gate in the file: read before it all the same
+  - {name: revisions, head: draft, max: 6}
+"""
+REVIEWED_STAGES = """
+async def draft(state, ctx):
+    return {"draft": f"draft {state.get('feedback') or ''}"}
+
+async def review(state, ctx):
+    return {}
+
+def route(state):
+    return "ok"
+"""
+
+
+async def test_a_gate_counts_the_changes_asked_at_it_when_its_head_has_a_loop_of_its_own(
+    tmp_path: Path, memory_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``max_changes: 3`` shows 3 rounds left, then 2, 1, 0, and a fourth is refused, though
+    ``draft`` heads a loop of 6 (it once showed "4 round(s) left" at every visit: the gate
+    counted a loop of its own that the template's loop on ``draft`` replaced)."""
+    (tmp_path / "reviewed_stages.py").write_text(REVIEWED_STAGES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    template = load_yaml_template(write(tmp_path, REVIEWED))
+    assert [(lp.name, lp.head) for lp in template.loops] == [("revisions", "draft")]
+    async with memory_runner(memory_settings) as runner:
+        summary = await runner.start(template, {})
+        run_id = summary.run.run_id
+        left = [summary.waiting[0].payload["changes_left"]]
+        for n in range(3):
+            summary = await runner.request_changes(run_id, note=f"round {n + 1}")
+            left.append(summary.waiting[0].payload["changes_left"])
+        assert left == [3, 2, 1, 0]
+        with pytest.raises(InvalidTransition, match="no rounds of changes left"):
+            await runner.request_changes(run_id, note="a fourth")
+        assert (await runner.approve(run_id)).state["draft"] == "draft round 3"
+
+
+def test_a_loop_on_a_node_that_heads_another_is_refused_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's runs are counted for one loop: a second loop's bound would not hold."""
+    (tmp_path / "reviewed_stages.py").write_text(REVIEWED_STAGES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    template = load_yaml_template(write(tmp_path, REVIEWED.split("loops:")[0]))
+    with pytest.raises(TemplateError, match=r"node 'draft' already heads loop 'approval\.changes'"):
+        template.add_loop("revisions", head="draft", max_iterations=6)

@@ -40,6 +40,11 @@ def _clip(value: Any, limit: int = 2000) -> Any:
     return value
 
 
+def changes_asked_key(gate: str) -> str:
+    """The key under ``LOOPS_KEY`` that counts the changes asked at ``gate``."""
+    return f"gate:{gate}:changes"
+
+
 def gate_stage(
     name: str,
     *,
@@ -47,6 +52,7 @@ def gate_stage(
     reject_to: str | None = None,
     feedback_key: str = "feedback",
     changes_loop: tuple[str, int] | None = None,
+    max_changes: int | None = None,
     show: Sequence[str] = (),
     deadline: float = DEFAULT_DEADLINE,
     on_deadline: Sequence[str] = ("remind", "escalate", "park"),
@@ -54,20 +60,25 @@ def gate_stage(
 ) -> Stage:
     """The stage of a gate node: waits for approve, reject or request changes.
 
-    ``changes_loop`` is ``(loop name, bound)`` of the loop that bounds rounds of changes.
+    ``changes_loop`` is ``(loop name, bound)`` of the loop of ``changes_to`` (each round of
+    changes runs it again); ``max_changes`` bounds the changes asked at this gate (counted in
+    the run's state, apart from the loop, which other routes may share). The rounds left are
+    the fewer of the two.
     ``park`` makes it a park gate (the run is ``parked``): ``{"loop": name, "rounds": n}``;
     approve or changes there grant the loop ``n`` more rounds.
     """
+
+    asked = changes_asked_key(name)
 
     async def run_gate(state: Any, ctx: StageContext) -> dict[str, Any]:
         digest = state_hash(state)
         values = state_values(state)
         counts = values.get(LOOPS_KEY) or {}
-        left = (
-            None
-            if changes_loop is None
-            else max(0, changes_loop[1] - counts.get(changes_loop[0], 0))
-        )
+        left = None
+        if changes_loop is not None:
+            left = max(0, changes_loop[1] - counts.get(changes_loop[0], 0))
+            if max_changes is not None:
+                left = max(0, min(left, max_changes - counts.get(asked, 0)))
         payload: dict[str, Any] = {
             "kind": "gate",
             "gate": name,
@@ -85,10 +96,14 @@ def gate_stage(
             payload["park"] = dict(park)
         decision = wait_for_decision(payload)
         update: dict[str, Any] = {GATES_KEY: {name: decision["decision"]}}
+        loops: dict[str, int] = {}
         if decision["decision"] == "changes":
             update[feedback_key] = decision.get("note") or ""
+            loops[asked] = 1
         if park is not None and decision["decision"] not in ("reject", "takeover"):
-            update[LOOPS_KEY] = {str(park["loop"]): -int(park["rounds"])}  # more rounds
+            loops[str(park["loop"])] = -int(park["rounds"])  # more rounds
+        if loops:
+            update[LOOPS_KEY] = loops
         return update
 
     run_gate.__name__ = run_gate.__qualname__ = f"gate[{name}]"

@@ -212,6 +212,15 @@ class Template:
                 source=where[0],
                 line=where[1],
             )
+        other = next((lp for lp in self.loops if lp.head == head and lp.name != name), None)
+        if other is not None:  # one counter per head: the other loop's bound would not hold
+            raise TemplateError(
+                f"loop {name!r}: node {head!r} already heads loop {other.name!r}; a node heads "
+                "one loop (declare the loop before a gate whose changes go to it, and the gate "
+                "uses it)",
+                source=where[0],
+                line=where[1],
+            )
         self._loops[name] = Loop(
             name=name,
             head=head,

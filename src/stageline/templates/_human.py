@@ -101,6 +101,7 @@ def gate_node(
         reject_to=reject_to,
         feedback_key=feedback_key,
         changes_loop=(loop.name, loop.max_iterations) if loop else None,
+        max_changes=max_changes,
         show=tuple(show),
         deadline=seconds,
         on_deadline=steps,

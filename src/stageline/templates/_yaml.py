@@ -25,6 +25,7 @@ fanout:                       # run `to` in parallel after `from`; `join` runs o
 routes:                       # after `from`, go where `by(state)` says
   - {from: review, by: mypkg.routes:route_review, to: {plan: plan, done: END}}  # or a list
 loops:                        # every cycle needs one; `head` runs at most `max` times per run
+                              # (a node heads one loop; a gate's changes count in it)
   - {name: plan_review, head: plan, max: 3, on_exhausted: parked}   # name defaults to head
 gates:                        # node name -> a gate; its edge out is where an approval goes
   approval: {changes_to: draft, max_changes: 3, reject_to: rejected, show: [summary],
@@ -309,6 +310,7 @@ class _TemplateReader(_Reader):
         for node, spec in stages.items():
             made = self.stage(node, spec, stages.at(node), list(state.__annotations__))
             template.add_stage(node, made, where=self.where(stages.at(node)))
+        self.loops(template, top)  # first: a gate's changes reuse a loop of their head
         read_human(self, template, top)
         if "start" in top:
             start = self.text(top["start"], "start", top.at("start"))
@@ -342,7 +344,6 @@ class _TemplateReader(_Reader):
                 targets[str(key)] = self.text(value, "route target", to.at(key))
                 targets.setdefault(to.raw[key], targets[str(key)])
             template.add_route(source, router, targets, where=self.where(line))
-        self.loops(template, top)
         template.validate()
         return template
 
