@@ -147,7 +147,7 @@ async def test_each_critical_event_sends_one_message_and_progress_none(
             "escalate",
             "park",
         ]
-        await until(lambda: len(fake.sent) >= 4, "four messages")
+        await until(lambda: len(fake.sent) >= 5, "five messages")
         ledger = runner.ledger
         run_ids = ("tg-ok", "tg-failed", "tg-parked", "tg-budget", "tg-deadline")
         every = {r: await ledger.events(r) for r in run_ids}
@@ -157,11 +157,9 @@ async def test_each_critical_event_sends_one_message_and_progress_none(
                 lambda r=run_id, e=events: _cursor(settings, r) == e[-1].seq, f"cursor {run_id}"
             )
 
-    texts = fake.texts()
-    # One message per run, but a run whose two critical events are sent apart (the deadline's
-    # park, then the run parked) may take two: what was said, per run, is the same.
-    assert 4 <= len(texts) <= 5, texts
-    by_run = {r: [t for t in texts if f"Run {r} " in t] for r in run_ids}
+    # One message per critical event, in the order each run had them.
+    by_run = {r: [t for t in fake.texts() if f"Run {r} " in t] for r in run_ids}
+    assert sum(map(len, by_run.values())) == len(fake.texts()) == 5, fake.texts()
     assert by_run["tg-ok"] == []
     [failed_text] = by_run["tg-failed"]
     assert failed_text.splitlines() == [
@@ -173,11 +171,16 @@ async def test_each_critical_event_sends_one_message_and_progress_none(
     [budget_text] = by_run["tg-budget"]
     assert budget_text.startswith("💸 Run tg-budget (tg_budget) stopped at its budget at c: ")
     assert "used 200 of its 150 tokens" in budget_text
-    said = [line for t in by_run["tg-deadline"] for line in t.splitlines()]
-    deadline_lines = [line for line in said if not line.startswith(PUBLIC)]
-    assert [line.split(":")[0] for line in deadline_lines] == [
-        "⏰ Run tg-deadline (tg_deadline) deadline passed at signoff",
-        "🅿️ Run tg-deadline (tg_deadline) parked at signoff",
+    expired_text, parked_too = by_run["tg-deadline"]
+    assert expired_text.splitlines() == [
+        "⏰ Run tg-deadline (tg_deadline) deadline passed at signoff: "
+        + _message(every["tg-deadline"], "gate.expired"),
+        f"{PUBLIC}/ui/runs/tg-deadline",
+    ]
+    assert parked_too.splitlines() == [
+        "🅿️ Run tg-deadline (tg_deadline) parked at signoff: "
+        + _message(every["tg-deadline"], "run.parked"),
+        f"{PUBLIC}/ui/runs/tg-deadline",
     ]
     assert all(b["chat_id"] == -1001234 for b in fake.sent)
     assert all(t.endswith(f"{PUBLIC}/ui/runs/{r}") for r in run_ids for t in by_run[r])
@@ -195,6 +198,11 @@ async def test_each_critical_event_sends_one_message_and_progress_none(
     for name in ("stageline_sinks", "stageline_sink_cursors", "stageline_events"):
         rows = raw_sql(url, f"SELECT * FROM {name}")
         assert rows and TOKEN.split(":")[1] not in repr(rows), name
+
+
+def _message(events: list[Event], kind: str) -> str:
+    [event] = [e for e in events if e.kind == kind]
+    return event.message
 
 
 def _cursor(settings: Settings, run_id: str) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stageline.errors import ConfigError
-from stageline.events import CRITICAL_KINDS, Redactor, TelegramSink, build_sinks
+from stageline.events import CRITICAL_KINDS, DeliveryError, Redactor, TelegramSink, build_sinks
 from stageline.events._config import SecretMissing
 from stageline.events._telegram import DASHBOARD_RUNS, telegram_text
 from stageline.ledger import Event
@@ -119,27 +119,54 @@ def test_the_sink_id_and_name_hold_no_token() -> None:
 
 
 def test_the_text_names_the_run_template_what_happened_and_the_page() -> None:
-    events = [
-        ev(
-            "run.failed",
-            node="build",
-            message="tests failed:\n 3 of 40",
-            data={"failure_phase": "stage"},
-        ),
-        ev("gate.expired", node="signoff", message="deadline passed at gate 'signoff': parked"),
-    ]
-    text = telegram_text(events, template="sdlc", public_url="https://sl.example.com/")
+    failed = ev(
+        "run.failed",
+        node="build",
+        message="tests failed:\n 3 of 40",
+        data={"failure_phase": "stage"},
+    )
+    text = telegram_text(failed, template="sdlc", public_url="https://sl.example.com/")
     assert text.splitlines() == [
         "❌ Run r1 (sdlc) failed at build [stage]: tests failed: 3 of 40",
-        "⏰ Run r1 (sdlc) deadline passed at signoff: deadline passed at gate 'signoff': parked",
         "https://sl.example.com/ui/runs/r1",
     ]
-    bare = telegram_text([ev("run.parked")])
+    said = "deadline passed at gate 'signoff': parked"
+    expired = ev("gate.expired", node="signoff", message=said)
+    assert telegram_text(expired, template="sdlc") == (
+        f"⏰ Run r1 (sdlc) deadline passed at signoff: {said}"
+    )
+    bare = telegram_text(ev("run.parked"))
     assert bare == "🅿️ Run r1 parked"  # no template known, no public_url: no link
-    other = telegram_text([ev("gate.expiry_failed", message="m")])
+    other = telegram_text(ev("gate.expiry_failed", message="m"))
     assert other == "• Run r1 gate.expiry_failed: m"
-    long = telegram_text([ev("run.failed", message="x" * 600)] * 10)
-    assert len(long) <= 4096
+    long = telegram_text(ev("run.failed", message="x" * 600), template="t" * 5000)
+    assert len(long) == 4096 and long.endswith("…")
+
+
+async def test_each_critical_event_is_one_message_and_a_batch_tried_again_sends_no_twice() -> None:
+    """However the events are batched: a deadline's park and the run parked are two messages;
+    after a 429 the batch is tried again, and what was sent is not sent again."""
+    fake = FakeTelegram(TOKEN)
+    sink = TelegramSink(bot_token=TOKEN, chat_id=7, api_url=fake.url)
+    expired = Event(run_id="r1", kind="gate.expired", node="signoff", seq=4)
+    parked = Event(run_id="r1", kind="run.parked", node="signoff", seq=5)
+    failed = Event(run_id="r2", kind="run.failed", message="boom", seq=9)
+    try:
+        await sink.deliver([expired])
+        fake.too_many = 1
+        with pytest.raises(DeliveryError, match="HTTP 429"):
+            await sink.deliver([expired, parked, failed])  # the first was sent: not again
+        await sink.deliver([expired, parked, failed])  # the delivery's next try
+        assert fake.texts() == [
+            "⏰ Run r1 deadline passed at signoff",
+            "🅿️ Run r1 parked at signoff",
+            "❌ Run r2 failed: boom",
+        ]
+        await sink.deliver([expired, parked])
+        assert len(fake.sent) == 3
+    finally:
+        await sink.aclose()
+        fake.close()
 
 
 def test_the_run_link_is_the_dashboard_run_page() -> None:

@@ -2,6 +2,10 @@
 budget stop becomes one short plain message through the Bot API's ``sendMessage``; progress
 never does (``CRITICAL_KINDS`` is all this sink ever sends, whatever its filter says).
 
+One message per critical event, whatever the batches the events are delivered in: a deadline
+that parks a run says so, then the run says it parked, in two messages, however close together
+they were. A batch tried again after a failure does not send again what it already sent.
+
 The bot token is part of the request path (``{api_url}/bot{token}/sendMessage``): it is kept
 out of the sink's name and every error, masked in events, and masked in httpx's own request
 log lines by a filter on its loggers.
@@ -10,7 +14,8 @@ log lines by a filter on its loggers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -103,12 +108,12 @@ def _line(event: Event, template: str | None) -> str:
 
 
 def telegram_text(
-    events: Sequence[Event], *, template: str | None = None, public_url: str | None = None
+    event: Event, *, template: str | None = None, public_url: str | None = None
 ) -> str:
-    """One plain message for one run's critical events: a line each, then the run's page."""
-    lines = [_line(e, template) for e in events]
-    if public_url and events:
-        lines.append(run_page(public_url, events[0].run_id))
+    """One plain message for one critical event: what happened, then the run's page."""
+    lines = [_line(event, template)]
+    if public_url:
+        lines.append(run_page(public_url, event.run_id))
     text = "\n".join(lines)
     return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "…"
 
@@ -141,6 +146,8 @@ class TelegramSink:
         self._client = client
         self._own_client = client is None
         self._templates: dict[str, str | None] = {}
+        self._sent: OrderedDict[tuple[str, int], None] = OrderedDict()
+        """The recent events (run, seq) already sent: a batch tried again skips them."""
         self.name = name or f"telegram:{mask_url(api_url)}"
         self.secrets: tuple[str, ...] = (bot_token,)
         """What the bus masks in events and httpx's log lines."""
@@ -166,25 +173,25 @@ class TelegramSink:
     async def deliver(self, events: Sequence[Event], **future_kwargs: Any) -> None:
         if self._client is None:
             self._client = new_client(self._timeout)
-        for run_id, group in _by_run(e for e in events if e.kind in CRITICAL_KINDS):
+        for event in events:
+            key = (event.run_id, event.seq)
+            if event.kind not in CRITICAL_KINDS or key in self._sent:
+                continue
             text = telegram_text(
-                group, template=await self._template(run_id), public_url=self.public_url
+                event, template=await self._template(event.run_id), public_url=self.public_url
             )
             response = await post(self._client, self._url, json=self.payload(text))
             if response.status_code >= 300:
                 raise _api_error(response)
+            if event.seq:  # written to the ledger: it has a place of its own
+                self._sent[key] = None
+                if len(self._sent) > 1000:
+                    self._sent.popitem(last=False)
 
     async def aclose(self, **future_kwargs: Any) -> None:
         client, self._client = self._client, None
         if client is not None and self._own_client:
             await client.aclose()
-
-
-def _by_run(events: Iterable[Event]) -> list[tuple[str, list[Event]]]:
-    groups: dict[str, list[Event]] = {}
-    for event in events:
-        groups.setdefault(event.run_id, []).append(event)
-    return list(groups.items())
 
 
 def _api_error(response: httpx.Response) -> DeliveryError:
