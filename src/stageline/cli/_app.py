@@ -354,7 +354,10 @@ async def _show(run_id: str, as_json: bool) -> None:
     questions = [w for w in summary.waits if w.kind is not WaitKind.GATE]
     if questions:
         out.print()
-        out.print("questions and answers")
+        out.print(
+            "questions and answers"
+            + (", CI" if any(w.kind is WaitKind.CI for w in questions) else "")
+        )
         for line in qa_lines(questions):
             out.print(line)
     for line in waiting_lines(run_id, summary.waiting):

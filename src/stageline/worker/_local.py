@@ -126,6 +126,7 @@ async def _loop(
             if time.monotonic() - scheduled >= SCHEDULE_EVERY:  # their runs are queued ones
                 scheduled = time.monotonic()
                 await _quietly(runner.schedules.fire_due())
+                await _quietly(runner.forge_ci.poll_due())  # CI waits: their runs go on
             if len(busy) < concurrency:
                 queued = [r for r in await _queued(runner, skipped) if r not in busy]
                 if queued:  # the oldest one nobody advances yet

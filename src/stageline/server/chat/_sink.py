@@ -223,7 +223,8 @@ class SlackSink:
         if kind.endswith(".reminded"):
             await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
             return
-        if kind == "stage.log" and event.data.get("ci_run_id"):  # CI runs, failures, rebuilds
+        # CI runs, failures, rebuilds; the pull request (forge mode)
+        if kind == "stage.log" and (event.data.get("ci_run_id") or event.data.get("pr_url")):
             await self.post(run_id, f"event:{event.seq}", f"🔧 {event.message or kind}", None)
             return
         if kind.endswith(".expired"):  # a deadline's last step, told in the thread
