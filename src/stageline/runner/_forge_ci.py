@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from stageline.errors import StagelineError
+from stageline.forge import CiRun
 from stageline.ledger import LedgerStore, Wait, WaitKind
 from stageline.runner._forge import ForgeAccess
 from stageline.runner._human import Decisions
@@ -50,7 +51,7 @@ def next_poll_at(wait: Wait) -> float:
     return float(wait.requested_at + spent)
 
 
-def _suites_result(suites: list[Any], ci: Mapping[str, Any]) -> dict[str, Any] | None:
+def _suites_result(suites: list[CiRun], ci: Mapping[str, Any]) -> dict[str, Any] | None:
     """How the check suites of a commit ended, once all have: a failing one's, else the first."""
     if not suites or any(s.status != "completed" for s in suites):
         return None
@@ -59,7 +60,7 @@ def _suites_result(suites: list[Any], ci: Mapping[str, Any]) -> dict[str, Any] |
     return _result(ci, chosen, chosen.conclusion)
 
 
-def _result(ci: Mapping[str, Any], run: Any, conclusion: str | None) -> dict[str, Any]:
+def _result(ci: Mapping[str, Any], run: CiRun, conclusion: str | None) -> dict[str, Any]:
     return {
         "repository": ci.get("repository"),
         "head_sha": ci.get("head_sha"),
@@ -166,6 +167,7 @@ class ForgeCi:
         client, repo = self.forge.client, str(ci.get("repository"))
         if not ci.get("workflow"):
             return await self._suites(ci)
+        found: CiRun | None
         if ci.get("id"):
             found = await client.workflow_run(repo, int(ci["id"]))
         else:

@@ -1,0 +1,148 @@
+"""sdlc in forge mode over a runner, a fake GitHub and a bare git remote: the branch is pushed,
+CI is dispatched and waited for (no lease held; only the forge completes it, here by polling),
+a failure goes back to build with the CI log's tail, a pass opens a draft pull request, and
+the apply gate marks it ready for review."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from forge_fixtures import REPO, TOKEN, GitRemote, github_toml
+from stageline.config import load_settings
+from stageline.errors import InputError, InvalidTransition
+from stageline.ledger import RunStatus, WaitKind
+from stageline.runner import Runner, RunSummary
+from stageline.runner._forge_ci import next_poll_at
+from stageline.testing import memory_runner
+
+ANSWERS = {"scope": "calc.py gains a subtract function", "priority": "normal", "done_when": "CI"}
+LATER = 10**6  # seconds: any poll is due by then
+
+
+@pytest.fixture
+async def runner(
+    tmp_path: Path, git_remote: GitRemote, fake_github: Any, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Runner]:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "stageline.toml").write_text(github_toml(fake_github.url, git_remote.checkout))
+    settings = load_settings(cwd=project, env={"STAGELINE_HOME": str(project / ".stageline")})
+    async with memory_runner(settings) as opened:
+        yield opened
+
+
+async def planned(runner: Runner, **inputs: Any) -> RunSummary:
+    """A forge-mode run through clarify and plan approval, as a person answers them."""
+    started = await runner.start(
+        "sdlc", {"task": "Add subtract", "review_threshold": 0.0, "forge_repo": REPO, **inputs}
+    )
+    run_id = started.run.run_id
+    assert started.state["repo"] == started.run.inputs["repo"]  # the configured checkout
+    await runner.answer(run_id, ANSWERS, actor="ana")
+    return await runner.approve(run_id, gate="plan_approval", actor="ana")
+
+
+async def poll(runner: Runner) -> RunSummary | None:
+    """One poll of every CI wait (as if its time had come), then the advances it started."""
+    moved = await runner.forge_ci.poll_due(now=time.time() + LATER)
+    await runner.forge_ci.idle()
+    return await runner.status(moved[0]) if moved else None
+
+
+async def test_ci_fails_then_passes_by_polling_and_ends_at_a_draft_pr(
+    runner: Runner, fake_github: Any, git_remote: GitRemote
+) -> None:
+    fake_github.ci_conclusions = ["failure", "success"]
+    fake_github.ci_logs = ["collecting tests\nFAILED tests/test_calc.py::test_subtract", "ok"]
+    waiting = await planned(runner, issue_number=7)
+    run_id = waiting.run.run_id
+    # Waiting on CI: a wait the ledger keeps, no lease held, and no person may pass it.
+    assert waiting.status is RunStatus.WAITING, waiting.run.error
+    [ci] = waiting.waiting
+    assert ci.kind is WaitKind.CI
+    assert ci.payload["ci"]["repository"] == REPO
+    assert waiting.run.lease_holder is None
+    branch = waiting.state["branch"]
+    assert git_remote.head(branch) == ci.payload["ci"]["head_sha"]  # pushed for real
+    assert len(fake_github.of("POST", "/dispatches")) == 1
+    with pytest.raises(InvalidTransition, match="only the forge completes"):
+        await runner.respond(run_id, {"ok": True}, actor="ana")
+    with pytest.raises(InvalidTransition, match="only the forge completes"):
+        await runner.approve(run_id, actor="ana")
+    assert await runner.pending(run_id) == []  # a person's to-do list does not show it
+    assert await runner.forge_ci.poll_due(now=time.time() + LATER) == []  # CI still runs
+    # CI fails: back to build with the log's tail, pushed again, CI dispatched again.
+    fake_github.complete()
+    again = await poll(runner)
+    assert again is not None and again.status is RunStatus.WAITING, again and again.run.error
+    assert "FAILED tests/test_calc.py::test_subtract" in again.state["build_feedback"]
+    assert again.state["build_round"] == 2
+    [ci2] = again.waiting
+    assert ci2.kind is WaitKind.CI and ci2.payload["ci"]["build_round"] == 2
+    assert git_remote.head(branch) == ci2.payload["ci"]["head_sha"] != ci.payload["ci"]["head_sha"]
+    # CI passes: a draft pull request with the plan, and the apply gate offering "ready".
+    fake_github.complete()
+    done = await poll(runner)
+    assert done is not None and done.status is RunStatus.WAITING, done and done.run.error
+    [gate] = done.waiting
+    assert gate.name == "apply"
+    assert "ready for review" in gate.payload["show"]["apply_action"]
+    assert done.state["pr_state"] == "draft"
+    [pull] = fake_github.pulls.values()
+    assert pull["draft"] is True and pull["head"]["ref"] == branch
+    assert done.state["plan"].splitlines()[0] in pull["body"]
+    assert "Builds taken: 2" in pull["body"] and "Closes #7" in pull["body"]
+    answered = [w for w in done.waits if w.kind is WaitKind.CI]
+    assert [w.actor for w in answered] == ["github", "github"]
+    logs = [e.data for e in await runner.ledger.events(run_id) if e.kind == "stage.log"]
+    assert [d["conclusion"] for d in logs if d.get("conclusion")][:2] == ["failure", "failure"]
+    assert any(d.get("pr_url") == pull["html_url"] for d in logs)
+    # The person approves: the pull request is marked ready for review; the checkout is
+    # left as it was.
+    before = git_remote.git("status", "--porcelain")
+    ready = await runner.approve(run_id, gate="apply", actor="ana")
+    assert ready.status is RunStatus.SUCCEEDED, ready.run.error
+    assert ready.state["pr_state"] == "ready"
+    assert pull["draft"] is False
+    assert git_remote.git("status", "--porcelain") == before
+
+
+async def test_a_repository_not_configured_is_refused(runner: Runner) -> None:
+    with pytest.raises(InputError, match=r"not in \[github.repositories\]"):
+        await runner.start("sdlc", {"task": "x", "forge_repo": "acme/other"})
+    with pytest.raises(InputError, match="is not the checkout of"):
+        await runner.start("sdlc", {"task": "x", "forge_repo": REPO, "repo": "/tmp"})
+
+
+async def test_cancel_ends_a_ci_wait(runner: Runner, fake_github: Any) -> None:
+    waiting = await planned(runner)
+    cancelled = await runner.cancel(waiting.run.run_id, actor="ana")
+    assert cancelled.status is RunStatus.CANCELLED
+    assert await runner.forge_ci.waiting() == []
+
+
+def test_polls_back_off_from_the_poll_interval_up_to_ten_minutes() -> None:
+    from stageline.ledger import Wait
+
+    def at(step: int) -> float:
+        wait = Wait(
+            run_id="r",
+            wait_id="w",
+            kind=WaitKind.CI,
+            name="ci",
+            node="dispatch",
+            attempt=1,
+            interrupt_id="i",
+            payload={"poll_interval": 30.0},
+            requested_at=0.0,
+            policy_step=step,
+        )
+        return next_poll_at(wait)
+
+    assert [at(n) for n in range(6)] == [30, 90, 210, 450, 930, 1530]
