@@ -24,14 +24,21 @@ ANSWERS = {"scope": "calc.py gains a subtract function", "priority": "normal", "
 LATER = 10**6  # seconds: any poll is due by then
 
 
-@pytest.fixture
+@pytest.fixture(params=["ci.yml"])
 async def runner(
-    tmp_path: Path, git_remote: GitRemote, fake_github: Any, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    git_remote: GitRemote,
+    fake_github: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Runner]:
+    """A runner whose project has ``acme/app`` with the workflow the param names (None: the
+    pushed commit's check suites are waited for)."""
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     project = tmp_path / "project"
     project.mkdir()
-    (project / "stageline.toml").write_text(github_toml(fake_github.url, git_remote.checkout))
+    toml = github_toml(fake_github.url, git_remote.checkout, workflow=request.param)
+    (project / "stageline.toml").write_text(toml)
     settings = load_settings(cwd=project, env={"STAGELINE_HOME": str(project / ".stageline")})
     async with memory_runner(settings) as opened:
         yield opened
@@ -101,7 +108,8 @@ async def test_ci_fails_then_passes_by_polling_and_ends_at_a_draft_pr(
     answered = [w for w in done.waits if w.kind is WaitKind.CI]
     assert [w.actor for w in answered] == ["github", "github"]
     logs = [e.data for e in await runner.ledger.events(run_id) if e.kind == "stage.log"]
-    assert [d["conclusion"] for d in logs if d.get("conclusion")][:2] == ["failure", "failure"]
+    assert [d["conclusion"] for d in logs if d.get("conclusion")] == ["failure", "success"]
+    assert [d["build_round"] for d in logs if d.get("conclusion")] == [1, 2]
     assert any(d.get("pr_url") == pull["html_url"] for d in logs)
     # The person approves: the pull request is marked ready for review; the checkout is
     # left as it was.
@@ -125,6 +133,53 @@ async def test_cancel_ends_a_ci_wait(runner: Runner, fake_github: Any) -> None:
     cancelled = await runner.cancel(waiting.run.run_id, actor="ana")
     assert cancelled.status is RunStatus.CANCELLED
     assert await runner.forge_ci.waiting() == []
+
+
+async def test_workflow_run_webhooks_complete_the_wait_once(
+    runner: Runner, fake_github: Any
+) -> None:
+    fake_github.ci_conclusions = ["success"]
+    waiting = await planned(runner)
+    run_id = waiting.run.run_id
+    [run] = fake_github.runs
+    early = fake_github.workflow_run_payload(run, action="in_progress")
+    assert await runner.forge_ci.on_webhook("workflow_run", early) == []
+    fake_github.complete()
+    payload = fake_github.workflow_run_payload(run)
+    other = {**payload, "repository": {**payload["repository"], "full_name": "acme/other"}}
+    assert await runner.forge_ci.on_webhook("workflow_run", other) == []
+    assert await runner.forge_ci.on_webhook("workflow_run", payload) == [run_id]
+    assert await runner.forge_ci.on_webhook("workflow_run", payload) == []  # delivered twice
+    await runner.forge_ci.idle()
+    done = await runner.status(run_id)
+    assert [w.name for w in done.waiting] == ["apply"], done.run.error
+    assert done.state["ci_run_id"] == str(run.id) and done.state["build_round"] == 1
+
+
+@pytest.mark.parametrize("runner", [None], indirect=True)
+async def test_without_a_workflow_the_commits_check_suites_are_waited_for(
+    runner: Runner, fake_github: Any, git_remote: GitRemote
+) -> None:
+    fake_github.ci_on_push = True  # GitHub runs the repository's checks on a push
+    fake_github.ci_conclusions = ["failure", "success"]
+    waiting = await planned(runner)
+    run_id = waiting.run.run_id
+    [ci] = waiting.waiting
+    assert ci.kind is WaitKind.CI and ci.payload["ci"]["workflow"] is None
+    assert fake_github.of("POST", "/dispatches") == []
+    assert await poll(runner) is None  # the checks run
+    [suite] = fake_github.runs
+    fake_github.complete()
+    payload = fake_github.check_suite_payload(suite)
+    assert await runner.forge_ci.on_webhook("check_suite", payload) == [run_id]
+    await runner.forge_ci.idle()
+    again = await runner.status(run_id)
+    assert again.state["build_round"] == 2 and [w.kind for w in again.waiting] == [WaitKind.CI]
+    assert await poll(runner) is None
+    fake_github.complete()
+    done = await poll(runner)
+    assert done is not None and [w.name for w in done.waiting] == ["apply"], done.run.error
+    assert done.state["pr_state"] == "draft"
 
 
 def test_polls_back_off_from_the_poll_interval_up_to_ten_minutes() -> None:

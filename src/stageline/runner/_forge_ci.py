@@ -104,6 +104,8 @@ class ForgeCi:
             if event_name == "workflow_run":
                 if not ci.get("workflow") or (ci.get("id") and ci["id"] != body.get("id")):
                     continue
+                if body.get("id") in (ci.get("known_ids") or ()):
+                    continue  # a run of the same commit from before the dispatch
                 path = str(body.get("path") or "")
                 if not ci.get("id") and path and not path.endswith("/" + str(ci["workflow"])):
                     continue  # another workflow of the same commit
@@ -172,7 +174,8 @@ class ForgeCi:
             found = await client.workflow_run(repo, int(ci["id"]))
         else:
             runs = await client.workflow_runs(repo, ci["workflow"], head_sha=ci.get("head_sha"))
-            found = min(runs, key=lambda r: r.id) if runs else None
+            new = [r for r in runs if r.id not in (ci.get("known_ids") or ())]
+            found = min(new, key=lambda r: r.id) if new else None
         if found is None or not found.completed:
             return None
         return _result(ci, found, found.conclusion)

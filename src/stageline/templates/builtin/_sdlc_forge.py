@@ -143,6 +143,19 @@ def _push(worktree: Path, branch: str) -> str:
     return sha
 
 
+async def _dispatch(client: Any, repo: str, workflow: str, branch: str, sha: str) -> dict[str, Any]:
+    """Dispatch ``workflow`` on the branch: the ids of the commit's runs of it before (never
+    the one waited for: a rebuild that changed nothing pushes the same commit), and the new
+    run when GitHub lists it already (else the forge's side finds it)."""
+    before = [r.id for r in await client.workflow_runs(repo, workflow, head_sha=sha)]
+    await client.dispatch_workflow(repo, workflow, branch)
+    new = [
+        r for r in await client.workflow_runs(repo, workflow, head_sha=sha) if r.id not in before
+    ]
+    found = min(new, key=lambda r: r.id) if new else None
+    return {"known_ids": before, **({"id": found.id, "url": found.url} if found else {})}
+
+
 def _fail(phase: FailurePhase, what: str, exc: BaseException) -> OperationFailed:
     return OperationFailed(f"{what}: {exc}", str(phase))
 
@@ -154,9 +167,12 @@ async def push_and_wait(state: Any, ctx: StageContext) -> dict[str, Any]:
     client = _access(ctx).client
     branch, round_no = str(state["branch"]), int(state.get("build_round") or 1)
     worktree = Path(state["worktree"])
+    commit = str(state.get("commit") or "")[:12]
     try:  # once per build: LangGraph runs this node again from its start when CI ends
         sha = await ctx.effect(
-            f"push-{round_no}", lambda: asyncio.to_thread(_push, worktree, branch), idempotent=True
+            f"push-{round_no}-{commit}",
+            lambda: asyncio.to_thread(_push, worktree, branch),
+            idempotent=True,
         )
     except Exception as exc:
         raise _fail(FailurePhase.SOURCE_PREPARATION, f"pushing {branch} to origin", exc) from exc
@@ -168,15 +184,13 @@ async def push_and_wait(state: Any, ctx: StageContext) -> dict[str, Any]:
         "build_round": round_no,
     }
     if repo.workflow:
-        await ctx.effect(
-            f"dispatch-{round_no}",
-            lambda: client.dispatch_workflow(repo.name, repo.workflow, branch),
-            idempotent=True,
+        ci.update(
+            await ctx.effect(
+                f"dispatch-{round_no}-{sha[:12]}",
+                lambda: _dispatch(client, repo.name, repo.workflow, branch, sha),
+                idempotent=True,
+            )
         )
-        runs = await client.workflow_runs(repo.name, repo.workflow, head_sha=sha)
-        found = min(runs, key=lambda r: r.id) if runs else None
-        if found is not None:
-            ci.update(id=found.id, url=found.url)
         said = f"CI: workflow {repo.workflow} dispatched on {branch} at {sha[:12]}"
     else:
         said = f"CI: waiting for the checks of {sha[:12]} on {branch}"
@@ -190,13 +204,6 @@ async def push_and_wait(state: Any, ctx: StageContext) -> dict[str, Any]:
     # Even a CI that has ended already is read by the forge's side (``runner.forge_ci``): the
     # run waits, and its first poll (or the webhook) completes the wait.
     ci.update(_wait_for_ci(ctx, ci, float(_access(ctx).github.poll_interval)))
-    ctx.log.info(
-        f"CI run {ci.get('id')}: {ci['conclusion']} (build {round_no})",
-        ci_run_id=ci.get("id") or sha[:12],
-        ci_url=ci.get("url"),
-        conclusion=ci["conclusion"],
-        build_round=round_no,
-    )
     return {
         "ci_run_id": str(ci.get("id") or ""),
         "ci_url": str(ci.get("url") or ""),
@@ -236,6 +243,13 @@ async def verify_forge(state: Any, ctx: StageContext) -> dict[str, Any]:
     conclusion = state.get("ci_conclusion")
     round_no = int(state.get("build_round") or 1)
     if ci_passed(conclusion):
+        ctx.log.info(
+            f"CI run {state.get('ci_run_id')}: {conclusion} (build {round_no})",
+            ci_run_id=state.get("ci_run_id"),
+            ci_url=state.get("ci_url"),
+            conclusion=conclusion,
+            build_round=round_no,
+        )
         return {"ci_conclusion": "success", "build_feedback": ""}
     from stageline.forge import CiRun  # forge mode only
 
@@ -259,7 +273,7 @@ async def verify_forge(state: Any, ctx: StageContext) -> dict[str, Any]:
         f"ended {conclusion}:\n{tail}"
     )
     ctx.log.warning(
-        f"CI run {state.get('ci_run_id')}: {conclusion}; back to build",
+        f"CI run {state.get('ci_run_id')}: {conclusion} (build {round_no}); back to build",
         ci_run_id=state.get("ci_run_id"),
         ci_url=state.get("ci_url"),
         conclusion=conclusion,
