@@ -6,7 +6,7 @@ from stageline.errors import InvalidTransition, StaleDecision, UsageError
 from stageline.ledger import Wait, WaitKind, WaitStatus, already_decided
 from stageline.runner._waits import what
 
-__all__ = ["bound_wait", "names_wait", "pick_wait"]
+__all__ = ["bound_wait", "ci_wait_refused", "names_wait", "pick_wait"]
 
 
 def bound_wait(
@@ -63,11 +63,7 @@ def pick_wait(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str
     if not mine and kind is not WaitKind.CI:
         ci = next((w for w in pending if w.kind is WaitKind.CI), None)
         if ci is not None:
-            raise InvalidTransition(
-                f"run {run_id} waits on CI ({what(ci)}), which only the forge completes (its "
-                "workflow_run or check_suite webhook, or stageline's polling): a person cannot "
-                f"answer it; to stop the run, cancel it (`stageline cancel {run_id}`)"
-            )
+            raise ci_wait_refused(run_id, ci)
     if not mine:
         others = ", ".join(f"{w.kind} {w.name}" for w in pending) or "nothing"
         named = f" {name!r}" if name else ""
@@ -81,6 +77,15 @@ def pick_wait(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str
             f"run {run_id} waits at {len(mine)} {noun}s ({names}); say which with {flag}"
         )
     return mine[0]
+
+
+def ci_wait_refused(run_id: str, wait: Wait) -> InvalidTransition:
+    """The error for a person's answer to a wait for CI: only the forge completes one."""
+    return InvalidTransition(
+        f"run {run_id} waits on CI ({what(wait)}), which only the forge completes (its "
+        "workflow_run or check_suite webhook, or stageline's polling): a person cannot "
+        f"answer it; to stop the run, cancel it (`stageline cancel {run_id}`)"
+    )
 
 
 def names_wait(wait: Wait, name: str) -> bool:
