@@ -117,6 +117,8 @@ class GitHubConfig(BaseModel):
     """The variable holding the webhook secret; unset: the webhook route answers 404."""
     intake_label: str = Field(default="stageline", min_length=1)
     """An issue with this label starts sdlc for its repository."""
+    intake_template: str = Field(default="sdlc", min_length=1)
+    """The template an issue starts (a team's own variant of sdlc)."""
     poll_issues: bool = False
     """Whether ``stageline serve`` also polls for labelled issues (without webhooks)."""
     poll_interval: str | float = "30s"

@@ -54,6 +54,7 @@ class GitHubSettings:
     webhook_secret: str | None = field(default=None, repr=False)
     """None when the variable ``[github] webhook_secret_env`` names is unset."""
     intake_label: str = "stageline"
+    intake_template: str = "sdlc"
     poll_issues: bool = False
     poll_interval: float = 30.0
     """Seconds between polls (issues; the first CI poll)."""
@@ -102,6 +103,7 @@ def github_settings(settings: Settings, env: Mapping[str, str] | None = None) ->
         token=token,
         webhook_secret=env.get(conf.webhook_secret_env) or None,
         intake_label=conf.intake_label,
+        intake_template=conf.intake_template,
         poll_issues=conf.poll_issues,
         poll_interval=_seconds(conf.poll_interval),
         repositories=repositories,
