@@ -142,6 +142,13 @@ def test_ci_by_webhooks_fails_then_passes_and_ends_at_a_draft_pr(
     fake_github.ci_logs = ["collecting\nFAILED tests/test_calc.py::test_subtract", "ok"]
     run_id = planned(served, fake_github)
     check_ci_wait(served, run_id, git_remote)
+    shown = served.cli("show", run_id).stdout
+    assert "waiting on CI: workflow run" in " ".join(shown.split()), shown
+    with httpx.Client(base_url=served.url, timeout=60) as browser:
+        login = browser.post("/ui/login", data={"token": served.tokens["read"]})
+        assert login.status_code in (200, 303), login.text
+        page = browser.get(f"/ui/runs/{run_id}")
+        assert page.status_code == 200 and "Waiting on CI" in page.text
     first = fake_github.complete()
     moved = deliver(served, "workflow_run", fake_github.workflow_run_payload(first), "ci-1")
     assert moved.status_code == 202 and moved.json() == {"runs": [run_id]}, moved.text
