@@ -80,6 +80,15 @@ class ForgeCi:
         self.forge = forge
         self._tasks: set[asyncio.Task[None]] = set()
 
+    @property
+    def busy(self) -> int:
+        """How many runs this process is advancing after their CI ended."""
+        return len(self._tasks)
+
+    async def polls(self) -> bool:
+        """Whether this process has CI waits to poll (the forge is configured, and some wait)."""
+        return self.forge is not None and bool(await self.waiting())
+
     async def waiting(self) -> list[Wait]:
         """The pending CI waits of every run, oldest first."""
         return [w for w in await self.ledger.pending_waits() if w.kind is WaitKind.CI]
