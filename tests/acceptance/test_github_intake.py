@@ -2,7 +2,7 @@
 them, the fake GitHub REST API on loopback, a bare git repository as the remote. A labelled
 issue starts exactly one run however often it is delivered; a forged or unsigned delivery
 starts nothing. ``stageline github intake`` and ``[github] poll_issues`` start runs from the
-same labelled issues, once."""
+same labelled issues, once. The run tells its issue what it does (the comment mirror)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,13 @@ def test_a_labelled_issue_starts_exactly_one_run(
     }
     wait_status(served, run_id, "waiting")  # advanced by the server up to its gate
     assert len(runs(served)) == 1
+    said = fake_github.wait_for(  # the issue is told, once
+        lambda: len(bodies := fake_github.comment_bodies(REPO, 12)) >= 2 and bodies,
+        what="the comments of issue 12",
+    )
+    assert said[0].startswith(f"🤖 stageline took this issue: run `{run_id}` (forge_intake).")
+    assert said[1].startswith("⏸️ Waiting for a decision at gate `review`:")
+    assert len([b for b in said if "took this issue" in b]) == 1
 
 
 def test_a_forged_or_unsigned_delivery_is_refused_and_starts_nothing(

@@ -1,5 +1,6 @@
 """The GitHub part of a running server: its settings (secrets read when it starts), one
-client made on first use, and the issue poll of ``[github] poll_issues``."""
+client made on first use, the issue comment mirror (an outbox deliverer) and the issue poll of
+``[github] poll_issues``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 
 from stageline.errors import StagelineError
+from stageline.events import Deliverer, SinkSpec
 from stageline.forge import GitHubSettings
+from stageline.server.forge._comments import COMMENTS_FILTER, COMMENTS_POLICY, IssueCommentSink
 from stageline.server.forge._intake import poll_issues
 
 if TYPE_CHECKING:
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["ForgeRuntime", "forge_running", "get_forge"]
 
 _log = logging.getLogger("stageline.forge")
+
+SINK_ID = "forge:github-comments"
+"""The comment mirror's cursors in the outbox."""
 
 
 class ForgeRuntime:
@@ -37,6 +43,7 @@ class ForgeRuntime:
         self._client: GitHubClient | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = asyncio.Event()
+        self.deliverer: Deliverer | None = None
 
     @property
     def client(self) -> GitHubClient:
@@ -65,11 +72,31 @@ class ForgeRuntime:
         return started
 
     async def start(self) -> None:
-        if self.settings is not None and self.settings.poll_issues:
+        if self.settings is None:
+            return
+        sink = IssueCommentSink(
+            self.settings,
+            self.runner.ledger,
+            lambda: self.client,
+            public_url=self.runner.settings.public_url,
+        )
+        spec = SinkSpec(
+            sink=sink,
+            filter=COMMENTS_FILTER,
+            policy=COMMENTS_POLICY,
+            sink_id=SINK_ID,
+            give_up_after=None,
+        )
+        self.deliverer = Deliverer(self.runner.ledger, [spec], poll=0.5)
+        self.runner.bus.add(self.deliverer)
+        await self.deliverer.start()
+        if self.settings.poll_issues:
             self._tasks.append(asyncio.create_task(self._poll(), name="stageline github poll"))
 
     async def stop(self) -> None:
         self._stopping.set()
+        if self.deliverer is not None:
+            await self.deliverer.stop(1.0)
         for task in self._tasks:
             task.cancel()
         if self._tasks:
