@@ -135,6 +135,29 @@ def check_draft_pr(detail: dict[str, Any], fake: FakeGitHub, remote: GitRemote) 
     assert [w["ci"]["conclusion"] for w in detail["ci"]] == ["failure", "success"]
 
 
+STORY = (
+    "stageline took this issue",
+    "Questions",
+    "The plan",
+    "dispatched on stageline/",
+    "failure (build 1); back to build",
+    "dispatched on stageline/",
+    "success (build 2)",
+    "draft pull request #",
+)
+"""What the issue's comments tell, in this order (others in between)."""
+
+
+def told_in_order(bodies: list[str]) -> bool:
+    at = 0
+    for said in STORY:
+        found = next((i for i in range(at, len(bodies)) if said in bodies[i]), None)
+        if found is None:
+            return False
+        at = found + 1
+    return True
+
+
 def test_ci_by_webhooks_fails_then_passes_and_ends_at_a_draft_pr(
     served: Server, fake_github: FakeGitHub, git_remote: GitRemote
 ) -> None:
@@ -160,6 +183,10 @@ def test_ci_by_webhooks_fails_then_passes_and_ends_at_a_draft_pr(
     assert moved.json() == {"runs": [run_id]}, moved.text
     done = wait_until(served, run_id, waiting_at("gate"), "apply gate")
     check_draft_pr(done, fake_github, git_remote)
+    try:
+        fake_github.wait_for(lambda: told_in_order(fake_github.comment_bodies(REPO, ISSUE)))
+    except AssertionError:
+        raise AssertionError("\n---\n".join(fake_github.comment_bodies(REPO, ISSUE))) from None
     with served.client("decide") as client:
         ready = client.post(
             f"/v1/runs/{run_id}/decide", json={"decision": "approve", "gate": "apply"}

@@ -110,6 +110,8 @@ async def test_ci_fails_then_passes_by_polling_and_ends_at_a_draft_pr(
     logs = [e.data for e in await runner.ledger.events(run_id) if e.kind == "stage.log"]
     assert [d["conclusion"] for d in logs if d.get("conclusion")] == ["failure", "success"]
     assert [d["build_round"] for d in logs if d.get("conclusion")] == [1, 2]
+    started = [d for d in logs if d.get("head_sha")]  # CI dispatched: told once per build
+    assert [d["build_round"] for d in started] == [1, 2]
     assert any(d.get("pr_url") == pull["html_url"] for d in logs)
     # The person approves: the pull request is marked ready for review; the checkout is
     # left as it was.

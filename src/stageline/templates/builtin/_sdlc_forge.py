@@ -183,24 +183,27 @@ async def push_and_wait(state: Any, ctx: StageContext) -> dict[str, Any]:
         "workflow": repo.workflow,
         "build_round": round_no,
     }
-    if repo.workflow:
-        ci.update(
-            await ctx.effect(
-                f"dispatch-{round_no}-{sha[:12]}",
-                lambda: _dispatch(client, repo.name, repo.workflow, branch, sha),
-                idempotent=True,
-            )
+
+    async def start_ci() -> dict[str, Any]:
+        """Dispatch (or take the checks of the push) and say so: once, whatever replays."""
+        started: dict[str, Any] = {}
+        if repo.workflow:
+            started = await _dispatch(client, repo.name, repo.workflow, branch, sha)
+            said = f"CI: workflow {repo.workflow} dispatched on {branch} at {sha[:12]}"
+        else:
+            said = f"CI: waiting for the checks of {sha[:12]} on {branch}"
+        ctx.log.info(
+            said + (f" (run {started['id']})" if started.get("id") else ""),
+            ci_run_id=started.get("id") or sha[:12],  # the commit's checks: no run known yet
+            ci_url=started.get("url"),
+            build_round=round_no,
+            head_sha=sha,
         )
-        said = f"CI: workflow {repo.workflow} dispatched on {branch} at {sha[:12]}"
-    else:
-        said = f"CI: waiting for the checks of {sha[:12]} on {branch}"
-    ctx.log.info(
-        said + (f" (run {ci['id']})" if ci.get("id") else ""),
-        ci_run_id=ci.get("id") or sha[:12],  # the commit's checks, while no run is known
-        ci_url=ci.get("url"),
-        build_round=round_no,
-        head_sha=sha,
-    )
+        return started
+
+    # The node runs again from its start when CI has ended (LangGraph's replay): pushing,
+    # dispatching and telling people happen once per build's commit.
+    ci.update(await ctx.effect(f"ci-{round_no}-{sha[:12]}", start_ci, idempotent=True))
     # Even a CI that has ended already is read by the forge's side (``runner.forge_ci``): the
     # run waits, and its first poll (or the webhook) completes the wait.
     ci.update(_wait_for_ci(ctx, ci, float(_access(ctx).github.poll_interval)))
@@ -327,7 +330,7 @@ async def open_pull_request(state: Any, ctx: StageContext) -> dict[str, Any]:
         raise _fail(FailurePhase.VALIDATION, what, exc) from exc
     then = "mark it ready for review" + (" and merge it (squash)" if repo.merge else "")
     ctx.log.info(
-        f"draft pull request #{pr['number']} opened: {pr['url']}",
+        f"draft pull request #{pr['number']} opened",
         pr_url=pr["url"],
         pr_number=pr["number"],
         pr_state="draft",
@@ -368,7 +371,7 @@ async def forge_publish(state: Any, ctx: StageContext) -> dict[str, Any]:
         raise _fail(FailurePhase.VALIDATION, f"publishing pull request #{pr.number}", exc) from exc
     said = "merged" if pr_state == "merged" else "ready for review"
     ctx.log.info(
-        f"pull request #{pr.number} {said}: {pr.url}",
+        f"pull request #{pr.number} {said}",
         pr_url=pr.url,
         pr_number=pr.number,
         pr_state=pr_state,
