@@ -167,6 +167,9 @@ def test_ci_by_webhooks_fails_then_passes_and_ends_at_a_draft_pr(
     check_ci_wait(served, run_id, git_remote)
     shown = served.cli("show", run_id).stdout
     assert "waiting on CI: workflow run" in " ".join(shown.split()), shown
+    refused = served.cli("approve", run_id, check=False)
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert "only the forge completes" in " ".join((refused.stdout + refused.stderr).split())
     with httpx.Client(base_url=served.url, timeout=60) as browser:
         login = browser.post("/ui/login", data={"token": served.tokens["read"]})
         assert login.status_code in (200, 303), login.text

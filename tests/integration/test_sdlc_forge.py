@@ -130,6 +130,27 @@ async def test_a_repository_not_configured_is_refused(runner: Runner) -> None:
         await runner.start("sdlc", {"task": "x", "forge_repo": REPO, "repo": "/tmp"})
 
 
+async def test_a_push_the_remote_refuses_fails_the_run_in_source_preparation(
+    runner: Runner, git_remote: GitRemote
+) -> None:
+    # Someone else's commit on the run's branch at GitHub: the push must not overwrite it.
+    main = git_remote.head("main")
+    git_remote.git("update-ref", "refs/heads/stageline/forge-push", main, cwd=git_remote.bare)
+    started = await runner.start(
+        "sdlc",
+        {"task": "Add subtract", "review_threshold": 0.0, "forge_repo": REPO},
+        run_id="forge-push",
+    )
+    await runner.answer("forge-push", ANSWERS, actor="ana")
+    failed = await runner.approve("forge-push", gate="plan_approval", actor="ana")
+    assert failed.status is RunStatus.FAILED
+    assert failed.run.failed_node == "dispatch"
+    assert failed.run.failure_phase == "source_preparation"
+    assert "pushing stageline/forge-push to origin" in (failed.run.error or "")
+    assert git_remote.head("stageline/forge-push") == main
+    assert started.run.run_id == "forge-push"
+
+
 async def test_cancel_ends_a_ci_wait(runner: Runner, fake_github: Any) -> None:
     waiting = await planned(runner)
     cancelled = await runner.cancel(waiting.run.run_id, actor="ana")
