@@ -32,12 +32,14 @@ async def runner(
     fake_github: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Runner]:
-    """A runner whose project has ``acme/app`` with the workflow the param names (None: the
-    pushed commit's check suites are waited for)."""
+    """A runner whose project has ``acme/app`` with the workflow the param names (``""``: the
+    pushed commit's check suites are waited for; ``+merge``: ``merge = true``)."""
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     project = tmp_path / "project"
     project.mkdir()
-    toml = github_toml(fake_github.url, git_remote.checkout, workflow=request.param)
+    workflow, _, merge = str(request.param).partition("+")
+    toml = github_toml(fake_github.url, git_remote.checkout, workflow=workflow or None)
+    toml += "merge = true\n" if merge else ""  # the repository's table is the last one
     (project / "stageline.toml").write_text(toml)
     settings = load_settings(cwd=project, env={"STAGELINE_HOME": str(project / ".stageline")})
     async with memory_runner(settings) as opened:
@@ -179,7 +181,7 @@ async def test_workflow_run_webhooks_complete_the_wait_once(
     assert done.state["ci_run_id"] == str(run.id) and done.state["build_round"] == 1
 
 
-@pytest.mark.parametrize("runner", [None], indirect=True)
+@pytest.mark.parametrize("runner", [""], indirect=True)
 async def test_without_a_workflow_the_commits_check_suites_are_waited_for(
     runner: Runner, fake_github: Any, git_remote: GitRemote
 ) -> None:
@@ -203,6 +205,48 @@ async def test_without_a_workflow_the_commits_check_suites_are_waited_for(
     done = await poll(runner)
     assert done is not None and [w.name for w in done.waiting] == ["apply"], done.run.error
     assert done.state["pr_state"] == "draft"
+
+
+@pytest.mark.parametrize("runner", ["ci.yml+merge"], indirect=True)
+async def test_with_merge_the_apply_gate_also_merges(runner: Runner, fake_github: Any) -> None:
+    waiting = await planned(runner)
+    fake_github.complete()
+    done = await poll(runner)
+    assert done is not None, waiting.run.error
+    [gate] = done.waiting
+    assert "ready for review and merge it (squash)" in gate.payload["show"]["apply_action"]
+    merged = await runner.approve(done.run.run_id, gate="apply", actor="ana")
+    assert merged.state["pr_state"] == "merged", merged.run.error
+    [pull] = fake_github.pulls.values()
+    assert pull["draft"] is False and pull["merged"] is True
+
+
+async def test_a_rejected_apply_leaves_the_draft(runner: Runner, fake_github: Any) -> None:
+    await planned(runner)
+    fake_github.complete()
+    done = await poll(runner)
+    assert done is not None
+    rejected = await runner.reject(done.run.run_id, gate="apply", actor="ana")
+    assert rejected.status is RunStatus.REJECTED
+    [pull] = fake_github.pulls.values()
+    assert pull["draft"] is True and fake_github.of("POST", "/graphql") == []
+
+
+async def test_ci_failing_every_build_parks_with_the_logs_tail(
+    runner: Runner, fake_github: Any
+) -> None:
+    fake_github.ci_conclusions = ["failure"] * 3
+    fake_github.ci_logs = [f"build {n}: AssertionError in test_subtract" for n in (1, 2, 3)]
+    waiting = await planned(runner)
+    for _ in range(3):
+        fake_github.complete()
+        last = await poll(runner)
+    assert last is not None and last.status is RunStatus.PARKED, waiting.run.error
+    assert [w.name for w in last.waiting] == ["build_rounds"]
+    assert "build 3: AssertionError in test_subtract" in last.state["build_feedback"]
+    parked = Path(last.state["pr_summary_path"]).read_text()
+    assert "build 3: AssertionError in test_subtract" in parked
+    assert fake_github.pulls == {}
 
 
 def test_polls_back_off_from_the_poll_interval_up_to_ten_minutes() -> None:
