@@ -211,3 +211,22 @@ async def test_two_server_processes_given_the_same_issue_start_one_run(
     assert sorted(a.status_code for a in answers) == [200, 200, 200, 201], [a.text for a in answers]
     assert [a.json()["started"] for a in answers].count(True) == 1
     assert [r.run_id for r in runs] == [issue_run_id(REPO, 5)]
+
+
+async def test_signed_payloads_that_are_not_githubs_are_refused_not_crashed_on(
+    runner: Runner, git_remote: GitRemote
+) -> None:
+    repo = {"full_name": REPO}
+    cases: list[tuple[Any, int]] = [
+        ({"action": "labeled", "repository": "acme/app"}, 202),  # not an object: no repository
+        ({"action": "labeled", "repository": repo}, 400),  # no issue
+        ({"action": "labeled", "repository": repo, "issue": {"number": "7"}}, 400),
+        ({"action": "labeled", "repository": repo, "issue": {"number": True}}, 400),
+        ({"action": "labeled", "repository": repo, "issue": {"number": 7, "labels": [{}]}}, 400),
+        ({**issue_event(7), "label": "stageline"}, 202),  # a label that is not an object
+    ]
+    async with client(app_for(runner, forge_settings(git_remote.checkout))) as http:
+        for n, (payload, status) in enumerate(cases):
+            answer = await send(http, "issues", payload, f"h-{n}")
+            assert answer.status_code == status, (payload, answer.text)
+    assert await runner.ledger.list_runs() == []
