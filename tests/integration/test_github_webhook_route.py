@@ -3,6 +3,7 @@ deliveries once, issue intake once per issue, CI events handed to the runner's C
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from forge_fixtures import REPO, WEBHOOK_SECRET, GitRemote
-from stageline.config import load_settings
+from stageline.config import Settings, load_settings
 from stageline.forge import GitHubSettings, RepoSettings, sign
 from stageline.runner import Runner
 from stageline.server._errors import install_error_handlers
@@ -47,13 +48,18 @@ class FakeCi:
         return None
 
 
+def project_settings(root: Path, url: str | None = None) -> Settings:
+    """A project with the ``forge_intake`` template, over ``url`` (default: its SQLite file)."""
+    (root / "templates").mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURES / "forge_intake.py", root / "templates")
+    home = root / ".stageline"
+    env = {"STAGELINE_HOME": str(home), "STAGELINE_DATABASE_URL": url or f"sqlite:///{home}/s.db"}
+    return load_settings(cwd=root, env=env)
+
+
 @pytest.fixture
 async def runner(tmp_path: Path) -> AsyncIterator[Runner]:
-    (tmp_path / "templates").mkdir()
-    shutil.copy(FIXTURES / "forge_intake.py", tmp_path / "templates")
-    home = tmp_path / ".stageline"
-    env = {"STAGELINE_HOME": str(home), "STAGELINE_DATABASE_URL": f"sqlite:///{home}/s.db"}
-    async with Runner.open(load_settings(cwd=tmp_path, env=env), deliver=False) as opened:
+    async with Runner.open(project_settings(tmp_path), deliver=False) as opened:
         yield opened
 
 
@@ -181,3 +187,49 @@ async def test_no_webhook_secret_or_no_github_is_404(runner: Runner, git_remote:
             answer = await send(http, "issues", issue_event(7), "n-1")
         assert answer.status_code == 404
         assert "webhook is not configured" in answer.json()["detail"]
+
+
+async def test_two_server_processes_given_the_same_issue_start_one_run(
+    tmp_path: Path, shared_backend_url: str, git_remote: GitRemote
+) -> None:
+    """Two servers on one database (SQLite file, Postgres), each delivered the issue (GitHub
+    sends each delivery once; here two events of one issue race): one run, started once."""
+    settings = project_settings(tmp_path, shared_backend_url)
+    forge = forge_settings(git_remote.checkout)
+    async with (
+        Runner.open(settings, deliver=False) as one,
+        Runner.open(settings, deliver=False) as two,
+        client(app_for(one, forge)) as first,
+        client(app_for(two, forge)) as second,
+    ):
+        answers = await asyncio.gather(
+            *(
+                send(http, "issues", issue_event(5, action), f"race-{n}")
+                for n, (http, action) in enumerate(
+                    [(first, "labeled"), (second, "opened"), (first, "opened"), (second, "labeled")]
+                )
+            )
+        )
+        runs = await one.ledger.list_runs()
+    assert sorted(a.status_code for a in answers) == [200, 200, 200, 201], [a.text for a in answers]
+    assert [a.json()["started"] for a in answers].count(True) == 1
+    assert [r.run_id for r in runs] == [issue_run_id(REPO, 5)]
+
+
+async def test_signed_payloads_that_are_not_githubs_are_refused_not_crashed_on(
+    runner: Runner, git_remote: GitRemote
+) -> None:
+    repo = {"full_name": REPO}
+    cases: list[tuple[Any, int]] = [
+        ({"action": "labeled", "repository": "acme/app"}, 202),  # not an object: no repository
+        ({"action": "labeled", "repository": repo}, 400),  # no issue
+        ({"action": "labeled", "repository": repo, "issue": {"number": "7"}}, 400),
+        ({"action": "labeled", "repository": repo, "issue": {"number": True}}, 400),
+        ({"action": "labeled", "repository": repo, "issue": {"number": 7, "labels": [{}]}}, 400),
+        ({**issue_event(7), "label": "stageline"}, 202),  # a label that is not an object
+    ]
+    async with client(app_for(runner, forge_settings(git_remote.checkout))) as http:
+        for n, (payload, status) in enumerate(cases):
+            answer = await send(http, "issues", payload, f"h-{n}")
+            assert answer.status_code == status, (payload, answer.text)
+    assert await runner.ledger.list_runs() == []

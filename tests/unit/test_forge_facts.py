@@ -49,3 +49,33 @@ def test_only_forge_facts_of_the_stage_logs_are_told() -> None:
     assert said("gate.decided", "gate 'plan_approval': approve by bob") == (
         "➜ gate 'plan_approval': approve by bob"
     )
+
+
+def test_gates_show_the_plan_or_their_summary() -> None:
+    from stageline.ledger import Wait, WaitKind, WaitStatus
+
+    def gate(name: str, **payload: object) -> str | None:
+        wait = Wait(
+            wait_id="w1",
+            interrupt_id="i1",
+            run_id=RUN.run_id,
+            kind=WaitKind.GATE,
+            name=name,
+            node=name,
+            status=WaitStatus.PENDING,
+            attempt=1,
+            payload=payload,
+            requested_at=time.time(),
+        )
+        event = Event(run_id=RUN.run_id, kind="gate.waiting", seq=3, node=name)
+        return comment_text(event, RUN, wait)
+
+    approval = gate("plan_approval", show={"plan": "1. Do\n2. Test", "reviews": []})
+    assert approval is not None
+    assert approval.startswith("📋 **The plan**, waiting for approval at gate `plan_approval`:")
+    assert "\n\n1. Do\n2. Test\n\n" in approval
+    parked = gate("plan_parked", park=True, show={"plan": "p", "feedback": "too vague"})
+    assert parked is not None and parked.startswith("🅿️ Out of rounds at gate `plan_parked`")
+    assert '"feedback": "too vague"' in parked
+    other = gate("apply", summary="branch stageline/r1")
+    assert other is not None and "```\nbranch stageline/r1\n```" in other

@@ -125,3 +125,28 @@ def test_signatures_are_githubs_hmac_sha256() -> None:
     assert not verify_signature("s3cret", body, "")
     assert not verify_signature("s3cret", body, good.replace("sha256=", "sha1="))
     assert not verify_signature("", body, sign("", body))
+
+
+def test_issue_run_ids_are_run_ids_and_unique_per_issue() -> None:
+    from stageline.names import is_run_id
+    from stageline.server.forge import issue_run_id
+
+    assert issue_run_id("acme/app", 42) == "gh-acme-app-42"
+    assert issue_run_id("acme/app.js", 1) == "gh-acme-app.js-1"
+    long = "o" * 39 + "/" + "r" * 100
+    ids = {issue_run_id(long, 7), issue_run_id(long + "x", 7), issue_run_id(long, 8)}
+    assert len(ids) == 3 and all(is_run_id(i) and len(i) <= 64 for i in ids)
+
+
+def test_the_cli_and_the_server_do_not_import_githubkit_until_a_client_is_made() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stageline.cli._app, stageline.server, stageline.forge\n"
+        "assert 'githubkit' not in sys.modules, 'githubkit imported'\n"
+        "stageline.forge.GitHubClient\n"
+        "assert 'githubkit' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -124,7 +124,11 @@ def _questions(wait: Wait) -> str:
 def _gate(wait: Wait) -> str:
     body = _shown(wait.payload)
     shown = wait.payload.get("show")
-    if isinstance(shown, Mapping) and isinstance(shown.get("plan"), str):
+    if wait.payload.get("park"):  # out of rounds: a person decides what next
+        head = f"🅿️ Out of rounds at gate `{wait.name}`: grant more, take over or reject."
+        if isinstance(shown, Mapping):  # every key shown, the plan's feedback too
+            body = _fenced(json.dumps(shown, default=str, indent=1))
+    elif isinstance(shown, Mapping) and isinstance(shown.get("plan"), str):
         head = f"📋 **The plan**, waiting for approval at gate `{wait.name}`:"
     else:
         head = f"⏸️ Waiting for a decision at gate `{wait.name}`:"

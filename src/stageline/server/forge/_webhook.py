@@ -35,6 +35,11 @@ Forge = Annotated[ForgeRuntime, Depends(get_forge)]
 _CI_EVENTS = ("workflow_run", "check_suite")
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a payload is outside data)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _ignored(why: str) -> JSONResponse:
     return JSONResponse({"ignored": why}, status_code=202)
 
@@ -65,7 +70,7 @@ async def webhook(request: Request, forge: Forge) -> JSONResponse:
         return JSONResponse({"duplicate": delivery}, status_code=200)
     if event == "ping":
         return JSONResponse({"ok": True, "zen": str(payload.get("zen") or "")})
-    repo = str((payload.get("repository") or {}).get("full_name") or "")
+    repo = str(_object(payload.get("repository")).get("full_name") or "")
     if repo not in settings.repositories:
         return _ignored(f"repository {repo or '(none)'!r} is not in [github.repositories]")
     if event == "issues":
@@ -79,12 +84,16 @@ async def _issue(forge: ForgeRuntime, repo: str, payload: dict[str, Any]) -> JSO
     assert forge.settings is not None
     label = forge.settings.intake_label
     action = payload.get("action")
-    data = payload.get("issue")
-    if not isinstance(data, dict) or "number" not in data:
-        raise HTTPException(400, "an issues event without its issue")
-    issue = Issue.from_json(data)
+    data = _object(payload.get("issue"))
+    number = data.get("number")
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise HTTPException(400, "an issues event without its issue's number")
+    try:
+        issue = Issue.from_json(data)
+    except (TypeError, ValueError, KeyError):
+        raise HTTPException(400, "an issues event whose issue is not GitHub's") from None
     if action == "labeled":
-        wanted = (payload.get("label") or {}).get("name") == label
+        wanted = _object(payload.get("label")).get("name") == label
     elif action in ("opened", "reopened"):
         wanted = label in issue.labels
     else:
