@@ -268,3 +268,42 @@ def test_polls_back_off_from_the_poll_interval_up_to_ten_minutes() -> None:
         return next_poll_at(wait)
 
     assert [at(n) for n in range(6)] == [30, 90, 210, 450, 930, 1530]
+
+
+async def test_any_process_over_the_database_polls_and_carries_the_run_on(
+    tmp_path: Path,
+    git_remote: GitRemote,
+    fake_github: Any,
+    shared_backend_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One runner takes the run to its CI wait and closes; another, over the same database,
+    makes the poll (the wait's poll count is in the ledger) and carries the run on."""
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "stageline.toml").write_text(github_toml(fake_github.url, git_remote.checkout))
+    env = {
+        "STAGELINE_HOME": str(project / ".stageline"),
+        "STAGELINE_DATABASE_URL": shared_backend_url,
+    }
+    settings = load_settings(cwd=project, env=env)
+    async with Runner.open(settings, deliver=False) as first:
+        waiting = await planned(first)
+        assert waiting.status is RunStatus.WAITING and waiting.run.lease_holder is None
+    fake_github.complete()
+    async with (
+        Runner.open(settings, deliver=False) as second,
+        Runner.open(settings, deliver=False) as third,
+    ):
+        later = time.time() + LATER
+        moved = [
+            *await second.forge_ci.poll_due(now=later),
+            *await third.forge_ci.poll_due(now=later),
+        ]
+        assert moved == [waiting.run.run_id]  # one poll, by one of them
+        await second.forge_ci.idle()
+        done = await second.status(waiting.run.run_id)
+        assert [w.name for w in done.waiting] == ["apply"], done.run.error
+        [ci] = [w for w in done.waits if w.kind is WaitKind.CI]
+        assert ci.policy_step == 1 and ci.actor == "github"
