@@ -85,6 +85,8 @@ async def test_ci_fails_then_passes_by_polling_and_ends_at_a_draft_pr(
     with pytest.raises(InvalidTransition, match="only the forge completes"):
         await runner.approve(run_id, actor="ana")
     assert await runner.pending(run_id) == []  # a person's to-do list does not show it
+    with pytest.raises(InvalidTransition, match="waits on CI"):  # nor may a state edit pass it
+        await runner.update_state(run_id, {"ci_conclusion": "success"}, as_node="dispatch")
     assert await runner.forge_ci.poll_due(now=time.time() + LATER) == []  # CI still runs
     # CI fails: back to build with the log's tail, pushed again, CI dispatched again.
     fake_github.complete()
