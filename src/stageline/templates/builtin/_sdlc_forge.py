@@ -27,13 +27,16 @@ import asyncio
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langgraph.types import interrupt
 
 from stageline.errors import ConfigError, InputError, OperationFailed
 from stageline.operations import FailurePhase
 from stageline.stages import StageContext
+
+if TYPE_CHECKING:
+    from stageline.forge import GitHubClient, GitHubSettings, PullRequest, RepoSettings
 
 __all__ = [
     "SERVICE_FORGE",
@@ -58,14 +61,10 @@ class ForgeAccess(Protocol):
     """What forge mode needs of the ``forge`` service: the settings, and one client."""
 
     @property
-    def github(self) -> Any:
-        """``GitHubSettings``."""
-        ...
+    def github(self) -> GitHubSettings: ...
 
     @property
-    def client(self) -> Any:
-        """``GitHubClient``."""
-        ...
+    def client(self) -> GitHubClient: ...
 
 
 def forge_mode(state: Any) -> bool:
@@ -114,7 +113,7 @@ def _access(ctx: StageContext) -> ForgeAccess:
     return found  # type: ignore[no-any-return]
 
 
-def _repo(ctx: StageContext, state: Any) -> Any:
+def _repo(ctx: StageContext, state: Any) -> RepoSettings:
     return _access(ctx).github.repository(str(state["forge_repo"]))
 
 
@@ -143,7 +142,9 @@ def _push(worktree: Path, branch: str) -> str:
     return sha
 
 
-async def _dispatch(client: Any, repo: str, workflow: str, branch: str, sha: str) -> dict[str, Any]:
+async def _dispatch(
+    client: GitHubClient, repo: str, workflow: str, branch: str, sha: str
+) -> dict[str, Any]:
     """Dispatch ``workflow`` on the branch: the ids of the commit's runs of it before (never
     the one waited for: a rebuild that changed nothing pushes the same commit), and the new
     run when GitHub lists it already (else the forge's side finds it)."""
@@ -161,8 +162,9 @@ def _fail(phase: FailurePhase, what: str, exc: BaseException) -> OperationFailed
 
 
 async def push_and_wait(state: Any, ctx: StageContext) -> dict[str, Any]:
-    """Forge mode's ``dispatch``: push, start CI, and wait for it (a ``ci`` wait) unless it
-    has ended already; the CI run's id, url and conclusion."""
+    """Forge mode's ``dispatch``: push, start CI, and wait for it (a ``ci`` wait, even for a
+    CI that has ended already: the forge's side reads it); the CI run's id, url and
+    conclusion. A push the remote refuses fails in ``source_preparation``."""
     repo = _repo(ctx, state)
     client = _access(ctx).client
     branch, round_no = str(state["branch"]), int(state.get("build_round") or 1)
@@ -379,6 +381,6 @@ async def forge_publish(state: Any, ctx: StageContext) -> dict[str, Any]:
     return {"pr_state": pr_state}
 
 
-async def _ready(client: Any, repo: str, pr: Any) -> bool:
+async def _ready(client: GitHubClient, repo: str, pr: PullRequest) -> bool:
     done = await client.mark_ready(repo, pr)
     return not bool(getattr(done, "draft", False))
