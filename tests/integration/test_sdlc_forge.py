@@ -5,6 +5,7 @@ the apply gate marks it ready for review."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -309,3 +310,30 @@ async def test_any_process_over_the_database_polls_and_carries_the_run_on(
         assert [w.name for w in done.waiting] == ["apply"], done.run.error
         [ci] = [w for w in done.waits if w.kind is WaitKind.CI]
         assert ci.policy_step == 1 and ci.actor == "github"
+
+
+async def test_a_ci_answer_whose_advance_never_ran_is_asked_again_and_polled_again(
+    tmp_path: Path, git_remote: GitRemote, fake_github: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that recorded CI's end died before the run went on: the run is resumed
+    (its lease ran out), the CI wait is asked again, and the next poll completes it."""
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "stageline.toml").write_text(github_toml(fake_github.url, git_remote.checkout))
+    settings = load_settings(cwd=project, env={"STAGELINE_HOME": str(project / ".stageline")})
+    async with memory_runner(settings, lease_ttl=0.5) as runner:
+        waiting = await planned(runner)
+        run_id = waiting.run.run_id
+        [ci] = waiting.waiting
+        fake_github.complete()
+        result = {**ci.payload["ci"], "id": 1, "conclusion": "success", "kind": "workflow_run"}
+        await runner.decisions.complete_ci(run_id, ci, result, actor="github")  # never applied
+        assert (await runner.status(run_id)).status is RunStatus.RUNNING
+        await asyncio.sleep(0.6)  # its lease runs out
+        again = await runner.resume(run_id)
+        assert again.status is RunStatus.WAITING, again.run.error
+        [asked] = again.waiting
+        assert asked.kind is WaitKind.CI and asked.round == 2
+        done = await poll(runner)
+        assert done is not None and [w.name for w in done.waiting] == ["apply"], done
