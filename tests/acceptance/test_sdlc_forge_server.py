@@ -167,6 +167,8 @@ def test_ci_by_webhooks_fails_then_passes_and_ends_at_a_draft_pr(
     check_ci_wait(served, run_id, git_remote)
     shown = served.cli("show", run_id).stdout
     assert "waiting on CI: workflow run" in " ".join(shown.split()), shown
+    pending = " ".join(served.cli("pending", run_id).stdout.split())
+    assert "nothing waits for a person" in pending and "waiting on CI" in pending, pending
     refused = served.cli("approve", run_id, check=False)
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert "only the forge completes" in " ".join((refused.stdout + refused.stderr).split())
