@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
+from forge_fixtures import fake_github, git_remote  # noqa: F401 (fixtures: GitHub's side)
 from stageline.checkpoints import checkpoint_serde
 from stageline.config import Settings, load_settings
 from stageline.ledger import Backend, open_backend

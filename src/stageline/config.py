@@ -1,7 +1,8 @@
 """Configuration: ``stageline.toml`` at the project root, overridden by ``STAGELINE_*``.
 
 The file is checked against a schema, one pydantic model per section (``ConfigFile`` for the
-top-level keys, ``ServerConfig`` for ``[server]``, ``SlackConfig`` for ``[slack]``): a wrong
+top-level keys, ``ServerConfig`` for ``[server]``, ``SlackConfig`` for ``[slack]``,
+``GitHubConfig`` for ``[github]``): a wrong
 type, an unknown key or a value out of range is a ``ConfigError`` naming the file, the key and
 its line. ``STAGELINE_*`` variables go through the same models: ``STAGELINE_<KEY>`` for a
 top-level key, ``STAGELINE_<SECTION>_<KEY>`` for a key of a section that lists it. A new
@@ -16,7 +17,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -24,6 +25,8 @@ from stageline.errors import ConfigError
 
 __all__ = [
     "ConfigFile",
+    "GitHubConfig",
+    "GitHubRepositoryConfig",
     "InterruptsConfig",
     "ServerConfig",
     "Settings",
@@ -78,6 +81,70 @@ class SlackConfig(BaseModel):
     """Per Slack channel id: inputs over ``intake_defaults`` for commands typed there."""
 
 
+def _check_duration(value: str | float) -> str | float:
+    text = str(value)
+    if not re.fullmatch(_DURATION, text) or not float(re.sub(r"[smhdw\s]", "", text)) > 0:
+        raise ValueError("must be a duration such as 90s, 15m, 2h or 1d (more than 0)")
+    return value
+
+
+class GitHubRepositoryConfig(BaseModel):
+    """``[github.repositories."OWNER/NAME"]``: one repository stageline may touch."""
+
+    model_config = _STRICT
+
+    checkout: str
+    """A local clone whose ``origin`` remote is the repository (relative: to the project)."""
+    base: str = "main"
+    """The branch pull requests go to."""
+    workflow: str | None = None
+    """The workflow file (``ci.yml``) to dispatch; unset: wait for the pushed commit's checks."""
+    merge: bool = False
+    """Whether the apply gate may also merge (squash) the pull request."""
+
+
+class GitHubConfig(BaseModel):
+    """``[github]``: GitHub as the forge of sdlc runs. Secrets are named by the environment
+    variables that hold them, never written in the file."""
+
+    model_config = _STRICT
+
+    api_url: str = Field(default="https://api.github.com", pattern=r"^https?://\S+$")
+    """GitHub's REST API (GitHub Enterprise: ``https://HOST/api/v3``)."""
+    token_env: str = "GITHUB_TOKEN"
+    """The variable holding the token (a fine-grained token or a GitHub App's)."""
+    webhook_secret_env: str = "GITHUB_WEBHOOK_SECRET"
+    """The variable holding the webhook secret; unset: the webhook route answers 404."""
+    intake_label: str = Field(default="stageline", min_length=1)
+    """An issue with this label starts sdlc for its repository."""
+    intake_template: str = Field(default="sdlc", min_length=1)
+    """The template an issue starts (a team's own variant of sdlc)."""
+    poll_issues: bool = False
+    """Whether ``stageline serve`` also polls for labelled issues (without webhooks)."""
+    poll_interval: str | float = "30s"
+    """How often to poll (issues; CI starts there and backs off up to 10m)."""
+    repositories: dict[str, GitHubRepositoryConfig] = Field(default_factory=dict)
+    """``OWNER/NAME`` -> its settings: the only repositories stageline touches."""
+
+    @field_validator("poll_interval")
+    @classmethod
+    def _a_duration(cls, value: str | float) -> str | float:
+        return _check_duration(value)
+
+    @field_validator("repositories")
+    @classmethod
+    def _names(cls, value: dict[str, GitHubRepositoryConfig]) -> dict[str, GitHubRepositoryConfig]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+", name):
+                raise ValueError(f"{name!r} is not a repository name such as 'acme/app'")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any repository is configured (else stageline never calls GitHub)."""
+        return bool(self.repositories)
+
+
 class InterruptsConfig(BaseModel):
     """``[interrupts]``: how long a graph's own ``interrupt()`` waits for a person, and what
     the sweeper does then (``park``: the run is parked, its wait still open; ``fail``). A
@@ -92,10 +159,7 @@ class InterruptsConfig(BaseModel):
     @field_validator("deadline")
     @classmethod
     def _a_duration(cls, value: str | float) -> str | float:
-        text = str(value)
-        if not re.fullmatch(_DURATION, text) or not float(re.sub(r"[smhdw\s]", "", text)) > 0:
-            raise ValueError("must be a duration such as 90s, 15m, 2h or 1d (more than 0)")
-        return value
+        return _check_duration(value)
 
 
 class ConfigFile(BaseModel):
@@ -127,6 +191,7 @@ class ConfigFile(BaseModel):
     ``stageline serve``."""
     server: ServerConfig = Field(default_factory=ServerConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
+    github: GitHubConfig = Field(default_factory=GitHubConfig)
     interrupts: InterruptsConfig = Field(default_factory=InterruptsConfig)
 
 
@@ -175,6 +240,7 @@ class Settings:
     """The server's public URL (``stageline serve``)."""
     server: ServerConfig = field(default_factory=ServerConfig)
     slack: SlackConfig = field(default_factory=SlackConfig)
+    github: GitHubConfig = field(default_factory=GitHubConfig)
     interrupts: InterruptsConfig = field(default_factory=InterruptsConfig)
 
     def run_dir(self, run_id: str) -> Path:
@@ -191,6 +257,15 @@ def _find_root(start: Path) -> Path:
     return start
 
 
+def _header(line: str) -> str | None:
+    """The dotted name of a ``[table]`` header line, quotes and ``stageline.`` left out."""
+    found = re.match(r"^\s*\[\[?([^\]]+)\]\]?\s*(#.*)?$", line)
+    if found is None:
+        return None
+    name = re.sub(r"\s*\.\s*", ".", found.group(1).strip()).replace('"', "").replace("'", "")
+    return name.removeprefix("stageline.")
+
+
 def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
     """The line of the key at ``loc`` (``("server", "max_body_bytes")``) in the TOML text."""
     lines = text.splitlines()
@@ -198,7 +273,11 @@ def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
     names = [str(part) for part in loc if isinstance(part, str)]
     if not names:
         return None
-    for table in names[:-1]:  # [server], [stageline.server]
+    dotted = ".".join(names[:-1])  # [github.repositories."acme/app"]
+    whole = next((n for n, line in enumerate(lines) if _header(line) == dotted), None)
+    if whole is not None:
+        start = whole + 1
+    for table in names[:-1] if whole is None else ():  # [server], [stageline.server]
         header = re.compile(rf"^\s*\[\[?\s*(stageline\.)?{re.escape(table)}\s*\]\]?")
         found = next((n for n in range(start, len(lines)) if header.match(lines[n])), None)
         if found is not None:
@@ -216,20 +295,23 @@ def _message(error: Any, model: type[BaseModel]) -> str:
     loc = tuple(error["loc"])
     if error["type"] == "extra_forbidden":
         known: list[str] = list(model.model_fields)
+        current: Any = model
         for part in loc[:-1]:
-            sub = model.model_fields.get(str(part)) if isinstance(part, str) else None
-            if (
-                sub is not None
-                and isinstance(sub.annotation, type)
-                and issubclass(sub.annotation, BaseModel)
-            ):
-                known = list(sub.annotation.model_fields)
+            if get_origin(current) is dict:  # a table of tables: the value's model
+                current = get_args(current)[1]
+            elif isinstance(current, type) and issubclass(current, BaseModel):
+                sub = current.model_fields.get(str(part))
+                current = sub.annotation if sub is not None else None
+            if isinstance(current, type) and issubclass(current, BaseModel):
+                known = list(current.model_fields)
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else f"; known keys: {', '.join(known)}"
         return f"unknown key{hint}"
     value = error.get("input")
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    if error["type"] == "string_pattern_mismatch":  # the one pattern: services
+    if error["type"] == "string_pattern_mismatch" and loc[-1] == "api_url":
+        return f"must be an http(s) URL such as 'https://api.github.com' (got {shown})"
+    if error["type"] == "string_pattern_mismatch":  # services
         return f"must be 'module:callable', e.g. 'myapp.services:make' (got {shown})"
     if error["type"] == "value_error":  # a validator's own words
         return f"{error['ctx']['error']!s} (got {shown})"
@@ -322,6 +404,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         public_url=conf.public_url,
         server=conf.server,
         slack=conf.slack,
+        github=conf.github,
         interrupts=conf.interrupts,
     )
 

@@ -21,6 +21,7 @@ StagelineError
 │   └── AlreadyDecided          exit 5: someone else decided the gate or answered first
 ├── StorageError                exit 6, HTTP 503: the database is unreachable or broken
 │   └── CheckpointCorrupt       a checkpoint value is not what stageline wrote (names run, step)
+├── ForgeError                  exit 6, HTTP 502: GitHub refused a call or could not be reached
 └── RunError                    raised inside a run; recorded on the node, never as a traceback
     ├── LoopBoundExceeded       a loop went past its declared bound
     ├── FanInConflict           parallel stages wrote one key that has no reducer
@@ -44,6 +45,7 @@ __all__ = [
     "ConflictError",
     "EffectInDoubt",
     "FanInConflict",
+    "ForgeError",
     "HarnessNotReady",
     "InputError",
     "InvalidTransition",
@@ -230,6 +232,19 @@ class CheckpointCorrupt(StorageError):
     def of(self, run_id: str, step: str | None) -> CheckpointCorrupt:
         """The same error, naming the run and the step it stands at."""
         return CheckpointCorrupt(self.detail, run_id=run_id, step=step)
+
+
+class ForgeError(StagelineError):
+    """GitHub (the forge) refused a call or could not be reached: its status (None when no
+    answer came) and GitHub's own message, never the token."""
+
+    exit_code = 6
+    http_status = 502
+
+    def __init__(self, action: str, status: int | None, message: str) -> None:
+        self.action, self.status, self.message = action, status, message
+        said = f"HTTP {status}: {message}" if status is not None else message
+        super().__init__(f"GitHub: {action} failed ({said})")
 
 
 class RunError(StagelineError):

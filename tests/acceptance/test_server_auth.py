@@ -20,6 +20,8 @@ PUBLIC = {
     "/slack/interactions",
     "/slack/events",
     "/links/{token}",
+    # GitHub's webhook: its X-Hub-Signature-256 HMAC authenticates it
+    "/v1/github/webhook",
 }
 """Routes that need no token, on purpose (health; chat, which Slack's signature or a signed
 link authenticates). A new

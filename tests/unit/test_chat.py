@@ -366,3 +366,38 @@ def test_a_json_answer_that_does_not_parse_is_shown_on_its_question_in_the_modal
     with pytest.raises(AnswerInvalid) as wrong:
         validate_answers(questions_of(wait), {"scope": "x", "conf": "[1]"})  # not an object
     assert list(_blame(str(wrong.value), wait)) == ["q:conf"]
+
+
+async def test_the_pull_request_is_linked_in_the_thread_in_one_line() -> None:
+    ledger = await _ledger_with("r3")
+    client = Client()
+    sink = SlackSink(
+        ChatSettings(bot_token="x", signing_secret="y", channel="C1"), ledger, client=client
+    )
+    url = "https://github.com/acme/app/pull/10"
+    ci = {"ci_run_id": 7, "ci_url": "https://github.com/acme/app/actions/runs/7"}
+    await sink.deliver(
+        [
+            Event(
+                run_id="r3",
+                kind="stage.log",
+                seq=1,
+                node="verify",
+                message="CI run 7 <main>: success",
+                data={**ci, "conclusion": "success"},
+            ),
+            Event(
+                run_id="r3",
+                kind="stage.log",
+                seq=2,
+                node="open_pr",
+                message="draft pull request opened",
+                data={"pr_url": url, "pr_number": 10, "pr_state": "draft"},
+            ),
+        ]
+    )
+    told = [b["text"] for m, b in client.calls if m == "chat.postMessage" and b.get("thread_ts")]
+    assert told == [
+        f"✅ CI run 7 &lt;main&gt;: success: <{ci['ci_url']}|CI run 7>",
+        f"🔀 draft pull request opened: <{url}|pull request #10>",
+    ]

@@ -16,6 +16,7 @@ from stageline.cli._compose import compose
 from stageline.cli._config import load_settings
 from stageline.cli._db import db_app, use_memory
 from stageline.cli._foreground import advance_in_foreground
+from stageline.cli._github import github_app
 from stageline.cli._harness import transcript
 from stageline.cli._history import fork, history, lineage_lines
 from stageline.cli._human import ADVANCING
@@ -354,7 +355,10 @@ async def _show(run_id: str, as_json: bool) -> None:
     questions = [w for w in summary.waits if w.kind is not WaitKind.GATE]
     if questions:
         out.print()
-        out.print("questions and answers")
+        out.print(
+            "questions and answers"
+            + (", CI" if any(w.kind is WaitKind.CI for w in questions) else "")
+        )
         for line in qa_lines(questions):
             out.print(line)
     for line in waiting_lines(run_id, summary.waiting):
@@ -448,3 +452,4 @@ for _working in WORKER_COMMANDS:  # worker, prune
 app.command()(serve)
 app.add_typer(token_app, name="token")
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(github_app, name="github")

@@ -38,7 +38,8 @@ EXIT_CONFLICT = 4
 EXIT_DECIDED = 5
 """Someone else decided the gate or answered the question first (``AlreadyDecided``)."""
 EXIT_STORAGE = 6
-"""The database is unreachable or broken (``StorageError``)."""
+"""The database is unreachable or broken (``StorageError``), or GitHub refused a call or could
+not be reached (``ForgeError``)."""
 EXIT_INTERNAL = 70
 """A bug: an exception stageline did not raise on purpose."""
 EXIT_INTERRUPTED = 130
@@ -95,7 +96,10 @@ TABLE = (
         "already decided: someone else decided the gate or answered the question "
         "first; theirs stands and yours was not recorded",
     ),
-    (EXIT_STORAGE, "storage error: the database is unreachable or broken"),
+    (
+        EXIT_STORAGE,
+        "storage error: the database is unreachable or broken (or GitHub, for `stageline github`)",
+    ),
     (EXIT_PARKED, "the run is parked: out of rounds; a person grants more, takes over or rejects"),
     (EXIT_INTERNAL, "internal error (rerun with STAGELINE_DEBUG=1 for the traceback)"),
     (

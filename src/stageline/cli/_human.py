@@ -67,9 +67,11 @@ def pending(
 
 
 async def _pending(run_id: str | None, as_json: bool) -> None:
+    ci: list[Wait] = []
     async with open_ledger(load_settings().database_url) as ledger:
         if run_id is not None:
             await ledger.get_run(run_id)  # an unknown run is an error, not "nothing"
+            ci = [w for w in await ledger.pending_waits(run_id=run_id) if w.kind is WaitKind.CI]
         listed = await waiting_on(ledger, run_id)
     found = [wait for wait, _ in listed]
     templates = {wait.run_id: template for wait, template in listed}
@@ -79,6 +81,9 @@ async def _pending(run_id: str | None, as_json: bool) -> None:
     out = console()
     if not found:
         out.print("nothing waits for a person" + (f" in run {run_id}" if run_id else ""))
+        if run_id is not None:
+            for line in waiting_lines(run_id, ci):  # what it waits on instead: CI
+                out.print(line)
         return
     out.print(pending_table(found, templates))
     if run_id is not None:

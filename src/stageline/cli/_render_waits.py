@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.text import Text
 
-__all__ = ["decisions_table", "pending_table", "qa_lines", "question_text", "waiting_lines"]
+__all__ = [
+    "ci_text",
+    "decisions_table",
+    "pending_table",
+    "qa_lines",
+    "question_text",
+    "waiting_lines",
+]
 
 
 def _deadline(wait: Wait, now: float | None = None) -> str:
@@ -80,6 +87,9 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
         if wait.kind is WaitKind.INTERRUPT:
             lines.extend(_interrupt_lines(run_id, wait, len(waits) > 1))
             continue
+        if wait.kind is WaitKind.CI:
+            lines.extend(_ci_lines(run_id, wait))
+            continue
         questions = wait.payload.get("question_set", {}).get("questions", [])
         lines.append(
             Text.assemble(
@@ -108,6 +118,38 @@ def waiting_lines(run_id: str, waits: Sequence[Wait]) -> list[Text]:
             )
         )
     return lines
+
+
+def ci_text(ci: Any) -> str:
+    """``workflow run 12 (URL) of acme/app at 1a2b3c4d5e6f``: what a CI wait waits on."""
+    ci = ci if isinstance(ci, dict) else {}
+    what = (
+        f"{str(ci.get('kind') or 'workflow_run').replace('_', ' ')} {ci['id']}"
+        if ci.get("id")
+        else f"workflow {ci['workflow']}"
+        if ci.get("workflow")
+        else "the checks"
+    )
+    url = f" ({ci['url']})" if ci.get("url") else ""
+    return f"{what}{url} of {ci.get('repository')} at {str(ci.get('head_sha') or '?')[:12]}"
+
+
+def _ci_lines(run_id: str, wait: Wait) -> list[Text]:
+    """A wait for CI: what it waits on; GitHub completes it, a person cannot."""
+    from rich.text import Text
+
+    build = wait.payload.get("ci", {}).get("build_round")
+    return [
+        Text.assemble(
+            "  waiting on CI: ",
+            (ci_text(wait.payload.get("ci")), "bold"),
+            f" (build {build}, since {when(wait.requested_at, '%H:%M:%S')})",
+        ),
+        Text(
+            "    GitHub completes it (its webhook, or polling); no person answers it", style="dim"
+        ),
+        Text(f"  cancel:  stageline cancel {run_id}", style="dim"),
+    ]
 
 
 def _interrupt_lines(run_id: str, wait: Wait, several: bool) -> list[Text]:
@@ -231,6 +273,19 @@ def qa_lines(waits: Iterable[Wait]) -> list[Text]:
     for wait in waits:
         by = f" by {wait.actor}" if wait.actor else ""
         reason = f" [{wait.reason}]" if wait.reason else ""
+        if wait.kind is WaitKind.CI:
+            ended = (wait.response or {}).get("ci") or {}
+            lines.append(
+                Text.assemble(
+                    ("CI ", "bold"),
+                    f"{ci_text(wait.payload.get('ci'))} round {wait.round} ",
+                    status_text(wait.status),
+                    f"{by}{reason}",
+                )
+            )
+            if ended:
+                lines.append(Text(f"  {ended.get('conclusion')}: {ci_text(ended)}", style="green"))
+            continue
         if wait.kind is WaitKind.INTERRUPT:
             lines.append(
                 Text.assemble(

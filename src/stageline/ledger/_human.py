@@ -29,6 +29,7 @@ class WaitKind(StrEnum):
     GATE = "gate"  # a person approves, rejects or asks for changes
     QUESTION = "question"  # a person answers a question set
     INTERRUPT = "interrupt"  # a person answers a graph's own ``interrupt(value)`` with a value
+    CI = "ci"  # the forge's CI run ends (its webhook, or a poll); never a person
 
 
 INBOX_TYPES = {
@@ -146,6 +147,8 @@ class Wait:
         )
         if self.kind is WaitKind.GATE:
             row["decision"] = self.decision
+        elif self.kind is WaitKind.CI:
+            row["ci"] = None if self.response is None else self.response.get("ci")
         elif self.kind is WaitKind.INTERRUPT:
             row["value"] = self.payload.get("value")
             row["answer"] = None if self.response is None else self.response.get("value")
@@ -223,6 +226,7 @@ def already_decided(found: Wait) -> AlreadyDecided:
     what = {
         WaitKind.GATE: f"gate {found.name!r}",
         WaitKind.QUESTION: f"question set {found.wait_id}",
+        WaitKind.CI: f"the CI wait at node {found.node!r}",
     }.get(found.kind, f"interrupt {found.wait_id} at node {found.node!r}")
     if found.status is WaitStatus.PENDING:
         return AlreadyDecided(f"{what} of run {found.run_id} changed while deciding; try again")

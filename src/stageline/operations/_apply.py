@@ -9,7 +9,7 @@ the person to review and commit); reject ends the run and leaves the branch as i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -69,12 +69,20 @@ def _route(state: Any) -> str:
     return "apply" if state.get("apply") else "gate"
 
 
-def add_apply(template: Builder, after: str, *, then: str = END) -> Builder:
+def add_apply(
+    template: Builder,
+    after: str,
+    *,
+    then: str = END,
+    apply: Stage = apply_changes,
+    show: Sequence[str] = ("branch", "changes"),
+) -> Builder:
     """``after`` -> (the ``apply`` gate, unless the ``apply`` input) -> ``apply_changes`` ->
     ``then``. ``after`` is the last isolated operation; the state must extend
-    ``OperationInputs``."""
-    template.add_stage("apply_changes", apply_changes)
-    template.add_gate("apply", show=["branch", "changes"], on_deadline="park")
+    ``OperationInputs``. ``apply`` is the step that applies (default: the branch's changes
+    into the checkout); the gate shows the state keys ``show``."""
+    template.add_stage("apply_changes", apply)
+    template.add_gate("apply", show=list(show), on_deadline="park")
     template.add_route(after, _route, {"apply": "apply_changes", "gate": "apply"})
     template.add_edge("apply", "apply_changes")
     if then != END:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from stageline.runner._services import open_services
     from stageline.runner._snapshots import CheckpointInfo
     from stageline.runner._stats import outcome_stats, parse_since, percentile
+    from stageline.runner._wait_pick import ci_wait_refused
 
 _LAZY = {
     "Client": "stageline.runner._client",
@@ -29,6 +30,7 @@ _LAZY = {
     "LiveStream": "stageline.runner._live",
     "live_stream": "stageline.runner._live",
     "check_inbox_answer": "stageline.runner._interrupts",
+    "ci_wait_refused": "stageline.runner._wait_pick",
     "open_services": "stageline.runner._services",
     "PRUNED_BY_DEFAULT": "stageline.runner._retention",
     "PruneReport": "stageline.runner._retention",
@@ -64,6 +66,7 @@ __all__ = [
     "RunSummary",
     "Runner",
     "check_inbox_answer",
+    "ci_wait_refused",
     "connect",
     "live_stream",
     "new_run_id",

@@ -128,7 +128,8 @@ class Graphs:
             raise InputError(f"{reserved[0]!r} is reserved for stageline")
         if new_run:
             template.check_required(inputs)
-        template.check_inputs(inputs)  # the template's own checks (paths, git, harness)
+        # The template's own checks (paths, git, harness, the project's forge settings).
+        inputs = template.check_inputs(inputs, self.settings)
         if isinstance(template, GraphTemplate):
             inputs = template.typed_inputs(inputs)
         else:

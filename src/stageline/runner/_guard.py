@@ -41,6 +41,16 @@ def waits_for_person(run: Run, waits: Sequence[Wait], doing: str) -> WaitsForPer
     kind = wait.kind if wait is not None else WaitKind.GATE
     name = wait.name if wait is not None else "a person"
     route = decision_route(run.run_id, kind)
+    if kind is WaitKind.CI:  # no person's to give: the forge completes it
+        return WaitsForPerson(
+            f"run {run.run_id} waits on CI ({run.status}), so {doing}: only the forge's "
+            "answer (its webhook, or polling) moves it on; to stop it: "
+            f"`stageline cancel {run.run_id}`",
+            run_id=run.run_id,
+            kind=str(kind),
+            name=name,
+            route=f"POST /v1/runs/{run.run_id}/cancel",
+        )
     noun = {WaitKind.GATE: "gate", WaitKind.INTERRUPT: "interrupt"}.get(kind, "question set")
     said = f"{noun} {name!r}"
     how = "decide" if kind is WaitKind.GATE else "answer"

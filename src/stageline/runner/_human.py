@@ -9,7 +9,7 @@ runner's own claim-and-advance. What the sweeper decides on a deadline takes the
 from __future__ import annotations
 
 import getpass
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from langgraph.types import Command
@@ -32,6 +32,7 @@ from stageline.runner._reads import pending_waits, waiting_on
 from stageline.runner._services import Services
 from stageline.runner._support import RunSummary
 from stageline.runner._trust import check_checkpoint
+from stageline.runner._wait_pick import bound_wait, names_wait, pick_wait
 from stageline.runner._waits import round_event, what
 from stageline.stages import validate_answers
 
@@ -248,12 +249,58 @@ class Decisions:
         wait: Wait | None,
         bind: tuple[str | None, float | None] = (None, None),
     ) -> RunSummary:
+        apply = await self._record(
+            run_id,
+            kind,
+            name,
+            respond,
+            note=note,
+            services=services,
+            force=force,
+            wait=wait,
+            bind=bind,
+        )
+        return await apply()
+
+    async def complete_ci(
+        self, run_id: str, wait: Wait, result: Mapping[str, Any], *, actor: str
+    ) -> Callable[[], Awaitable[RunSummary]]:
+        """Record that the CI run a CI wait waits on ended (``result``: its id, conclusion,
+        url, head sha), by ``actor`` (the forge), and claim the run; returns the advance that
+        applies it (the caller may run it later: the run holds its lease till then)."""
+
+        def respond(run: Run, found: Wait) -> dict[str, Any]:
+            if found.attempt != run.attempt:
+                raise StaleDecision(
+                    f"stale: {what(found)} was asked in attempt "
+                    f"{found.attempt}, the run is at attempt {run.attempt}"
+                )
+            return {"ci": plain(dict(result)), "actor": actor}
+
+        return await self._record(
+            run_id, WaitKind.CI, None, respond, note=None, services=None, force=False, wait=wait
+        )
+
+    async def _record(
+        self,
+        run_id: str,
+        kind: WaitKind,
+        name: str | None,
+        respond: Callable[[Run, Wait], dict[str, Any]],
+        *,
+        note: str | None,
+        services: Mapping[str, Any] | None,
+        force: bool,
+        wait: Wait | None,
+        bind: tuple[str | None, float | None] = (None, None),
+    ) -> Callable[[], Awaitable[RunSummary]]:
+        """Check and record the response, and claim the run; returns the advance applying it."""
         run = await self.ledger.get_run(run_id)
         waits = await self.ledger.waits(run_id)
         if wait is None and (bind[0] is not None or bind[1] is not None):
-            wait = _bound(waits, kind, name, run_id, *bind)
+            wait = bound_wait(waits, kind, name, run_id, *bind)
         if wait is None:
-            mine = [w for w in waits if w.kind is kind and (name is None or _named(w, name))]
+            mine = [w for w in waits if w.kind is kind and (name is None or names_wait(w, name))]
             taken = [w for w in mine if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
             latest = max(taken, key=lambda w: w.decided_at or 0) if taken else None
             if (
@@ -270,7 +317,7 @@ class Decisions:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self.graphs.checked(run, force)
         services = await self.services.resolve(services)
-        found = wait or _pick(
+        found = wait or pick_wait(
             [w for w in waits if w.status is WaitStatus.PENDING], kind, name, run_id
         )
         response = {**respond(run, found), "token": found.token}
@@ -340,14 +387,18 @@ class Decisions:
         # The graph's own interrupt() returns the value as it is; stageline's nodes check the
         # whole response (its token binds it to the round).
         resume = response["value"] if kind is WaitKind.INTERRUPT else response
-        return await self.advancer.advance(
-            run,
-            made,
-            Command(resume={found.interrupt_id: resume}),
-            services,
-            holder=holder,
-            earlier=earlier,
-        )
+
+        def apply() -> Awaitable[RunSummary]:
+            return self.advancer.advance(
+                run,
+                made,
+                Command(resume={found.interrupt_id: resume}),
+                services,
+                holder=holder,
+                earlier=earlier,
+            )
+
+        return apply
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -383,76 +434,3 @@ class Decisions:
             await self.ledger.finish_effect(run_id, node, key, result)
         else:
             await self.ledger.forget_effect(run_id, node, key)
-
-
-def _bound(
-    waits: list[Wait],
-    kind: WaitKind,
-    name: str | None,
-    run_id: str,
-    wait_id: str | None,
-    seen_at: float | None,
-) -> Wait | None:
-    """The pending round a decision binds to: of visit ``wait_id``, else of the visit that was
-    waiting at ``seen_at``. ``AlreadyDecided`` (naming the winner) when that visit was decided
-    meanwhile; None when ``seen_at`` precedes every visit (decide on what waits now)."""
-    mine = [w for w in waits if w.kind is kind and (name is None or _named(w, name))]
-    if wait_id is not None:
-        visit = [w for w in mine if w.wait_id == wait_id]
-        if not visit and kind is not WaitKind.GATE and len(wait_id) >= 6:  # a shown prefix
-            ids = {w.wait_id for w in mine if w.wait_id.startswith(wait_id)}
-            visit = [w for w in mine if w.wait_id in ids] if len(ids) == 1 else []
-        if not visit:
-            raise InvalidTransition(f"run {run_id} has no {kind} wait {wait_id!r}")
-    else:
-        pending = [w for w in mine if w.status is WaitStatus.PENDING]
-        if not pending:
-            return None  # nothing waits: the caller's checks say who came first
-        current = _pick(pending, kind, name, run_id)
-        assert seen_at is not None
-        if current.requested_at <= seen_at:
-            return current
-        # The run came to this wait after the caller looked: they saw an earlier visit.
-        earlier = [w for w in mine if w.name == current.name and w.requested_at <= seen_at]
-        if not earlier:
-            return None
-        latest = max(earlier, key=lambda w: w.requested_at)
-        visit = [w for w in mine if w.wait_id == latest.wait_id]
-    last = max(visit, key=lambda w: w.round)
-    if last.status is WaitStatus.PENDING:
-        return last
-    decided = [w for w in visit if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
-    if decided:
-        raise already_decided(max(decided, key=lambda w: w.round))
-    raise StaleDecision(
-        f"{what(last)} of run {run_id} is no longer waiting ({last.status}"
-        + (f": {last.reason}" if last.reason else "")
-        + "); look again with "
-        f"`stageline pending {run_id}`"
-    )
-
-
-def _pick(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str) -> Wait:
-    """The pending wait a decision or answer is for."""
-    mine = [w for w in pending if w.kind is kind and (name is None or _named(w, name))]
-    noun = {WaitKind.GATE: "gate", WaitKind.QUESTION: "question set"}.get(kind, "interrupt")
-    if not mine:
-        others = ", ".join(f"{w.kind} {w.name}" for w in pending) or "nothing"
-        named = f" {name!r}" if name else ""
-        raise InvalidTransition(
-            f"run {run_id} is not waiting at a {noun}{named} (it waits on: {others})"
-        )
-    if len(mine) > 1:
-        names = ", ".join(w.name if kind is WaitKind.GATE else w.wait_id for w in mine)
-        flag = {WaitKind.GATE: "--gate", WaitKind.QUESTION: "--question"}.get(kind, "--wait")
-        raise UsageError(
-            f"run {run_id} waits at {len(mine)} {noun}s ({names}); say which with {flag}"
-        )
-    return mine[0]
-
-
-def _named(wait: Wait, name: str) -> bool:
-    """Whether ``name`` names this wait: the gate or node name, or its id (or a prefix of it)."""
-    return name in (wait.name, wait.wait_id) or (
-        wait.kind is not WaitKind.GATE and len(name) >= 6 and wait.wait_id.startswith(name)
-    )

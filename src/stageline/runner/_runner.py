@@ -10,7 +10,9 @@ run's life, and each given what it needs when the runner is made:
 - ``decisions`` (``Decisions``) and ``sweeper`` (``Sweeper``): people's decisions and answers,
   and what deadlines decide;
 - ``checkpoint_history`` (``History``) and ``edits`` (``Edits``): checkpoints, forks, state edits;
-- ``retention`` (``Retention``): deleting runs.
+- ``retention`` (``Retention``): deleting runs;
+- ``schedules`` (``Schedules``) and ``forge_ci`` (``ForgeCi``): schedules that fire, and CI
+  waits the forge completes (webhooks, polling).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from stageline.llm import ChatModel
 from stageline.runner._advance import Advancer
 from stageline.runner._deadlines import Sweeper
 from stageline.runner._edit import Edits
+from stageline.runner._forge_ci import ForgeCi
 from stageline.runner._graphs import GRAPH_CACHE_SIZE, Graphs
 from stageline.runner._history import History
 from stageline.runner._human import DecisionOptions, Decisions
@@ -84,6 +87,8 @@ class Runner:
         self.retention = Retention(settings, backend)
         self.schedules = Schedules(self.ledger, self.graphs, self.lifecycle)
         """Schedules: ``add`` one, ``fire_due`` the due ones (see ``_schedules``)."""
+        self.forge_ci = ForgeCi(self.ledger, self.decisions, self.services.forge)
+        """CI waits: ``on_webhook`` and ``poll_due`` complete them (see ``_forge_ci``)."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -147,8 +152,12 @@ class Runner:
         return self.advancer.drain(reason)
 
     async def close_services(self) -> None:
-        """Close the configured services, if they were opened (``Runner.open`` does this)."""
-        await self.services.close()
+        """Close the configured services, if they were opened (``Runner.open`` does this),
+        once the advances started by completed CI waits have stopped."""
+        try:
+            await self.forge_ci.aclose()
+        finally:
+            await self.services.close()
 
     # -- templates --------------------------------------------------------------------------
 

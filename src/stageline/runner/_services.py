@@ -18,11 +18,15 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from stageline.errors import ConfigError
+from stageline.runner._forge import ForgeAccess
 
 if TYPE_CHECKING:
     from stageline.config import Settings
 
-__all__ = ["Services", "load_factory", "open_services"]
+__all__ = ["SERVICE_FORGE", "Services", "load_factory", "open_services"]
+
+SERVICE_FORGE = "forge"
+"""The service name of ``[github]``'s settings and client (``ForgeAccess``)."""
 
 
 def load_factory(spec: str, root: Any = None) -> Any:
@@ -85,14 +89,18 @@ class Services:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        github = getattr(settings, "github", None)
+        self.forge = ForgeAccess(settings) if github is not None and github.enabled else None
+        """``[github]``'s settings and client (the ``forge`` service), when it is configured."""
         self._made: Mapping[str, Any] | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._lock: asyncio.Lock | None = None
 
     async def resolve(self, given: Mapping[str, Any] | None) -> Mapping[str, Any]:
-        """The configured services, with ``given`` over them."""
+        """The configured services, with ``given`` over them (and ``forge``, with [github])."""
+        builtin: dict[str, Any] = {} if self.forge is None else {SERVICE_FORGE: self.forge}
         if not getattr(self.settings, "services", None):
-            return dict(given or {})
+            return {**builtin, **(given or {})}
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -104,10 +112,14 @@ class Services:
                     await stack.aclose()
                     raise
                 self._stack, self._made = stack, made
-        return {**self._made, **(given or {})}
+        return {**builtin, **self._made, **(given or {})}
 
     async def close(self) -> None:
         """Close the configured services, if they were opened (``Runner.open`` does this)."""
         stack, self._stack, self._made = self._stack, None, None
-        if stack is not None:
-            await stack.aclose()
+        try:
+            if stack is not None:
+                await stack.aclose()
+        finally:
+            if self.forge is not None:
+                await self.forge.aclose()

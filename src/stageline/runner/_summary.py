@@ -34,7 +34,7 @@ class RunSummary:
 
     @property
     def waiting(self) -> list[Wait]:
-        """What the run waits on: pending gates and question sets."""
+        """What the run waits on: pending gates, question sets, interrupts, CI."""
         return [w for w in self.waits if w.status is WaitStatus.PENDING]
 
     def to_dict(self) -> dict[str, Any]:
@@ -45,6 +45,7 @@ class RunSummary:
             "decisions": [w.to_dict() for w in self.waits if w.kind is WaitKind.GATE],
             "questions": [w.to_dict() for w in self.waits if w.kind is WaitKind.QUESTION],
             "interrupts": [w.to_dict() for w in self.waits if w.kind is WaitKind.INTERRUPT],
+            "ci": [w.to_dict() for w in self.waits if w.kind is WaitKind.CI],
             "checkpoint_error": self.checkpoint_error,
             "lineage": {
                 "forked_from": self.lineage.to_dict() if self.lineage else None,

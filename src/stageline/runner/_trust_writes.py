@@ -21,10 +21,11 @@ def _plain(value: Any) -> Any:
 
 
 def human_payload(value: Any) -> Mapping[str, Any] | None:
-    """The interrupt payload of a gate or question node, or None for any other interrupt."""
+    """The interrupt payload of a gate, a question node or a CI wait (stageline's own), or None
+    for any other interrupt."""
     if (
         isinstance(value, Mapping)
-        and value.get("kind") in ("gate", "question")
+        and value.get("kind") in ("gate", "question", "ci")
         and "node" in value
         and "attempt" in value
     ):

@@ -88,6 +88,8 @@ def what(wait: Wait) -> str:
         return f"gate {wait.name!r}"
     if wait.kind is WaitKind.INTERRUPT:
         return f"interrupt {wait.wait_id[:8]} at {wait.name!r}"
+    if wait.kind is WaitKind.CI:
+        return f"the CI wait at {wait.node!r}"
     return f"question set {wait.wait_id} (turn {wait.payload.get('turn', '?')})"
 
 
@@ -101,11 +103,12 @@ def _wait_from(
         return interrupt_wait(run, interrupt, places.get(str(interrupt.id)), now, policy)
     gate = value["kind"] == "gate"
     name = str(value["gate"] if gate else value["name"])
+    by_interrupt = value["kind"] in ("gate", "ci")  # no id of their own: the interrupt's
     overrides = run.inputs.get(DEADLINES_INPUT) or {}
     seconds = float(overrides.get(name) or value.get("deadline") or 0) or None
     return Wait(
         run_id=run.run_id,
-        wait_id=interrupt.id if gate else str(value["question_id"]),
+        wait_id=interrupt.id if by_interrupt else str(value["question_id"]),
         kind=WaitKind(value["kind"]),
         name=name,
         node=str(value["node"]),
@@ -348,6 +351,27 @@ def _asked_event(wait: Wait) -> Event:
                 "attempt": wait.attempt,
                 "state_hash": wait.state_hash,
                 "deadline_at": wait.deadline_at,
+            },
+        )
+    if wait.kind is WaitKind.CI:
+        ci = wait.payload.get("ci") or {}
+        on = (
+            f"CI run {ci['id']}"
+            if ci.get("id")
+            else f"the checks of {ci.get('head_sha', '?')[:12]}"
+        )
+        return Event(
+            run_id=wait.run_id,
+            kind="ci.waiting",
+            node=wait.node,
+            message=f"waiting on CI: {on} in {ci.get('repository')}"
+            + (f" ({ci['url']})" if ci.get("url") else ""),
+            data={
+                "wait_id": wait.wait_id,
+                "ci_run_id": ci.get("id"),
+                "ci_url": ci.get("url"),
+                "head_sha": ci.get("head_sha"),
+                "build_round": ci.get("build_round"),
             },
         )
     if wait.kind is WaitKind.INTERRUPT:

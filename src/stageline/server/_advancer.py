@@ -170,6 +170,7 @@ class Advancer:
                 if self._queue is None:  # on Postgres the job queue's loop fires them
                     for run_id in await self.runner.schedules.fire_due():
                         self.advance(run_id)
+                    await self.runner.forge_ci.poll_due()  # CI waits that ended go on
                 taken = await self.recover()
                 if taken:
                     _log.warning("resuming %d run(s) left behind: %s", len(taken), ", ".join(taken))

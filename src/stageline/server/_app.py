@@ -20,6 +20,7 @@ from stageline.server._limits import BodyLimit, StrictJson
 from stageline.server._notify import RunNotifier
 from stageline.server.api import ROUTERS
 from stageline.server.chat import chat_running, install_chat
+from stageline.server.forge import forge_running, install_forge
 from stageline.server.langgraph import ROUTERS as LANGGRAPH_ROUTERS
 from stageline.server.ui import install_ui
 
@@ -69,6 +70,7 @@ def create_app(
             await advancer.start()
             stack.push_async_callback(advancer.aclose)
             await stack.enter_async_context(chat_running(app, opened))  # Slack, decision links
+            await stack.enter_async_context(forge_running(app, opened, advancer))  # GitHub
             yield
 
     app = FastAPI(
@@ -89,6 +91,7 @@ def create_app(
         app.include_router(router)
     install_ui(app)  # the dashboard at /ui/ (its own session auth); / redirects there
     install_chat(app)
+    install_forge(app)  # POST /v1/github/webhook: GitHub's signature, no token
     app.add_middleware(StrictJson)  # inside BodyLimit: it reads bodies already bounded
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(SecurityHeaders)  # outermost: every response, a 413 too, gets them

@@ -81,12 +81,13 @@ class NodeRecordOut(BaseModel):
 
 
 class WaitOut(BaseModel):
-    """A gate, question set or interrupt: what was asked and what a person said."""
+    """A gate, question set or interrupt: what was asked and what a person said; or a wait
+    for CI (``kind`` ``ci``), which the forge answers."""
 
     run_id: str
     wait_id: str
     round: int
-    kind: Literal["gate", "question", "interrupt"]
+    kind: Literal["gate", "question", "interrupt", "ci"]
     name: str
     node: str
     attempt: int
@@ -110,6 +111,9 @@ class WaitOut(BaseModel):
     answer: Any = None
     """What a person answered an interrupt with (the value its ``interrupt()`` returned)."""
     state_hash: str | None = None
+    ci: dict[str, Any] | None = None
+    """How the CI a ``ci`` wait waited on ended, as the forge said (its run id, conclusion,
+    url)."""
 
 
 class EffectOut(BaseModel):
@@ -156,6 +160,8 @@ class RunDetail(SummaryOut):
     questions: list[WaitOut]
     interrupts: list[WaitOut] = []
     """Every interrupt the graph made itself, and what each was answered with."""
+    ci: list[WaitOut] = []
+    """Every wait for CI (forge mode): the commit and CI run waited on, and how it ended."""
     effects: list[EffectOut]
     lineage: dict[str, Any] | None = Field(
         None,

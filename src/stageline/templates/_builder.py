@@ -78,6 +78,7 @@ class Template:
         self._gates: dict[str, GateSpec] = {}
         self._questions: dict[str, QuestionSpec] = {}
         self._input_checks: list[Callable[[Mapping[str, Any]], None]] = []
+        self._settings_checks: list[Callable[..., Any]] = []
         self._required: dict[str, str] = {}
         self._subgraphs: dict[str, Any] = {}
         """Nodes that run a LangGraph graph as it is (``add_graph``): node -> its builder."""
@@ -231,16 +232,22 @@ class Template:
         self._touch()
         return self
 
-    def add_input_check(self, check: Callable[[Mapping[str, Any]], None]) -> Template:
+    def add_input_check(self, check: Callable[..., Any], *, settings: bool = False) -> Template:
         """Check a run's inputs before the run exists: ``check(inputs)`` raises ``InputError``
-        naming the input at fault (a missing path, a missing required input)."""
-        self._input_checks.append(check)
+        naming the input at fault (a missing path, a missing required input). ``settings``:
+        ``check(inputs, settings)`` runs first, and may return inputs it fills in."""
+        (self._settings_checks if settings else self._input_checks).append(check)
         return self
 
-    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
-        """Run the template's input checks (the runner calls this before creating a run)."""
+    def check_inputs(self, inputs: Mapping[str, Any], settings: Any = None) -> dict[str, Any]:
+        """Run the template's input checks (the runner calls this before creating a run);
+        returns the inputs with what the checks of the project's ``settings`` filled in."""
+        filled = dict(inputs)
+        for given in self._settings_checks:
+            filled.update({k: v for k, v in (given(filled, settings) or {}).items()})
         for check in self._input_checks:
-            check(inputs)
+            check(filled)
+        return filled
 
     def require_input(self, key: str, what: str = "") -> Template:
         """Declare ``key`` an input every run needs (``what`` it is, for the error); the state

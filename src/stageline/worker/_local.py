@@ -126,11 +126,14 @@ async def _loop(
             if time.monotonic() - scheduled >= SCHEDULE_EVERY:  # their runs are queued ones
                 scheduled = time.monotonic()
                 await _quietly(runner.schedules.fire_due())
+                await _quietly(runner.forge_ci.poll_due())  # CI waits: their runs go on
             if len(busy) < concurrency:
                 queued = [r for r in await _queued(runner, skipped) if r not in busy]
                 if queued:  # the oldest one nobody advances yet
                     busy[queued[0]] = asyncio.create_task(_advance(runner, queued[0], skipped))
                     continue
+            if runner.forge_ci.busy:  # runs going on after their CI ended, in tasks of its own
+                idle_since = time.monotonic()
             if busy:
                 idle_since = time.monotonic()
                 await asyncio.wait(
@@ -145,6 +148,9 @@ async def _loop(
                 pruned = now
                 await _quietly(runner.prune(older_than=retention))
             if idle_exit is not None and now - idle_since > idle_exit:
+                if await _quietly_true(runner.forge_ci.polls()):  # CI waits: it polls them
+                    idle_since = time.monotonic()
+                    continue
                 fcntl.flock(held, fcntl.LOCK_UN)  # first let go, then look a last time
                 if not await _queued(runner, skipped):
                     return
@@ -192,6 +198,14 @@ async def _advance(runner: Runner, run_id: str, skipped: set[str]) -> None:
         else:
             nodes = ", ".join(f"{r.node} {r.status}" for r in summary.records)
             out.write(f"run {run_id} is {summary.status}; nodes: {nodes}\n")
+
+
+async def _quietly_true(work: Awaitable[bool]) -> bool:
+    try:
+        return await work
+    except StagelineError:
+        _log.warning("periodic work failed", exc_info=True)
+        return False
 
 
 async def _quietly(work: Awaitable[object]) -> None:

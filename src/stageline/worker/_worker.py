@@ -179,12 +179,14 @@ async def _adopt_queued(app: App, runner: Runner) -> None:
 async def _fire_schedules(
     app: App, runner: Runner, stopping: asyncio.Event, every: float = SCHEDULE_EVERY
 ) -> None:
-    """Fire the schedules that are due, every ``every`` seconds, and queue their runs: every
-    worker looks, and the ledger lets one fire each due time."""
+    """Fire the schedules that are due, every ``every`` seconds, and queue their runs; poll the
+    CI waits that are due: every worker looks, and the ledger lets one fire each due time and
+    make each poll."""
     while not stopping.is_set():
         try:
             for run_id in await runner.schedules.fire_due():
                 await defer_run(app, run_id)
+            await runner.forge_ci.poll_due()  # CI waits that ended: their runs go on here
         except Exception:  # the database went away for a moment: look again next time
             _log.warning("could not fire the schedules that are due", exc_info=True)
         with contextlib.suppress(TimeoutError):

@@ -165,6 +165,7 @@ async def get_run(run_id: RunId, runner: RunnerDep, _: Reader) -> RunDetail:
         decisions=[wait_out(w) for w in summary.waits if w.kind is WaitKind.GATE],
         questions=[wait_out(w) for w in summary.waits if w.kind is WaitKind.QUESTION],
         interrupts=[wait_out(w) for w in summary.waits if w.kind is WaitKind.INTERRUPT],
+        ci=[wait_out(w) for w in summary.waits if w.kind is WaitKind.CI],
         effects=[
             EffectOut.model_validate(jsonable(e.to_dict()))
             for e in await runner.ledger.effects(run_id)

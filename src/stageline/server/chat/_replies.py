@@ -125,11 +125,10 @@ async def _nothing_waits(chat: ChatRuntime, run_id: str, asks: int, gates: Seque
         return f"This run waits at gate {gates[0]}: decide with its message's buttons."
     if asks > 1:
         return "This run waits at several places; answer each from its own message's buttons."
-    settled = [
-        w
-        for w in await chat.runner.ledger.waits(run_id)
-        if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)
-    ]
+    waits = await chat.runner.ledger.waits(run_id)
+    if any(w.kind is WaitKind.CI and w.status is WaitStatus.PENDING for w in waits):
+        return "This run waits on CI, which GitHub completes; your reply answered nothing."
+    settled = [w for w in waits if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
     if settled:
         last = max(settled, key=lambda w: w.decided_at or 0)
         return (

@@ -22,6 +22,7 @@ from stageline.events._links import find_wait
 from stageline.ledger import LedgerStore, Wait
 from stageline.ledger.records import Event
 from stageline.server.chat._render import (
+    esc,
     escalation_text,
     milestone_text,
     retired,
@@ -29,6 +30,7 @@ from stageline.server.chat._render import (
     wait_blocks,
 )
 from stageline.server.chat._settings import ChatSettings
+from stageline.server.forge import fact_line, forge_fact, slack_link
 
 __all__ = ["METADATA_EVENT", "MILESTONES", "SLACK_POLICY", "SlackSink"]
 
@@ -223,8 +225,9 @@ class SlackSink:
         if kind.endswith(".reminded"):
             await self.post(run_id, f"event:{event.seq}", f"⏰ {event.message or kind}", None)
             return
-        if kind == "stage.log" and event.data.get("ci_run_id"):  # CI runs, failures, rebuilds
-            await self.post(run_id, f"event:{event.seq}", f"🔧 {event.message or kind}", None)
+        if forge_fact(event):  # CI runs, failures, rebuilds; the pull request: a line + link
+            text = fact_line(event, slack_link, esc) or kind
+            await self.post(run_id, f"event:{event.seq}", text, None)
             return
         if kind.endswith(".expired"):  # a deadline's last step, told in the thread
             await self.post(run_id, f"event:{event.seq}", f"⌛ {event.message or kind}", None)

@@ -25,7 +25,14 @@ from starlette.requests import HTTPConnection
 
 from stageline.errors import RunNotFound, StagelineError
 from stageline.ledger import ApiRun, ApiRunStatus, Assistant, Run, RunStatus, Wait, WaitKind
-from stageline.runner import Runner, RunSummary, check_inbox_answer, live_stream, run_context
+from stageline.runner import (
+    Runner,
+    RunSummary,
+    check_inbox_answer,
+    ci_wait_refused,
+    live_stream,
+    run_context,
+)
 from stageline.server._advancer import Advancer
 from stageline.server.langgraph._assistants import find_assistant
 from stageline.server.langgraph._events import EventLog
@@ -387,10 +394,18 @@ def _gate_decision(value: Any) -> tuple[str, str | None]:
     return decision, note
 
 
+async def _refuse_ci(runner: Runner, run_id: str) -> None:
+    """409 naming the rule when the thread waits on CI: only the forge completes that."""
+    for wait in await runner.ledger.pending_waits(run_id=run_id):
+        if wait.kind is WaitKind.CI:
+            raise HTTPException(409, str(ci_wait_refused(run_id, wait)))
+
+
 async def _resume(runner: Runner, advancer: Advancer, run: Run, resume: Any, actor: str) -> Work:
     run_id = run.run_id
     pending = await runner.pending(run_id)
     if not pending:
+        await _refuse_ci(runner, run_id)
         raise HTTPException(409, f"thread {run_id} waits on nothing any more")
     wait, value = _chosen(pending, resume)
     value = inbox_resume(wait, value)  # an Agent Inbox response: the decision or answers

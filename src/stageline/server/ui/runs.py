@@ -62,7 +62,7 @@ async def _runs_context(
         if run.status in (RunStatus.WAITING, RunStatus.PARKED):
             pending = await runner.ledger.pending_waits(run_id=run.run_id)
             waits[run.run_id] = ", ".join(
-                f"{'question' if w.kind is WaitKind.QUESTION else w.kind} {w.name}" for w in pending
+                "CI" if w.kind is WaitKind.CI else f"{w.kind} {w.name}" for w in pending
             )
     params = [("status", s) for s in wanted] + [
         (k, v)
@@ -176,6 +176,7 @@ async def _run_context(request: Request, run_id: str, *, full: bool) -> dict[str
         gates=[w for w in summary.waits if w.kind is WaitKind.GATE],
         questions=[w for w in summary.waits if w.kind is WaitKind.QUESTION],
         interrupts=[w for w in summary.waits if w.kind is WaitKind.INTERRUPT],
+        ci_waits=[w for w in summary.waits if w.kind is WaitKind.CI],
         lineage=summary.lineage,
         forks=summary.forks,
         steps=sorted({h.step for h in history if h.step >= 0}),

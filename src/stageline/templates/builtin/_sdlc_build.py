@@ -32,12 +32,21 @@ from stageline.operations import (
     OperationInputs,
     PostStep,
     add_apply,
+    apply_changes,
     operation_stage,
 )
 from stageline.stages import StageContext, stage
 from stageline.templates._builder import END, Template
 from stageline.templates._park import add_park
 from stageline.templates.builtin._checks import git_folder, harness_spec, path_input
+from stageline.templates.builtin._sdlc_forge import (
+    forge_inputs,
+    forge_mode,
+    forge_publish,
+    open_pull_request,
+    push_and_wait,
+    verify_forge,
+)
 
 __all__ = [
     "CI_FILE",
@@ -69,6 +78,20 @@ class BuildInputs(OperationInputs, total=False):
     build_feedback: str
     """What the last CI run said, for the next build to fix."""
     pr_summary_path: str
+    forge_repo: str
+    """Forge mode: ``OWNER/NAME``, one of ``[github.repositories]`` (see ``_sdlc_forge``)."""
+    issue_number: int
+    """Forge mode: the issue the task came from, if any."""
+    ci_url: str
+    ci_kind: str
+    pushed_sha: str
+    pr_url: str
+    pr_number: int
+    pr_node_id: str
+    pr_state: str
+    """``draft``, ``ready`` or ``merged``."""
+    apply_action: str
+    """Forge mode: what approving the ``apply`` gate does to the pull request."""
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -173,7 +196,10 @@ def _ci_command(state: Any, services: Any) -> str:
 
 @stage(name="sdlc.dispatch", capability="ci", cost_class="low")
 async def dispatch(state: Any, ctx: StageContext) -> dict[str, Any]:
-    """Run the CI command in the worktree; its log and conclusion are kept under a run id."""
+    """Run the CI command in the worktree; its log and conclusion are kept under a run id
+    (forge mode: push the branch, start CI on GitHub, and wait for it)."""
+    if forge_mode(state):
+        return await push_and_wait(state, ctx)
     worktree = Path(state["worktree"])
     command = _ci_command(state, ctx.services)
     ci_run_id = f"{ctx.run_id}-ci{state.get('build_round', 1)}"
@@ -219,6 +245,8 @@ async def dispatch(state: Any, ctx: StageContext) -> dict[str, Any]:
 @stage(name="sdlc.verify", capability="review", cost_class="none")
 async def verify(state: Any, ctx: StageContext) -> dict[str, Any]:
     """Read the CI run's conclusion; a failure becomes the next build's feedback."""
+    if forge_mode(state):
+        return await verify_forge(state, ctx)
     record = json.loads((ctx.run_dir / "ci" / f"{state['ci_run_id']}.json").read_text())
     if record["conclusion"] == "success":
         return {"ci_conclusion": "success", "build_feedback": ""}
@@ -251,7 +279,9 @@ def _write(ctx: StageContext, name: str, text: str) -> str:
 
 @stage(name="sdlc.approved", capability="publish", cost_class="none")
 async def approved(state: Any, ctx: StageContext) -> dict[str, Any]:
-    """A summary ready for a pull request of the branch."""
+    """A summary ready for a pull request of the branch (forge mode: a draft pull request)."""
+    if forge_mode(state):
+        return await open_pull_request(state, ctx)
     base, commit = state.get("base_commit", ""), state.get("commit", "")
     stat = _git(Path(state["worktree"]), "diff", "--stat", f"{base}..{commit}") if base else ""
     text = "\n".join(
@@ -285,6 +315,16 @@ async def approved(state: Any, ctx: StageContext) -> dict[str, Any]:
     return {"outcome": "approved", "pr_summary_path": _write(ctx, "pull_request.md", text)}
 
 
+@stage(name="sdlc.apply", capability="publish", cost_class="none")
+async def apply(state: Any, ctx: StageContext) -> dict[str, Any]:
+    """Bring the branch's changes into the checkout (forge mode: the pull request is marked
+    ready for review, and merged where the repository allows)."""
+    if forge_mode(state):
+        return await forge_publish(state, ctx)
+    done: dict[str, Any] = await apply_changes.fn(state, ctx)  # type: ignore[misc]
+    return done
+
+
 @stage(name="sdlc.build_parked", capability="escalation", cost_class="none")
 async def build_parked(state: Any, ctx: StageContext) -> dict[str, Any]:
     """The end of a run whose builds ran out of rounds: a summary for a person."""
@@ -309,10 +349,17 @@ def add_build_half(template: Template, *, after: str = "plan_approved") -> Templ
     template.add_route(after, _route_plan, {"build": "build", "end": END})
     template.add_sequence("build", "dispatch", "verify")
     template.add_route("verify", route_verify, {"approved": "approved", "build": "build"})
-    add_apply(template, after="approved")  # a person brings the verified branch in
+    # A person brings the verified branch in (forge mode: publishes the pull request).
+    add_apply(
+        template,
+        after="approved",
+        apply=apply,
+        show=("branch", "changes", "pr_url", "apply_action"),
+    )
     template.add_loop(
         "build_verify", head="build", max_iterations=MAX_BUILDS, on_exhausted="build_parked"
     )
+    template.add_input_check(forge_inputs, settings=True)  # fills `repo` in forge mode
     template.add_input_check(path_input("repo", kind="folder"))
     template.add_input_check(git_folder("repo", needs_commit=True))
     template.add_input_check(harness_spec)
