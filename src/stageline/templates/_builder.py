@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import itertools
 import json
 import sys
@@ -15,7 +14,14 @@ from langgraph.graph import END, START, StateGraph
 
 from stageline.errors import TemplateError
 from stageline.stages import LOOPS_KEY, RESERVED_KEYS, Budget, RunContext, Stage, make_node
-from stageline.templates._graphs import _get, _graph_shape, _hints, _stable_repr, _with_loops
+from stageline.templates._graphs import (
+    _code_hasher,
+    _get,
+    _graph_shape,
+    _hints,
+    _stable_repr,
+    _with_loops,
+)
 from stageline.templates._human import WaitNode, gate_node, question_node
 from stageline.templates._inputs import check_required, required_keys
 from stageline.templates._shape import (
@@ -336,18 +342,7 @@ class Template:
     def digest(self) -> str:
         """A hash of the graph's shape, stage options and stage code."""
 
-        seen: dict[int, tuple[Any, str]] = {}
-
-        def code(fn: Any) -> str:
-            hit = seen.get(id(fn))  # one stage behind many nodes: read its source once
-            if hit is None:
-                try:
-                    text = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
-                except (OSError, TypeError):
-                    text = getattr(fn, "__qualname__", repr(fn))
-                hit = seen[id(fn)] = (fn, text)
-            return hit[1]
-
+        code = _code_hasher()  # one stage behind many nodes: its source read once
         shape = {
             "name": self.name,
             "state": sorted((k, _stable_repr(v)) for k, v in _hints(self.state).items()),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypedDict, get_args, get_origin, get_type_hints
 
 from langgraph.graph import END
@@ -38,6 +40,23 @@ def _stable_repr(value: Any) -> str:
     if hasattr(value, "_asdict"):  # NamedTuple, e.g. LangGraph's RetryPolicy
         return f"{type(value).__name__}({_stable_repr(list(value._asdict().items()))})"
     return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
+
+
+def _code_hasher() -> Callable[[Any], str]:
+    """A hash of a function's source (its qualified name when it has none), each read once."""
+    seen: dict[int, tuple[Any, str]] = {}
+
+    def code(fn: Any) -> str:
+        hit = seen.get(id(fn))
+        if hit is None:
+            try:
+                text = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
+            except (OSError, TypeError):
+                text = getattr(fn, "__qualname__", repr(fn))
+            hit = seen[id(fn)] = (fn, text)  # fn kept: its id stays its own while hashing
+        return hit[1]
+
+    return code
 
 
 def _graph_shape(builder: Any) -> list[Any]:

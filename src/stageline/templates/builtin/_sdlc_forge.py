@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from langgraph.types import interrupt
 
-from stageline.errors import ConfigError, InputError, OperationFailed
+from stageline.errors import ConfigError, InputError, RunError
 from stageline.operations import FailurePhase
 from stageline.stages import StageContext
 
@@ -157,8 +157,16 @@ async def _dispatch(
     return {"known_ids": before, **({"id": found.id, "url": found.url} if found else {})}
 
 
-def _fail(phase: FailurePhase, what: str, exc: BaseException) -> OperationFailed:
-    return OperationFailed(f"{what}: {exc}", str(phase))
+class ForgeStepFailed(RunError):
+    """A forge step (push, CI, pull request) failed; its node's record names the phase."""
+
+    def __init__(self, summary: str, phase: FailurePhase) -> None:
+        super().__init__(summary)
+        self.failure_phase = str(phase)
+
+
+def _fail(phase: FailurePhase, what: str, exc: BaseException) -> ForgeStepFailed:
+    return ForgeStepFailed(f"{what}: {exc}", phase)
 
 
 async def push_and_wait(state: Any, ctx: StageContext) -> dict[str, Any]:
