@@ -42,6 +42,7 @@ async def test_every_answer_reads_as_githubs_description_says(
     fake_github.complete(run.id)
     read["run"] = await rest.actions.async_get_workflow_run(owner, name, run.id)
     read["jobs"] = await rest.actions.async_list_jobs_for_workflow_run(owner, name, run.id)
+    fake_github.silent_apps = ["dependabot"]  # and an app's suite with no check runs
     read["suites"] = await rest.checks.async_list_suites_for_ref(owner, name, run.head_sha)
     created = await rest.pulls.async_create(
         owner, name, head="feature", base="main", title="t", body="b", draft=True

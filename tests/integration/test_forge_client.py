@@ -109,6 +109,15 @@ async def test_check_suites_of_a_pushed_commit(
     fake_github.complete()
     [suite] = await client.check_suites(REPO, sha)
     assert (suite.status, suite.conclusion) == ("completed", "success")
+    assert (suite.app, suite.check_runs, suite.checks_nothing) == ("github-actions", 1, False)
+    fake_github.silent_apps = ["dependabot"]  # installed, checks nothing: no check runs
+    idle, suite = await client.check_suites(REPO, sha)
+    assert (idle.app, idle.status, idle.check_runs, idle.checks_nothing) == (
+        "dependabot",
+        "queued",
+        0,
+        True,
+    )
 
 
 async def test_draft_pull_request_ready_and_merge(

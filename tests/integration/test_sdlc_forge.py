@@ -210,6 +210,30 @@ async def test_without_a_workflow_the_commits_check_suites_are_waited_for(
     assert done.state["pr_state"] == "draft"
 
 
+@pytest.mark.parametrize("runner", [""], indirect=True)
+async def test_an_app_that_checks_nothing_does_not_hold_the_checks_up(
+    runner: Runner, fake_github: Any
+) -> None:
+    """GitHub makes a check suite on every push for each installed app; one that checks
+    nothing stays queued with no check runs for ever. Only suites with check runs decide, and
+    with none yet the run waits."""
+    fake_github.silent_apps = ["dependabot"]
+    waiting = await planned(runner)
+    run_id = waiting.run.run_id
+    assert await poll(runner) is None  # only the idle suite: CI has not started
+    assert [w.kind for w in (await runner.status(run_id)).waiting] == [WaitKind.CI]
+    fake_github.ci_on_push = True  # now the repository's checks run too
+    assert await poll(runner) is None
+    [suite] = fake_github.runs
+    fake_github.complete()
+    payload = fake_github.check_suite_payload(suite)
+    assert await runner.forge_ci.on_webhook("check_suite", payload) == [run_id]
+    await runner.forge_ci.idle()
+    done = await runner.status(run_id)
+    assert [w.name for w in done.waiting] == ["apply"], done.run.error
+    assert done.state["ci_run_id"] == str(suite.check_suite_id)
+
+
 @pytest.mark.parametrize("runner", ["ci.yml+merge"], indirect=True)
 async def test_with_merge_the_apply_gate_also_merges(runner: Runner, fake_github: Any) -> None:
     waiting = await planned(runner)

@@ -62,10 +62,21 @@ class CiRun:
     name: str = ""
     kind: str = "workflow_run"
     """``workflow_run`` or ``check_suite``."""
+    app: str = ""
+    """A check suite's app (its slug, e.g. ``github-actions``)."""
+    check_runs: int | None = None
+    """A check suite's ``latest_check_runs_count``: 0 for the suite GitHub makes on every push
+    for an installed app that checks nothing, which stays ``queued`` for ever."""
 
     @property
     def completed(self) -> bool:
         return self.status == "completed"
+
+    @property
+    def checks_nothing(self) -> bool:
+        """A check suite without check runs: an app that checks nothing on this commit (so
+        far). It says nothing about CI (and stays ``queued`` for ever)."""
+        return self.kind == "check_suite" and self.check_runs == 0
 
     @classmethod
     def from_workflow_run(cls, data: dict[str, Any]) -> CiRun:
@@ -89,7 +100,13 @@ class CiRun:
             head_sha=str(data.get("head_sha") or ""),
             name=str(app.get("name") or app.get("slug") or ""),
             kind="check_suite",
+            app=str(app.get("slug") or ""),
+            check_runs=_count(data.get("latest_check_runs_count")),
         )
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, kw_only=True)

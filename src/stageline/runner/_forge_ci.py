@@ -52,7 +52,13 @@ def next_poll_at(wait: Wait) -> float:
 
 
 def _suites_result(suites: list[CiRun], ci: Mapping[str, Any]) -> dict[str, Any] | None:
-    """How the check suites of a commit ended, once all have: a failing one's, else the first."""
+    """How the check suites of a commit ended, once all have: a failing one's, else the first.
+
+    GitHub makes a suite on every push for each installed app, also those that check nothing:
+    theirs has no check runs and stays ``queued`` for ever, so only suites with check runs
+    decide. Until some suite has check runs, CI has not started: None (keep waiting).
+    """
+    suites = [s for s in suites if not s.checks_nothing]
     if not suites or any(s.status != "completed" for s in suites):
         return None
     failed = [s for s in suites if s.conclusion not in PASSED]
