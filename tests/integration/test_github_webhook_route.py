@@ -127,6 +127,39 @@ async def test_a_labelled_issue_starts_its_run_once(runner: Runner, git_remote: 
     assert state["repo"] == str(git_remote.checkout)
 
 
+async def test_a_delivery_whose_handling_failed_is_handled_when_redelivered(
+    runner: Runner, git_remote: GitRemote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database away a moment (5xx), or a crash (500): the delivery is not marked handled,
+    so GitHub's redelivery of the same id takes the issue in; once handled, it is ignored."""
+    from stageline.errors import StorageError
+
+    create = runner.create
+    failures: list[BaseException] = [
+        StorageError("the database is unreachable"),
+        RuntimeError("a crash while handling"),
+    ]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop(0)
+        return await create(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "create", flaky)
+    async with client(app_for(runner, forge_settings(git_remote.checkout))) as http:
+        away = await send(http, "issues", issue_event(8), "d-8")
+        assert away.status_code == 503, away.text
+        crashed = await send(http, "issues", issue_event(8), "d-8")  # GitHub redelivers it
+        assert crashed.status_code == 500, crashed.text
+        assert await runner.ledger.list_runs() == []
+        taken = await send(http, "issues", issue_event(8), "d-8")
+        assert taken.status_code == 201, taken.text
+        assert taken.json() == {"run_id": issue_run_id(REPO, 8), "started": True}
+        again = await send(http, "issues", issue_event(8), "d-8")
+        assert again.status_code == 200 and again.json() == {"duplicate": "d-8"}
+    assert [r.run_id for r in await runner.ledger.list_runs()] == [issue_run_id(REPO, 8)]
+
+
 async def test_other_labels_actions_repositories_and_events_are_ignored(
     runner: Runner, git_remote: GitRemote
 ) -> None:

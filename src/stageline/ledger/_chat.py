@@ -101,6 +101,12 @@ class ChatSql:
             )
         return bool(count)
 
+    async def chat_seen(self, key: str) -> bool:
+        """Whether ``key`` was used (``chat_once``), without using it."""
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_ONCE), {"key": key})
+        return bool(rows)
+
     async def chat_secret(self, name: str) -> str:
         """The server secret ``name``, made (256 random bits) the first time it is asked for."""
         async with self._tx() as x:
@@ -117,4 +123,5 @@ _MESSAGE = select(_m).where(_m.c.run_id == bindparam("run_id"), _m.c.key == bind
 _THREAD = select(_m.c.run_id).where(
     _m.c.channel == bindparam("channel"), _m.c.ts == bindparam("ts"), _m.c.key == bindparam("key")
 )
+_ONCE = select(chat_once.c.key).where(chat_once.c.key == bindparam("key"))
 _SECRET = select(chat_secrets.c.value).where(chat_secrets.c.name == bindparam("name"))

@@ -2,8 +2,11 @@
 
 No stageline token: the ``X-Hub-Signature-256`` HMAC of the raw body under the webhook secret
 authenticates it (401 for a missing or wrong one, before anything is read; 404 while no
-secret is configured). A delivery is handled once, by its ``X-GitHub-Delivery`` id (a
-redelivery is answered and ignored; what a failed delivery missed, the polls catch up).
+secret is configured). A delivery is handled once, by its ``X-GitHub-Delivery`` id: it is
+marked handled only once its handling has answered (anything but a 5xx), so a redelivery of a
+handled one is answered and ignored, and a redelivery of one whose handling failed (the
+database away a moment: 5xx) is handled. Handling is idempotent (one run per issue, one answer
+per CI wait), so two copies of one delivery handled at once do no harm.
 
 - ``ping``: answered.
 - ``issues`` (``opened`` with the intake label, or ``labeled`` with it) for a configured
@@ -66,8 +69,19 @@ async def webhook(request: Request, forge: Forge) -> JSONResponse:
         raise HTTPException(400, "the body is not a JSON object")
     event = request.headers.get("X-GitHub-Event", "")
     delivery = request.headers.get("X-GitHub-Delivery", "")
-    if delivery and not await forge.runner.ledger.chat_once(f"github-delivery:{delivery[:100]}"):
+    once = f"github-delivery:{delivery[:100]}" if delivery else None
+    ledger = forge.runner.ledger
+    if once is not None and await ledger.chat_seen(once):
         return JSONResponse({"duplicate": delivery}, status_code=200)
+    answer = await _handle(forge, event, payload)  # raising (a 5xx): not marked
+    if once is not None and answer.status_code < 500:
+        await ledger.chat_once(once)  # handled: a redelivery is ignored from now on
+    return answer
+
+
+async def _handle(forge: ForgeRuntime, event: str, payload: dict[str, Any]) -> JSONResponse:
+    settings = forge.settings
+    assert settings is not None
     if event == "ping":
         return JSONResponse({"ok": True, "zen": str(payload.get("zen") or "")})
     repo = str(_object(payload.get("repository")).get("full_name") or "")
