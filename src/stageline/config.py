@@ -123,10 +123,12 @@ class GitHubConfig(BaseModel):
     """Whether ``stageline serve`` also polls for labelled issues (without webhooks)."""
     poll_interval: str | float = "30s"
     """How often to poll (issues; CI starts there and backs off up to 10m)."""
+    ci_timeout: str | float = "2h"
+    """How long a run waits for CI to report; then CI counts as failed (``timed_out``)."""
     repositories: dict[str, GitHubRepositoryConfig] = Field(default_factory=dict)
     """``OWNER/NAME`` -> its settings: the only repositories stageline touches."""
 
-    @field_validator("poll_interval")
+    @field_validator("poll_interval", "ci_timeout")
     @classmethod
     def _a_duration(cls, value: str | float) -> str | float:
         return _check_duration(value)

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from forge_fixtures import REPO, TOKEN, GitRemote, github_toml
+from stageline.cli._render import when
+from stageline.cli._render_waits import qa_lines, waiting_lines
 from stageline.config import load_settings
 from stageline.errors import InputError, InvalidTransition
 from stageline.ledger import RunStatus, WaitKind
@@ -22,7 +24,7 @@ from stageline.runner._forge_ci import next_poll_at
 from stageline.testing import memory_runner
 
 ANSWERS = {"scope": "calc.py gains a subtract function", "priority": "normal", "done_when": "CI"}
-LATER = 10**6  # seconds: any poll is due by then
+LATER = 1800  # seconds: any poll made here is due by then (and no CI wait times out: 2h)
 
 
 @pytest.fixture(params=["ci.yml"])
@@ -232,6 +234,44 @@ async def test_an_app_that_checks_nothing_does_not_hold_the_checks_up(
     done = await runner.status(run_id)
     assert [w.name for w in done.waiting] == ["apply"], done.run.error
     assert done.state["ci_run_id"] == str(suite.check_suite_id)
+
+
+@pytest.mark.parametrize("runner", ["ci.yml", ""], indirect=True)
+async def test_ci_that_never_reports_times_out_as_a_failure(
+    runner: Runner, fake_github: Any, git_remote: GitRemote
+) -> None:
+    """[github] ci_timeout (2h by default): a CI wait older than it ends timed_out, answered
+    by github; verify sends the run back to build saying so, and after the builds allowed the
+    run parks."""
+    waiting = await planned(runner)
+    run_id = waiting.run.run_id
+    [ci] = waiting.waiting
+    assert ci.payload["ci_timeout"] == 7200.0
+    deadline = ci.requested_at + 7200.0
+    shown = " ".join(str(line) for line in waiting_lines(run_id, [ci]))  # stageline show
+    assert f"failed if not reported by {when(deadline, '%H:%M:%S')}" in shown, shown
+    assert await runner.forge_ci.poll_due(now=deadline - 1) == []  # still within it
+    assert await runner.forge_ci.poll_due(now=deadline) == [run_id]
+    await runner.forge_ci.idle()
+    again = await runner.status(run_id)
+    assert again.status is RunStatus.WAITING, again.run.error
+    assert again.state["build_round"] == 2 and again.state["ci_conclusion"] == "timed_out"
+    assert "did not report within the timeout (2h" in again.state["build_feedback"]
+    [ended] = [w for w in again.waits if w.kind is WaitKind.CI and w.response]
+    assert ended.actor == "github" and ended.response is not None
+    assert ended.response["ci"]["conclusion"] == "timed_out"
+    assert "timed_out: " in " ".join(str(line) for line in qa_lines([ended]))
+    assert "(not reported within 2h00m)" in " ".join(str(line) for line in qa_lines([ended]))
+    logs = [e.data for e in await runner.ledger.events(run_id) if e.kind == "stage.log"]
+    assert [d["conclusion"] for d in logs if d.get("conclusion")] == ["timed_out"]
+    for _ in range(2):  # the next builds' CI does not report either: the run parks
+        [ci] = (await runner.status(run_id)).waiting
+        assert await runner.forge_ci.poll_due(now=ci.requested_at + 7200.0) == [run_id]
+        await runner.forge_ci.idle()
+    parked = await runner.status(run_id)
+    assert parked.status is RunStatus.PARKED, parked.run.error
+    assert [w.name for w in parked.waiting] == ["build_rounds"]
+    assert fake_github.pulls == {}
 
 
 @pytest.mark.parametrize("runner", ["ci.yml+merge"], indirect=True)

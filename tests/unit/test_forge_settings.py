@@ -23,6 +23,7 @@ GOOD = """
 api_url = "https://github.example.com/api/v3/"
 intake_label = "build-me"
 poll_interval = "2m"
+ci_timeout = "45m"
 
 [github.repositories."acme/app"]
 checkout = "checkouts/app"
@@ -38,6 +39,7 @@ def test_a_full_table_resolves_paths_durations_and_secrets(tmp_path: Path) -> No
     assert forge.api_url == "https://github.example.com/api/v3"
     assert forge.token == "ghp-secret" and forge.webhook_secret == "hook"
     assert forge.intake_label == "build-me" and forge.poll_interval == 120.0
+    assert forge.ci_timeout == 45 * 60.0
     repo = forge.repository("acme/app")
     assert repo.checkout == (tmp_path / "checkouts/app").resolve()
     assert (repo.owner, repo.repo, repo.base, repo.workflow, repo.merge) == (
@@ -56,6 +58,7 @@ def test_defaults_and_a_missing_webhook_secret(tmp_path: Path) -> None:
     assert forge.api_url == "https://api.github.com"
     assert forge.webhook_secret is None and forge.intake_label == "stageline"
     assert forge.poll_interval == 30.0 and forge.poll_issues is False
+    assert forge.ci_timeout == 2 * 3600.0
     assert forge.repository("a/b").workflow is None
 
 
@@ -79,6 +82,8 @@ def test_a_repository_not_listed_is_refused_by_name(tmp_path: Path) -> None:
         ("[github]\ntoken = 'ghp'\n", 2, "github.token: unknown key (did you mean 'token_env'?)"),
         ("[github]\napi_url = 'ftp://x'\n", 2, "github.api_url: must be an http(s) URL"),
         ("[github]\npoll_interval = 'often'\n", 2, "github.poll_interval: must be a duration"),
+        ("[github]\nci_timeout = 'never'\n", 2, "github.ci_timeout: must be a duration"),
+        ("[github]\nci_timeout = '0s'\n", 2, "github.ci_timeout: must be a duration"),
         ("[github]\npoll_issues = 'yes'\n", 2, "github.poll_issues: input should be a valid bool"),
         (
             '[github.repositories."acme/app"]\ncheckout = "x"\nchekout = "y"\n',

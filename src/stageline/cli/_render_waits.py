@@ -139,11 +139,17 @@ def _ci_lines(run_id: str, wait: Wait) -> list[Text]:
     from rich.text import Text
 
     build = wait.payload.get("ci", {}).get("build_round")
+    timeout = wait.payload.get("ci_timeout")
+    ends = (
+        f", failed if not reported by {when(wait.requested_at + float(timeout), '%H:%M:%S')}"
+        if isinstance(timeout, (int, float)) and timeout > 0
+        else ""
+    )
     return [
         Text.assemble(
             "  waiting on CI: ",
             (ci_text(wait.payload.get("ci")), "bold"),
-            f" (build {build}, since {when(wait.requested_at, '%H:%M:%S')})",
+            f" (build {build}, since {when(wait.requested_at, '%H:%M:%S')}{ends})",
         ),
         Text(
             "    GitHub completes it (its webhook, or polling); no person answers it", style="dim"
@@ -284,7 +290,11 @@ def qa_lines(waits: Iterable[Wait]) -> list[Text]:
                 )
             )
             if ended:
-                lines.append(Text(f"  {ended.get('conclusion')}: {ci_text(ended)}", style="green"))
+                late = ended.get("timed_out_after")
+                note = f" (not reported within {seconds(float(late))})" if late else ""
+                lines.append(
+                    Text(f"  {ended.get('conclusion')}: {ci_text(ended)}{note}", style="green")
+                )
             continue
         if wait.kind is WaitKind.INTERRUPT:
             lines.append(

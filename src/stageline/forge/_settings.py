@@ -58,6 +58,8 @@ class GitHubSettings:
     poll_issues: bool = False
     poll_interval: float = 30.0
     """Seconds between polls (issues; the first CI poll)."""
+    ci_timeout: float = 7200.0
+    """Seconds a run waits for CI to report before CI counts as failed (``timed_out``)."""
     repositories: Mapping[str, RepoSettings] = field(default_factory=dict)
 
     def repository(self, name: str) -> RepoSettings:
@@ -106,5 +108,6 @@ def github_settings(settings: Settings, env: Mapping[str, str] | None = None) ->
         intake_template=conf.intake_template,
         poll_issues=conf.poll_issues,
         poll_interval=_seconds(conf.poll_interval),
+        ci_timeout=_seconds(conf.ci_timeout),
         repositories=repositories,
     )

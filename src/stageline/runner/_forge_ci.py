@@ -11,7 +11,9 @@ audited record (actor ``github``), the first one winning:
   at ``poll_interval`` (``[github]``, kept in its payload) after it was asked, then at twice
   that, and so on up to every 10 minutes. The number of polls made is the wait's
   ``policy_step`` (a CI wait has no deadline policy): the ledger's compare-and-set on it lets
-  one process make each poll, however many look.
+  one process make each poll, however many look. A wait older than its ``ci_timeout``
+  (``[github]``, kept in its payload) is polled once more and, CI not having reported, ends
+  ``timed_out`` (a failure; ``timed_out_after`` says it was stageline's timeout).
 
 Recording the answer claims the run (one transaction); the advance that applies it then runs
 in a task of this process (``idle`` waits for them), so a webhook is answered at once.
@@ -33,12 +35,21 @@ from stageline.runner._forge import ForgeAccess
 from stageline.runner._human import Decisions
 from stageline.runner._support import RunSummary
 
-__all__ = ["FORGE_ACTOR", "MAX_POLL_INTERVAL", "ForgeCi", "next_poll_at"]
+__all__ = [
+    "CI_TIMEOUT",
+    "FORGE_ACTOR",
+    "MAX_POLL_INTERVAL",
+    "ForgeCi",
+    "ci_deadline",
+    "next_poll_at",
+]
 
 FORGE_ACTOR = "github"
 """The actor of the answers the forge gives to CI waits."""
 MAX_POLL_INTERVAL = 600.0
 PASSED = ("success", "neutral", "skipped")
+CI_TIMEOUT = 7200.0
+"""Seconds a CI wait whose payload does not say (nor the process's ``[github]``) times out."""
 
 _log = logging.getLogger("stageline.forge_ci")
 
@@ -49,6 +60,26 @@ def next_poll_at(wait: Wait) -> float:
     first = max(float(wait.payload.get("poll_interval") or 30.0), 0.01)
     spent = sum(min(first * 2**k, MAX_POLL_INTERVAL) for k in range(wait.policy_step + 1))
     return float(wait.requested_at + spent)
+
+
+def ci_deadline(wait: Wait, timeout: float = CI_TIMEOUT) -> float:
+    """When a CI wait times out: its payload's ``ci_timeout`` (else ``timeout``) after it was
+    asked."""
+    given = wait.payload.get("ci_timeout")
+    return float(wait.requested_at + (float(given) if given else timeout))
+
+
+def _timed_out(ci: Mapping[str, Any], after: float) -> dict[str, Any]:
+    """The answer of a CI wait CI did not report to in time: ``timed_out``, a failure."""
+    return {
+        "repository": ci.get("repository"),
+        "head_sha": ci.get("head_sha"),
+        "id": ci.get("id"),
+        "url": ci.get("url"),
+        "kind": "workflow_run" if ci.get("workflow") else "check_suite",
+        "conclusion": "timed_out",
+        "timed_out_after": after,
+    }
 
 
 def _suites_result(suites: list[CiRun], ci: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -147,24 +178,41 @@ class ForgeCi:
         if self.forge is None:
             return []
         moved: list[str] = []
+        now = time.time() if now is None else now
         for wait in await self.waiting():
-            if next_poll_at(wait) > (time.time() if now is None else now):
+            deadline = ci_deadline(wait, self._timeout())
+            if min(next_poll_at(wait), deadline) > now:
                 continue
             if not await self.ledger.advance_policy(
                 wait.run_id, wait.wait_id, wait.round, step=wait.policy_step + 1
             ):
                 continue  # another process polls it, or it was completed meanwhile
+            ci = wait.payload.get("ci") or {}
+            late = now >= deadline
+            result: dict[str, Any] | None = None
             try:
-                result = await self._read(wait.payload.get("ci") or {})
+                result = await self._read(ci)
             except StagelineError as exc:  # GitHub said no, or was away: the next poll tries
                 _log.warning("could not poll CI of run %s: %s", wait.run_id, exc)
-                continue
+                if not late:
+                    continue
             except Exception:  # nor a bug: the loops that call this recover runs too
                 _log.exception("could not poll CI of run %s", wait.run_id)
-                continue
+                if not late:
+                    continue
+            if result is None and late:
+                result = _timed_out(ci, deadline - wait.requested_at)
+                _log.warning("CI of run %s did not report in time: timed_out", wait.run_id)
             if result is not None and await self._complete(wait, result):
                 moved.append(wait.run_id)
         return moved
+
+    def _timeout(self) -> float:
+        """``[github] ci_timeout`` of this process (for waits whose payload does not say)."""
+        try:
+            return CI_TIMEOUT if self.forge is None else self.forge.github.ci_timeout
+        except StagelineError:  # the token is not set: no poll is made either
+            return CI_TIMEOUT
 
     async def idle(self) -> None:
         """Wait until the advances this process started (completed CI waits) have stopped."""

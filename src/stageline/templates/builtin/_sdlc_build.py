@@ -84,6 +84,9 @@ class BuildInputs(OperationInputs, total=False):
     """Forge mode: the issue the task came from, if any."""
     ci_url: str
     ci_kind: str
+    ci_timed_out_after: float
+    """Forge mode: seconds CI was waited for without reporting (``[github] ci_timeout``); 0
+    when it reported."""
     pushed_sha: str
     pr_url: str
     pr_number: int

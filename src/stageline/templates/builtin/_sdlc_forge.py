@@ -216,18 +216,23 @@ async def push_and_wait(state: Any, ctx: StageContext) -> dict[str, Any]:
     ci.update(await ctx.effect(f"ci-{round_no}-{sha[:12]}", start_ci, idempotent=True))
     # Even a CI that has ended already is read by the forge's side (``runner.forge_ci``): the
     # run waits, and its first poll (or the webhook) completes the wait.
-    ci.update(_wait_for_ci(ctx, ci, float(_access(ctx).github.poll_interval)))
+    github = _access(ctx).github
+    ci.update(_wait_for_ci(ctx, ci, float(github.poll_interval), float(github.ci_timeout)))
     return {
         "ci_run_id": str(ci.get("id") or ""),
         "ci_url": str(ci.get("url") or ""),
         "ci_conclusion": str(ci["conclusion"]),
         "ci_kind": str(ci.get("kind") or ("workflow_run" if repo.workflow else "check_suite")),
+        "ci_timed_out_after": float(ci.get("timed_out_after") or 0.0),
         "pushed_sha": sha,
     }
 
 
-def _wait_for_ci(ctx: StageContext, ci: Mapping[str, Any], poll: float) -> dict[str, Any]:
-    """Interrupt until the forge says how CI ended: a response for this commit."""
+def _wait_for_ci(
+    ctx: StageContext, ci: Mapping[str, Any], poll: float, timeout: float
+) -> dict[str, Any]:
+    """Interrupt until the forge says how CI ended (or that it did not report within
+    ``timeout``): a response for this commit."""
     payload: dict[str, Any] = {
         "kind": "ci",
         "name": "ci",
@@ -236,6 +241,7 @@ def _wait_for_ci(ctx: StageContext, ci: Mapping[str, Any], poll: float) -> dict[
         "attempt": ctx.attempt,
         "ci": dict(ci),
         "poll_interval": poll,
+        "ci_timeout": timeout,
     }
     asked = payload
     while True:
@@ -267,6 +273,9 @@ async def verify_forge(state: Any, ctx: StageContext) -> dict[str, Any]:
     from stageline.forge import CiRun  # forge mode only
 
     repo = _repo(ctx, state)
+    waited = float(state.get("ci_timed_out_after") or 0.0)
+    if waited:
+        return _timed_out(state, ctx, repo.name, waited)
     tail = ""
     if state.get("ci_run_id"):
         run = CiRun(
@@ -293,6 +302,35 @@ async def verify_forge(state: Any, ctx: StageContext) -> dict[str, Any]:
         build_round=round_no,
     )
     return {"ci_conclusion": str(conclusion), "build_feedback": feedback}
+
+
+def _timed_out(state: Any, ctx: StageContext, repo: str, waited: float) -> dict[str, Any]:
+    """CI did not report within ``[github] ci_timeout``: a failure (back to build, within the
+    builds allowed) whose feedback says so; no logs are read (CI may not have started)."""
+    round_no = int(state.get("build_round") or 1)
+    sha = str(state.get("pushed_sha") or "")[:12]
+    what = f"CI run {state['ci_run_id']}" if state.get("ci_run_id") else "CI"
+    feedback = (
+        f"{what} of {repo} for commit {sha} did not report within the timeout "
+        f"({_duration(waited)}, [github] ci_timeout): counted as failed (timed_out). "
+        "No CI logs were read."
+    )
+    ctx.log.warning(
+        f"{what}: did not report within {_duration(waited)} (build {round_no}); back to build",
+        ci_run_id=state.get("ci_run_id") or sha,
+        ci_url=state.get("ci_url"),
+        conclusion="timed_out",
+        build_round=round_no,
+    )
+    return {"ci_conclusion": "timed_out", "build_feedback": feedback}
+
+
+def _duration(seconds: float) -> str:
+    """``2h``, ``45m``, ``90s``: a whole number of the largest unit that fits exactly."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def _body(state: Any) -> str:
