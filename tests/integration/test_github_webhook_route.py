@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from forge_fixtures import REPO, WEBHOOK_SECRET, GitRemote
 from stageline.config import Settings, load_settings
 from stageline.forge import GitHubSettings, RepoSettings, sign
-from stageline.runner import Runner
+from stageline.runner import ForgeAccess, Runner
 from stageline.server._errors import install_error_handlers
 from stageline.server.forge import ForgeRuntime, issue_run_id
 from stageline.server.forge._webhook import router
@@ -67,7 +67,8 @@ def app_for(runner: Runner, settings: GitHubSettings | None) -> FastAPI:
     app = FastAPI()
     install_error_handlers(app)
     app.include_router(router)
-    app.state.forge = ForgeRuntime(settings, runner, None)
+    forge = ForgeAccess(runner.settings, github=settings) if settings is not None else None
+    app.state.forge = ForgeRuntime(forge, runner, None)
     return app
 
 
@@ -158,6 +159,36 @@ async def test_a_delivery_whose_handling_failed_is_handled_when_redelivered(
         again = await send(http, "issues", issue_event(8), "d-8")
         assert again.status_code == 200 and again.json() == {"duplicate": "d-8"}
     assert [r.run_id for r in await runner.ledger.list_runs()] == [issue_run_id(REPO, 8)]
+
+
+async def test_a_server_has_one_github_client_closed_once(
+    tmp_path: Path, git_remote: GitRemote, fake_github: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's webhook, issue poll and comments and its runner's forge service and CI
+    polls share one GitHub client, made once for the process and closed once at shutdown."""
+    from forge_fixtures import TOKEN, github_toml
+    from stageline.forge import GitHubClient
+    from stageline.server import create_app
+
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", WEBHOOK_SECRET)
+    (tmp_path / "stageline.toml").write_text(github_toml(fake_github.url, git_remote.checkout))
+    closed: list[GitHubClient] = []
+
+    async def aclose(self: GitHubClient) -> None:
+        closed.append(self)
+
+    monkeypatch.setattr(GitHubClient, "aclose", aclose)
+    app = create_app(project_settings(tmp_path))
+    async with app.router.lifespan_context(app):
+        runner: Runner = app.state.runner
+        server = app.state.forge
+        assert server.forge is runner.services.forge is runner.forge_ci.forge
+        client = server.client
+        assert runner.services.forge is not None and runner.services.forge.client is client
+        assert await server.poll_once() == []  # the issue poll goes through it
+        assert fake_github.of("GET", "/issues")
+    assert closed == [client]
 
 
 async def test_other_labels_actions_repositories_and_events_are_ignored(

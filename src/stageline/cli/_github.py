@@ -28,16 +28,20 @@ github_app = typer.Typer(
 def intake() -> None:
     """Start a run for each open issue labelled with [github] intake_label (once per issue)."""
     from stageline.cli._detach import hand_off
-    from stageline.forge import GitHubClient, github_settings
-    from stageline.runner import Runner
+    from stageline.forge import github_settings
+    from stageline.runner import ForgeAccess, Runner
     from stageline.server.forge import poll_issues
 
     settings = load_settings()
     forge = github_settings(settings)  # a ConfigError before anything is opened
 
     async def go() -> None:
-        async with Runner.open(settings) as runner, GitHubClient(forge) as client:
-            found = await poll_issues(runner, forge, client)
+        access = ForgeAccess(settings, github=forge)  # one client, the runner's too
+        try:
+            async with Runner.open(settings, forge=access) as runner:
+                found = await poll_issues(runner, forge, access.client)
+        finally:
+            await access.aclose()
         out = console()
         if not found:
             out.print(f"no open issue is labelled {forge.intake_label!r}")

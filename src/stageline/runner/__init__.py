@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stageline.runner._client import Client, connect
+    from stageline.runner._forge import ForgeAccess
     from stageline.runner._graph_context import run_context, with_context
     from stageline.runner._interrupts import check_inbox_answer
     from stageline.runner._live import GRAPH_MODES, LiveStream, live_stream
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Client": "stageline.runner._client",
     "connect": "stageline.runner._client",
+    "ForgeAccess": "stageline.runner._forge",
     "CheckpointInfo": "stageline.runner._snapshots",
     "GRAPH_MODES": "stageline.runner._live",
     "LiveStream": "stageline.runner._live",
@@ -61,6 +63,7 @@ __all__ = [
     "PRUNED_BY_DEFAULT",
     "CheckpointInfo",
     "Client",
+    "ForgeAccess",
     "LiveStream",
     "PruneReport",
     "RunSummary",

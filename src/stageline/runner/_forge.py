@@ -1,7 +1,9 @@
 """The forge of one process: ``[github]``'s settings and one GitHub client, made on first use.
 
-Stages reach it as the ``forge`` service; ``runner.forge_ci`` polls CI through it. A process
-that never touches a repository never reads the token nor imports the client library.
+One per process, given to everything there that talks to GitHub: the runner's ``forge``
+service and CI polls (``runner.forge_ci``) and, in ``stageline serve``, the webhook, the issue
+poll and the issue comment mirror; whoever made it closes it, once. A process that never
+touches a repository never reads the token nor imports the client library.
 """
 
 from __future__ import annotations
@@ -17,13 +19,20 @@ __all__ = ["ForgeAccess"]
 
 
 class ForgeAccess:
-    """``github`` (the settings, secrets read from the environment) and ``client``, each made
-    once, when first asked for (a ``ConfigError`` then if the token is not set)."""
+    """``github`` (the settings, secrets read from the environment unless given) and
+    ``client``, each made once, when first asked for (a ``ConfigError`` then if the token is
+    not set)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, github: GitHubSettings | None = None) -> None:
         self._settings = settings
-        self._github: GitHubSettings | None = None
+        self._github: GitHubSettings | None = github
         self._client: GitHubClient | None = None
+
+    @classmethod
+    def configured(cls, settings: Settings) -> ForgeAccess | None:
+        """The forge of ``settings`` when ``[github]`` lists repositories, else None."""
+        github = getattr(settings, "github", None)
+        return cls(settings) if github is not None and github.enabled else None
 
     @property
     def github(self) -> GitHubSettings:

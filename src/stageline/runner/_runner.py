@@ -33,6 +33,7 @@ from stageline.llm import ChatModel
 from stageline.runner._advance import Advancer
 from stageline.runner._deadlines import Sweeper
 from stageline.runner._edit import Edits
+from stageline.runner._forge import ForgeAccess
 from stageline.runner._forge_ci import ForgeCi
 from stageline.runner._graphs import GRAPH_CACHE_SIZE, Graphs
 from stageline.runner._history import History
@@ -60,6 +61,7 @@ class Runner:
         bus: EventBus | None = None,
         model: ChatModel | None = None,
         store: BaseStore | None = None,
+        forge: ForgeAccess | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend
@@ -73,7 +75,8 @@ class Runner:
         """Delivers to the ``[[sinks]]`` outbox sinks (``Runner.open(deliver=True)``)."""
         use_project(settings)  # the root on the import path; stage names found in the project
         self.graphs = Graphs(settings, backend.saver, self.store)
-        self.services = Services(settings)
+        self.services = Services(settings, forge=forge)
+        """The configured services; ``forge`` (GitHub) the one given, else its own."""
         self.advancer = Advancer(settings, self.ledger, self.graphs, model=model)
         self.lifecycle = Lifecycle(settings, self.ledger, self.graphs, self.services, self.advancer)
         self.decisions = Decisions(self.ledger, self.graphs, self.services, self.advancer)
@@ -100,10 +103,13 @@ class Runner:
         model: ChatModel | None = None,
         extra_types: tuple[type[Any], ...] = (),
         deliver: bool = True,
+        forge: ForgeAccess | None = None,
     ) -> AsyncIterator[Runner]:
         """A runner over the configured database, closed on exit. With ``deliver`` (read
         commands pass False) it also delivers the ledger's events to the outbox sinks of
-        ``[[sinks]]`` while it is open, and for at most ``sink_exit_timeout`` s at exit."""
+        ``[[sinks]]`` while it is open, and for at most ``sink_exit_timeout`` s at exit.
+        ``forge``: the process's GitHub access to use (its maker closes it); else the runner
+        makes its own from ``[github]``."""
         settings = settings or load_settings()
         # Inline [[sinks]] (the terminal) here; the others are delivered from the ledger, and
         # built only where ``deliver`` is asked for (a read command needs no sink's secret).
@@ -124,7 +130,7 @@ class Runner:
                     bus.add(deliverer)  # committed events wake it up
                     await deliverer.start()
             async with open_store(settings.database_url) as store:
-                runner = cls(settings, backend, bus=bus, model=model, store=store)
+                runner = cls(settings, backend, bus=bus, model=model, store=store, forge=forge)
                 runner.deliverer = deliverer
                 try:
                     yield runner

@@ -87,11 +87,12 @@ class Services:
     """The configured services of one runner: opened at the first advance that needs them, once,
     and closed with the runner."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, forge: ForgeAccess | None = None) -> None:
         self.settings = settings
-        github = getattr(settings, "github", None)
-        self.forge = ForgeAccess(settings) if github is not None and github.enabled else None
-        """``[github]``'s settings and client (the ``forge`` service), when it is configured."""
+        self._owns_forge = forge is None
+        self.forge = forge if forge is not None else ForgeAccess.configured(settings)
+        """``[github]``'s settings and client (the ``forge`` service), when it is configured:
+        the one given (its maker closes it), else one of its own (closed here)."""
         self._made: Mapping[str, Any] | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._lock: asyncio.Lock | None = None
@@ -121,5 +122,5 @@ class Services:
             if stack is not None:
                 await stack.aclose()
         finally:
-            if self.forge is not None:
+            if self.forge is not None and self._owns_forge:
                 await self.forge.aclose()

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from stageline.config import Settings, load_settings
 from stageline.ledger import commit_off_the_loop
-from stageline.runner import Runner
+from stageline.runner import ForgeAccess, Runner
 from stageline.server._advancer import Advancer
 from stageline.server._config import ServerConfig
 from stageline.server._docs import install_docs
@@ -54,10 +54,18 @@ def create_app(
         async with contextlib.AsyncExitStack() as stack:
             if runner is None:  # a server's many clients: the loop serves them while SQLite syncs
                 commit_off_the_loop()
+            # GitHub: one access (settings, one client) for the process, the runner's forge
+            # service and CI polls and the server's webhook, issue poll and comments alike;
+            # closed once, after the runner. A runner given is its caller's, with its own.
+            forge: ForgeAccess | None = app.state.forge_access
+            if runner is not None and runner.services.forge is not None:
+                forge = runner.services.forge
+            elif forge is not None:
+                stack.push_async_callback(forge.aclose)
             opened = (
                 runner
                 if runner is not None
-                else await stack.enter_async_context(Runner.open(settings))
+                else await stack.enter_async_context(Runner.open(settings, forge=forge))
             )
             advancer = (
                 Advancer(opened)
@@ -70,7 +78,7 @@ def create_app(
             await advancer.start()
             stack.push_async_callback(advancer.aclose)
             await stack.enter_async_context(chat_running(app, opened))  # Slack, decision links
-            await stack.enter_async_context(forge_running(app, opened, advancer))  # GitHub
+            await stack.enter_async_context(forge_running(app, opened, advancer, forge))
             yield
 
     app = FastAPI(

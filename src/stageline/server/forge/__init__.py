@@ -2,8 +2,9 @@
 the issue comment mirror (with the renderer of forge facts the Slack thread uses too).
 
 ``install_forge(app)`` adds the route and resolves ``[github]`` (a token or secret variable
-that is not set is a ``ConfigError`` here, before serving); ``forge_running(app, runner,
-advancer)`` (in the app's lifespan) starts the poll.
+that is not set is a ``ConfigError`` here, before serving) into the process's one GitHub access
+(``app.state.forge_access``: settings and client, which the app's runner is given too);
+``forge_running(app, runner, advancer, forge)`` (in the app's lifespan) starts the poll.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from stageline.forge import github_settings
+from stageline.runner import ForgeAccess
 from stageline.server.forge._comments import IssueCommentSink, marker
 from stageline.server.forge._facts import comment_text, fact_line, forge_fact, slack_link
 from stageline.server.forge._intake import (
@@ -41,9 +43,12 @@ __all__ = [
 
 
 def install_forge(app: FastAPI) -> None:
-    """The webhook route; ``[github]`` resolved when it lists repositories."""
+    """The webhook route; ``[github]`` resolved when it lists repositories, into
+    ``app.state.forge_access`` (None without it)."""
     from stageline.server.forge._webhook import router
 
     settings = app.state.settings
-    app.state.forge_settings = github_settings(settings) if settings.github.enabled else None
+    app.state.forge_access = (
+        ForgeAccess(settings, github=github_settings(settings)) if settings.github.enabled else None
+    )
     app.include_router(router)

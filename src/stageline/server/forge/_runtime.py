@@ -1,6 +1,6 @@
-"""The GitHub part of a running server: its settings (secrets read when it starts), one
-client made on first use, the issue comment mirror (an outbox deliverer) and the issue poll of
-``[github] poll_issues``."""
+"""The GitHub part of a running server: the process's GitHub access (settings, secrets read
+when it starts, and the one client, which the runner uses too), the issue comment mirror (an
+outbox deliverer) and the issue poll of ``[github] poll_issues``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from stageline.server.forge._intake import poll_issues
 
 if TYPE_CHECKING:
     from stageline.forge import GitHubClient
-    from stageline.runner import Runner
+    from stageline.runner import ForgeAccess, Runner
     from stageline.server._advancer import Advancer
 
 __all__ = ["ForgeRuntime", "forge_running", "get_forge"]
@@ -32,15 +32,14 @@ SINK_ID = "forge:github-comments"
 
 
 class ForgeRuntime:
-    """What the webhook route and the poll use; ``settings`` is None without ``[github]``."""
+    """What the webhook route and the poll use; ``forge`` (and ``settings``) is None without
+    ``[github]``. It does not close ``forge``: the process's owner of it does."""
 
-    def __init__(
-        self, settings: GitHubSettings | None, runner: Runner, advancer: Advancer | None
-    ) -> None:
-        self.settings = settings
+    def __init__(self, forge: ForgeAccess | None, runner: Runner, advancer: Advancer | None):
+        self.forge = forge
+        self.settings: GitHubSettings | None = forge.github if forge is not None else None
         self.runner = runner
         self.advancer = advancer
-        self._client: GitHubClient | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = asyncio.Event()
         self.deliverer: Deliverer | None = None
@@ -48,12 +47,8 @@ class ForgeRuntime:
     @property
     def client(self) -> GitHubClient:
         """The process's GitHub client, made when first needed (githubkit is imported then)."""
-        assert self.settings is not None
-        if self._client is None:
-            from stageline.forge import GitHubClient
-
-            self._client = GitHubClient(self.settings)
-        return self._client
+        assert self.forge is not None
+        return self.forge.client
 
     async def queue(self, run_id: str) -> None:
         if self.advancer is not None:
@@ -101,9 +96,6 @@ class ForgeRuntime:
             task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=2.0)
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
 
     async def _poll(self) -> None:
         assert self.settings is not None
@@ -127,10 +119,11 @@ def get_forge(request: Request) -> ForgeRuntime:
 
 @contextlib.asynccontextmanager
 async def forge_running(
-    app: FastAPI, runner: Runner, advancer: Advancer | None
+    app: FastAPI, runner: Runner, advancer: Advancer | None, forge: ForgeAccess | None
 ) -> AsyncIterator[ForgeRuntime]:
-    """Start the GitHub part of the app (in its lifespan); stop it on exit."""
-    runtime = ForgeRuntime(getattr(app.state, "forge_settings", None), runner, advancer)
+    """Start the GitHub part of the app (in its lifespan) over ``forge``, the process's GitHub
+    access (the runner's too); stop it on exit (closing ``forge`` is its owner's)."""
+    runtime = ForgeRuntime(forge, runner, advancer)
     app.state.forge = runtime
     await runtime.start()
     try:
