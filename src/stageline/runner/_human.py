@@ -300,19 +300,7 @@ class Decisions:
         if wait is None and (bind[0] is not None or bind[1] is not None):
             wait = bound_wait(waits, kind, name, run_id, *bind)
         if wait is None:
-            mine = [w for w in waits if w.kind is kind and (name is None or names_wait(w, name))]
-            taken = [w for w in mine if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
-            latest = max(taken, key=lambda w: w.decided_at or 0) if taken else None
-            if (
-                latest is not None
-                and not any(w.status is WaitStatus.PENDING for w in mine)
-                and (
-                    name is not None
-                    or latest.status is WaitStatus.DECIDED
-                    or not run.status.waits_for_person
-                )
-            ):  # someone came first (a race, or a second answer): the first one stands
-                raise already_decided(latest)
+            run, waits = await self._first_stands(run, waits, kind, name)
         if not run.status.waits_for_person:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self.graphs.checked(run, force)
@@ -399,6 +387,30 @@ class Decisions:
             )
 
         return apply
+
+    async def _first_stands(
+        self, run: Run, waits: list[Wait], kind: WaitKind, name: str | None
+    ) -> tuple[Run, list[Wait]]:
+        """``AlreadyDecided`` when someone came first (a race, or a second answer): the first
+        one stands. The run was read before its waits: when they disagree (the wait applied,
+        the run still waiting for a person), both are read again, since another process may
+        have decided and advanced the run between the two reads."""
+        for fresh in (False, True):
+            if fresh:
+                run = await self.ledger.get_run(run.run_id)
+                waits = await self.ledger.waits(run.run_id)
+            mine = [w for w in waits if w.kind is kind and (name is None or names_wait(w, name))]
+            taken = [w for w in mine if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
+            latest = max(taken, key=lambda w: w.decided_at or 0) if taken else None
+            if latest is None or any(w.status is WaitStatus.PENDING for w in mine):
+                break
+            if (
+                name is not None
+                or latest.status is WaitStatus.DECIDED
+                or not run.status.waits_for_person
+            ):
+                raise already_decided(latest)
+        return run, waits
 
     # -- reading ----------------------------------------------------------------------------
 
