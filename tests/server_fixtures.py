@@ -34,6 +34,20 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SCOPES = {"read": "reader", "decide": "decider", "admin": "admin"}
 """The tokens every test server gets: scope -> token name."""
 START_TIMEOUT = 60.0
+HTTP_TIMEOUT = 60.0
+"""How long a test's request may wait: httpx's default (5 s) fails requests on a loaded machine."""
+
+
+def http_get(url: str, **options: Any) -> httpx.Response:
+    """``httpx.get`` with the suite's timeout."""
+    options.setdefault("timeout", HTTP_TIMEOUT)
+    return httpx.get(url, **options)
+
+
+def http_post(url: str, **options: Any) -> httpx.Response:
+    """``httpx.post`` with the suite's timeout."""
+    options.setdefault("timeout", HTTP_TIMEOUT)
+    return httpx.post(url, **options)
 
 
 def free_port() -> int:
@@ -86,7 +100,7 @@ class Server:
 
     def client(self, scope: str | None = "admin", **options: Any) -> httpx.Client:
         """An httpx client for the server, with the token of ``scope`` (None: no token)."""
-        options.setdefault("timeout", 60.0)
+        options.setdefault("timeout", HTTP_TIMEOUT)
         return httpx.Client(base_url=self.url, headers=self.headers(scope), **options)
 
     def start(self, *, wait: bool = True) -> Server:

@@ -16,7 +16,7 @@ import pytest
 from fake_slack import FakeSlack
 from slack_sdk.signature import SignatureVerifier
 
-from server_fixtures import Server, make_project
+from server_fixtures import Server, http_get, http_post, make_project
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -98,7 +98,7 @@ def signed(body: bytes, *, stamp: int | None = None, secret: str = SECRET) -> di
 def post_form(server: Server, path: str, form: dict[str, str], **sign: Any) -> httpx.Response:
     body = urlencode(form).encode()
     headers = {"Content-Type": "application/x-www-form-urlencoded", **signed(body, **sign)}
-    return httpx.post(server.url + path, content=body, headers=headers, timeout=60)
+    return http_post(server.url + path, content=body, headers=headers, timeout=60)
 
 
 def command(server: Server, command: str, text: str, user: str = "U1") -> httpx.Response:
@@ -132,7 +132,7 @@ def click(
         "actions": [{"action_id": action, "value": value}],
     }
     body = urlencode({"payload": json.dumps(payload)}).encode()
-    return httpx.post(
+    return http_post(
         server.url + "/slack/interactions",
         content=body,
         timeout=60,
@@ -153,7 +153,7 @@ def submit(
         "view": {"callback_id": callback, "private_metadata": value, "state": {"values": values}},
     }
     body = urlencode({"payload": json.dumps(payload)}).encode()
-    return httpx.post(
+    return http_post(
         server.url + "/slack/interactions",
         content=body,
         timeout=60,
@@ -290,7 +290,7 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
             )
         }
     ).encode()
-    forged = httpx.post(
+    forged = http_post(
         chat_server.url + "/slack/interactions",
         content=body,
         headers={
@@ -298,7 +298,7 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
             **signed(body, secret="not-the-secret"),
         },
     )
-    old = httpx.post(
+    old = http_post(
         chat_server.url + "/slack/interactions",
         content=body,
         headers={
@@ -306,7 +306,7 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
             **signed(body, stamp=int(time.time()) - 600),
         },
     )
-    unsigned = httpx.post(chat_server.url + "/slack/commands", content=b"command=/stageline")
+    unsigned = http_post(chat_server.url + "/slack/commands", content=b"command=/stageline")
     # A replayed command starts nothing twice.
     replay = urlencode(
         {
@@ -318,7 +318,7 @@ def test_refusals_change_nothing(chat_server: Server, slack: FakeSlack) -> None:
         }
     ).encode()
     answers = [
-        httpx.post(
+        http_post(
             chat_server.url + "/slack/commands",
             content=replay,
             headers={"Content-Type": "application/x-www-form-urlencoded", **signed(replay)},
@@ -500,7 +500,7 @@ def test_new_task_starts_sdlc_and_its_questions_are_answered_by_modal_and_thread
         if retry:
             headers["X-Slack-Retry-Num"] = retry
         assert (
-            httpx.post(chat_server.url + "/slack/events", content=body, headers=headers).status_code
+            http_post(chat_server.url + "/slack/events", content=body, headers=headers).status_code
             == 200
         )
     detail = wait_run(
@@ -517,7 +517,7 @@ def test_new_task_starts_sdlc_and_its_questions_are_answered_by_modal_and_thread
 
 def test_url_verification_answers_the_challenge(chat_server: Server) -> None:
     body = json.dumps({"type": "url_verification", "challenge": "abc123"}).encode()
-    answer = httpx.post(
+    answer = http_post(
         chat_server.url + "/slack/events",
         content=body,
         headers={"Content-Type": "application/json", **signed(body)},
@@ -540,7 +540,7 @@ def test_a_command_without_trigger_id_replayed_in_the_window_starts_nothing_twic
     stamp = int(time.time()) - 30  # inside the five-minute window
 
     def send(at: int) -> str:
-        answer = httpx.post(
+        answer = http_post(
             chat_server.url + "/slack/commands",
             content=body,
             headers={
@@ -565,7 +565,7 @@ def test_a_command_without_trigger_id_replayed_in_the_window_starts_nothing_twic
 def test_a_signed_events_body_that_is_no_json_object_gets_400(
     chat_server: Server, body: bytes
 ) -> None:
-    answer = httpx.post(
+    answer = http_post(
         chat_server.url + "/slack/events",
         content=body,
         headers={"Content-Type": "application/json", **signed(body)},
@@ -574,14 +574,14 @@ def test_a_signed_events_body_that_is_no_json_object_gets_400(
     event = json.dumps(
         {"type": "event_callback", "event_id": f"Ev{time.time_ns()}", "event": [1]}
     ).encode()
-    answer = httpx.post(
+    answer = http_post(
         chat_server.url + "/slack/events",
         content=event,
         headers={"Content-Type": "application/json", **signed(event)},
     )
     assert answer.status_code == 200
     form = urlencode({"payload": body.decode()}).encode()
-    answer = httpx.post(
+    answer = http_post(
         chat_server.url + "/slack/interactions",
         content=form,
         headers={"Content-Type": "application/x-www-form-urlencoded", **signed(form)},
@@ -643,26 +643,26 @@ def test_a_decision_link_confirms_on_get_and_decides_once_on_post(
         ).json()["run"]["run_id"]
     link = _link(slack, run_id, "approve")
     assert link.startswith(chat_server.url + "/links/")
-    page = httpx.get(link)
+    page = http_get(link)
     assert page.status_code == 200 and "Confirm" in page.text and "<form method=post>" in page.text
     assert waiting_at_gate(run_detail(chat_server, run_id))  # a GET decides nothing
 
     body, _, _mac = link.rpartition("/")[2].partition(".")
     tampered = link.replace(body, body[:-2] + ("A" if body[-2] != "A" else "B") + body[-1])
-    assert httpx.get(tampered).status_code in (400, 403)
-    assert httpx.post(tampered).status_code in (400, 403)
+    assert http_get(tampered).status_code in (400, 403)
+    assert http_post(tampered).status_code in (400, 403)
     assert waiting_at_gate(run_detail(chat_server, run_id))
 
-    done = httpx.post(link, data={"note": "looks good"}, timeout=60)
+    done = http_post(link, data={"note": "looks good"}, timeout=60)
     assert done.status_code == 200, done.text
     detail = run_detail(chat_server, run_id)
     assert [w["actor"] for w in detail["decisions"] if w["decision"] == "approve"] == [
         "link:approve"
     ]
-    again = httpx.post(link, timeout=60)
+    again = http_post(link, timeout=60)
     assert again.status_code == 409 and "cannot decide" in again.text
     reject = _link(slack, run_id, "reject")
-    assert httpx.post(reject, timeout=60).status_code == 409
+    assert http_post(reject, timeout=60).status_code == 409
 
 
 def test_a_park_gate_has_a_takeover_link_that_ends_the_run_taken_over(
@@ -678,12 +678,12 @@ def test_a_park_gate_has_a_takeover_link_that_ends_the_run_taken_over(
         client.post(f"/v1/runs/{run_id}/answer", json={"answers": answers})
     wait_run(chat_server, run_id, lambda d: d["run"]["status"] == "parked")
     link = _link(slack, run_id, "takeover")
-    page = httpx.get(link)
+    page = http_get(link)
     assert page.status_code == 200 and "Take over at gate plan_parked?" in page.text
     assert "taken_over" in page.text and run_detail(chat_server, run_id)["run"]["status"] == (
         "parked"
     )  # a GET decides nothing
-    done = httpx.post(link, data={"note": "I will plan it"}, timeout=60)
+    done = http_post(link, data={"note": "I will plan it"}, timeout=60)
     assert done.status_code == 200 and "now taken_over" in done.text, done.text
     detail = run_detail(chat_server, run_id)
     assert detail["run"]["status"] == "taken_over"
@@ -726,9 +726,9 @@ def test_an_expired_link_is_refused(chat_server: Server, slack: FakeSlack) -> No
     old = LinkClaim.from_json({**claim, "e": int(time.time()) - 60})
     expired = asyncio.run(links.sign(old))
     assert expired != token
-    page = httpx.get(f"{chat_server.url}/links/{expired}")
+    page = http_get(f"{chat_server.url}/links/{expired}")
     assert page.status_code == 410 and "expired" in page.text
-    assert httpx.post(f"{chat_server.url}/links/{expired}").status_code == 410
+    assert http_post(f"{chat_server.url}/links/{expired}").status_code == 410
     assert waiting_at_gate(run_detail(chat_server, run_id))
     assert Path(chat_server.project).exists()
 

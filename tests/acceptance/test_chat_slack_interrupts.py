@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fake_slack import FakeSlack
 from test_chat_slack import button, click, command, serve_with_slack, signed, started, wait_run
 
-from server_fixtures import Server
+from server_fixtures import Server, http_post
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -67,9 +66,7 @@ def _reply(server: Server, message: dict[str, Any], text: str, user: str) -> Non
     }
     body = json.dumps(event).encode()
     headers = {"Content-Type": "application/json", **signed(body)}
-    assert (
-        httpx.post(server.url + "/slack/events", content=body, headers=headers).status_code == 200
-    )
+    assert http_post(server.url + "/slack/events", content=body, headers=headers).status_code == 200
 
 
 def _answered(detail: dict[str, Any]) -> list[tuple[str, str, Any]]:

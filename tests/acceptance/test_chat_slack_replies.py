@@ -11,12 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fake_slack import FakeSlack
 from test_chat_slack import button, ephemeral, run_detail, serve_with_slack, signed, wait_run
 
-from server_fixtures import Server
+from server_fixtures import Server, http_post
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,7 +44,7 @@ def _reply(server: Server, message: dict[str, Any], user: str, text: str) -> Non
         },
     }
     body = json.dumps(event).encode()
-    answer = httpx.post(
+    answer = http_post(
         server.url + "/slack/events",
         content=body,
         headers={"Content-Type": "application/json", **signed(body)},

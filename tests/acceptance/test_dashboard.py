@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
 import pytest
 
 from dashboard_browser import SignedIn, Watch, new_page, sign_in, start_run
-from server_fixtures import Server
+from server_fixtures import Server, http_post
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -272,10 +271,10 @@ def test_a_read_session_sees_no_decide_buttons_and_a_forged_post_is_refused(
     decider = signed_in(server, "decide", start="/ui/runs/ui-read")
     cookie = decider.context.cookies()[0]["value"]
     jar = {"stageline_session": cookie}
-    no_csrf = httpx.post(
+    no_csrf = http_post(
         server.url + "/ui/runs/ui-read/decide", cookies=jar, data={"decision": "approve"}
     )
-    cross = httpx.post(
+    cross = http_post(
         server.url + "/ui/runs/ui-read/decide",
         cookies=jar,
         headers={"Origin": "https://evil.example"},
@@ -283,7 +282,7 @@ def test_a_read_session_sees_no_decide_buttons_and_a_forged_post_is_refused(
     )
     assert (no_csrf.status_code, cross.status_code) == (403, 403)
     assert _run(server, "ui-read")["run"]["status"] == "waiting"
-    anonymous = httpx.post(server.url + "/ui/runs/ui-read/decide", data={"decision": "approve"})
+    anonymous = http_post(server.url + "/ui/runs/ui-read/decide", data={"decision": "approve"})
     assert anonymous.status_code == 401
 
 

@@ -8,11 +8,10 @@ import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 
-import httpx
 import pytest
 
 from dashboard_browser import http_session, page_csrf, start_run
-from server_fixtures import Server
+from server_fixtures import Server, http_get
 from stageline.ledger import SessionPolicy, hash_token
 
 pytestmark = pytest.mark.timeout(300)
@@ -22,7 +21,7 @@ COOKIE = "stageline_session"
 
 def _works(url: str, cookie: str) -> bool:
     """Whether ``cookie`` signs a page in on the server at ``url`` (else: to the sign-in)."""
-    page = httpx.get(
+    page = http_get(
         f"{url}/ui/runs",
         cookies={COOKIE: cookie},
         headers={"Accept": "text/html"},
@@ -79,7 +78,7 @@ def test_revoking_a_token_ends_its_sessions_and_no_other(server: Server) -> None
     server.cli("token", "revoke", "short-lived")
     assert not _works(server.url, mine)
     assert _works(server.url, theirs)
-    fragment = httpx.get(f"{server.url}/ui/runs", cookies={COOKIE: mine}, timeout=60)
+    fragment = http_get(f"{server.url}/ui/runs", cookies={COOKIE: mine}, timeout=60)
     assert fragment.status_code == 401
 
 

@@ -19,7 +19,7 @@ import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import LangGraphClient
 
-from server_fixtures import Server
+from server_fixtures import Server, http_post
 
 
 @pytest.fixture
@@ -392,7 +392,7 @@ async def test_tokens_and_scopes(server: Server) -> None:
         with pytest.raises(httpx.HTTPStatusError) as unknown:
             await stranger.assistants.search()
         assert status_of(unknown) == 401
-    answer = httpx.post(f"{server.url}/threads/search", json={})
+    answer = http_post(f"{server.url}/threads/search", json={})
     assert answer.status_code == 401 and "token" in answer.json()["detail"]
     async with sdk(server, "read") as reader:
         assert await reader.threads.search() == []

@@ -5,13 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import httpx
-
-from server_fixtures import Server
+from server_fixtures import Server, http_get
 
 
 def test_ok_answers_without_a_token(server: Server) -> None:
-    answer = httpx.get(f"{server.url}/ok")
+    answer = http_get(f"{server.url}/ok")
     assert answer.status_code == 200
     assert answer.json()["ok"] is True
 
@@ -23,27 +21,27 @@ def test_whoami_names_the_token_and_its_scope(server: Server) -> None:
 
 
 def test_the_sdk_header_x_api_key_is_accepted(server: Server) -> None:
-    answer = httpx.get(f"{server.url}/v1/whoami", headers={"x-api-key": server.tokens["read"]})
+    answer = http_get(f"{server.url}/v1/whoami", headers={"x-api-key": server.tokens["read"]})
     assert answer.status_code == 200
 
 
 def test_no_token_bad_token_and_revoked_token_get_401(server: Server) -> None:
-    assert httpx.get(f"{server.url}/v1/whoami").status_code == 401
-    bad = httpx.get(f"{server.url}/v1/whoami", headers={"Authorization": "Bearer sl_nope"})
+    assert http_get(f"{server.url}/v1/whoami").status_code == 401
+    bad = http_get(f"{server.url}/v1/whoami", headers={"Authorization": "Bearer sl_nope"})
     assert bad.status_code == 401
     assert "detail" in bad.json()
     token = server.create_token("short-lived", "read")
     headers = {"Authorization": f"Bearer {token}"}
-    assert httpx.get(f"{server.url}/v1/whoami", headers=headers).status_code == 200
+    assert http_get(f"{server.url}/v1/whoami", headers=headers).status_code == 200
     server.cli("token", "revoke", "short-lived")
-    assert httpx.get(f"{server.url}/v1/whoami", headers=headers).status_code == 401
+    assert http_get(f"{server.url}/v1/whoami", headers=headers).status_code == 401
 
 
 def test_token_create_prints_the_token_alone_on_the_last_line(server: Server) -> None:
     out = server.cli("token", "create", "ci-bot", "--scope", "decide").stdout
     token = out.strip().splitlines()[-1]
     assert token.startswith("sl_") and " " not in token
-    answer = httpx.get(f"{server.url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+    answer = http_get(f"{server.url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
     assert answer.json() == {"name": "ci-bot", "scope": "decide"}
     listed = server.cli("token", "list", "--json").stdout
     assert "ci-bot" in listed and token not in listed
@@ -64,12 +62,12 @@ def test_bodies_over_the_limit_get_413(server: Server) -> None:
 
 def test_docs_are_served_without_a_cdn_and_only_with_a_token(server: Server) -> None:
     for path in ("/docs", "/redoc", "/openapi.json"):
-        assert httpx.get(f"{server.url}{path}").status_code == 401, path
-    page = httpx.get(f"{server.url}/docs", headers=server.headers("read"))
+        assert http_get(f"{server.url}{path}").status_code == 401, path
+    page = http_get(f"{server.url}/docs", headers=server.headers("read"))
     assert page.status_code == 200
     assert "cdn" not in page.text.lower()
-    assert httpx.get(f"{server.url}/docs/assets/swagger-ui-bundle.js").status_code == 200
-    schema = httpx.get(f"{server.url}/openapi.json", headers=server.headers("read")).json()
+    assert http_get(f"{server.url}/docs/assets/swagger-ui-bundle.js").status_code == 200
+    schema = http_get(f"{server.url}/openapi.json", headers=server.headers("read")).json()
     assert schema["info"]["title"] == "stageline"
 
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from server_fixtures import Server
@@ -86,7 +85,7 @@ def test_a_run_survives_the_server_dying_while_it_advances_it(
     records = _run(server, run_id)["records"]
     done = Counter(r["node"] for r in records if r["status"] == "succeeded")
     assert done == {"first": 1, "hold": 1, "last": 1}, records
-    with httpx.Client(base_url=server.url, headers=server.headers("read")) as client:
+    with server.client("read") as client:
         events = client.get(f"/v1/runs/{run_id}/events").json()
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert sum(e["kind"] == "run.succeeded" for e in events) == 1

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server_fixtures import Server
+from server_fixtures import Server, http_get
 
 
 def _until(
@@ -315,7 +315,7 @@ def test_stats_sum_up_outcomes(server: Server) -> None:
 def test_both_token_headers_reach_the_api(server: Server, header: str) -> None:
     token = server.tokens["read"]
     value = f"Bearer {token}" if header == "Authorization" else token
-    answer = httpx.get(f"{server.url}/v1/runs", headers={header: value})
+    answer = http_get(f"{server.url}/v1/runs", headers={header: value})
     assert answer.status_code == 200
 
 
