@@ -2,6 +2,9 @@
 POST's body is read and parsed (JSON, or a form's fields), handed to the fake's
 ``answer(path, body) -> (status, JSON answer)``, and the answer sent back as JSON; a threaded
 server on 127.0.0.1 with a port of its own, so a slow answer holds up no other request.
+
+``wait_for`` is how a test waits for what a fake (or a server) was sent: it polls, with a
+generous timeout and no wall-clock assertion.
 """
 
 from __future__ import annotations
@@ -11,13 +14,33 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 Answer = Callable[[str, dict[str, Any]], tuple[int, dict[str, Any]]]
 """``answer(path, body)``: the HTTP status and the JSON answer to a POST to ``path``."""
 Hold = Callable[[str, dict[str, Any]], float]
 """``hold(path, body)``: seconds to wait, once answered, before sending the answer."""
+T = TypeVar("T")
+
+
+def wait_for(
+    check: Callable[[], T],
+    *,
+    timeout: float = 60.0,
+    every: float = 0.1,
+    failure: Callable[[], str] = lambda: "",
+) -> T:
+    """``check()``'s first truthy value, polled every ``every`` s; after ``timeout`` s an
+    ``AssertionError`` saying what was waited for (``failure()``: the state that explains it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"nothing within {timeout}s: {failure() or check}")
+        time.sleep(every)
 
 
 def read_body(raw: bytes) -> dict[str, Any]:

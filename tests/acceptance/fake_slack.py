@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from fake_http import LoopbackJSON
+from fake_http import LoopbackJSON, wait_for
 
 
 class FakeSlack:
@@ -96,14 +96,10 @@ class FakeSlack:
             return [b for m, b in self.calls if m == method]
 
     def wait_for(self, check: Any, timeout: float = 60.0, what: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = check()
-            if found:
-                return found
-            time.sleep(0.1)
-        raise AssertionError(
-            f"fake Slack: no {what or check} within {timeout}s; calls: {[m for m, _ in self.calls]}"
+        return wait_for(
+            check,
+            timeout=timeout,
+            failure=lambda: f"fake Slack: no {what or check}; calls: {[m for m, _ in self.calls]}",
         )
 
     def close(self) -> None:

@@ -8,7 +8,6 @@ holds no lease, and a person's answer to that wait is refused."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import httpx
 import pytest
 from fake_github import FakeGitHub
 
+from fake_http import wait_for
 from forge_fixtures import REPO, TOKEN, WEBHOOK_SECRET, GitRemote, github_toml
 from server_fixtures import Server, make_project
 from stageline.forge import sign
@@ -59,13 +59,18 @@ def run_of(server: Server, run_id: str) -> dict[str, Any]:
 
 
 def wait_until(server: Server, run_id: str, check: Any, what: str, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        detail = run_of(server, run_id)
-        if check(detail):
-            return detail
-        time.sleep(0.2)
-    raise AssertionError(f"run {run_id}: no {what} in {timeout}s: {detail}\n{server.log()}")
+    seen: dict[str, Any] = {}
+
+    def found() -> dict[str, Any] | None:
+        seen["detail"] = run_of(server, run_id)
+        return seen["detail"] if check(seen["detail"]) else None
+
+    return wait_for(
+        found,
+        timeout=timeout,
+        every=0.2,
+        failure=lambda: f"run {run_id}: no {what}: {seen.get('detail')}\n{server.log()}",
+    )
 
 
 def waiting_at(kind: str, build: int | None = None) -> Any:

@@ -11,13 +11,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+
+from fake_http import wait_for
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "worker_nodes.py"
 NODES = [f"n{i}" for i in range(1, 11)]
@@ -74,12 +75,7 @@ def run_status(env: dict[str, str], run_id: str) -> str | None:
 
 
 def wait_until(what: Callable[[], bool], timeout: float, why: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {why}")
+    wait_for(what, timeout=timeout, failure=lambda: why)
 
 
 @pytest.fixture

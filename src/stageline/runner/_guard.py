@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from stageline.errors import InvalidTransition, WaitsForPerson
 from stageline.ledger import Run, Wait, WaitKind, WaitStatus
+from stageline.runner._wait_pick import ci_rule
 
 if TYPE_CHECKING:
     from stageline.ledger import LedgerStore
@@ -42,10 +43,10 @@ def waits_for_person(run: Run, waits: Sequence[Wait], doing: str) -> WaitsForPer
     name = wait.name if wait is not None else "a person"
     route = decision_route(run.run_id, kind)
     if kind is WaitKind.CI:  # no person's to give: the forge completes it
+        assert wait is not None
         return WaitsForPerson(
-            f"run {run.run_id} waits on CI ({run.status}), so {doing}: only the forge's "
-            "answer (its webhook, or polling) moves it on; to stop it: "
-            f"`stageline cancel {run.run_id}`",
+            f"{ci_rule(run.run_id, wait)}, so {doing}; to stop the run, cancel it "
+            f"(`stageline cancel {run.run_id}`)",
             run_id=run.run_id,
             kind=str(kind),
             name=name,

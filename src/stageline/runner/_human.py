@@ -148,7 +148,7 @@ class Decisions:
                 "state_hash": found.state_hash,
             }
 
-        return await self._respond(
+        apply = await self._record(
             run_id,
             WaitKind.GATE,
             gate,
@@ -159,6 +159,7 @@ class Decisions:
             wait=wait,
             bind=(wait_id, seen_at),
         )
+        return await apply()
 
     async def answer(
         self,
@@ -182,7 +183,7 @@ class Decisions:
             checked = validate_answers(questions, answers, defaults=defaults)
             return {"question_id": found.wait_id, "answers": checked, "actor": _actor(actor)}
 
-        return await self._respond(
+        apply = await self._record(
             run_id,
             WaitKind.QUESTION,
             question_id,
@@ -193,6 +194,7 @@ class Decisions:
             wait=wait,
             bind=(None, seen_at),
         )
+        return await apply()
 
     async def respond(
         self,
@@ -224,7 +226,7 @@ class Decisions:
             answer = check_inbox_answer(inbox, value) if inbox else value
             return {"value": plain(answer), "actor": _actor(actor)}
 
-        return await self._respond(
+        apply = await self._record(
             run_id,
             WaitKind.INTERRUPT,
             None,
@@ -234,31 +236,6 @@ class Decisions:
             force=force,
             wait=wait,
             bind=(wait_id, seen_at),
-        )
-
-    async def _respond(
-        self,
-        run_id: str,
-        kind: WaitKind,
-        name: str | None,
-        respond: Callable[[Run, Wait], dict[str, Any]],
-        *,
-        note: str | None,
-        services: Mapping[str, Any] | None,
-        force: bool,
-        wait: Wait | None,
-        bind: tuple[str | None, float | None] = (None, None),
-    ) -> RunSummary:
-        apply = await self._record(
-            run_id,
-            kind,
-            name,
-            respond,
-            note=note,
-            services=services,
-            force=force,
-            wait=wait,
-            bind=bind,
         )
         return await apply()
 

@@ -6,7 +6,7 @@ from stageline.errors import InvalidTransition, StaleDecision, UsageError
 from stageline.ledger import Wait, WaitKind, WaitStatus, already_decided
 from stageline.runner._waits import what
 
-__all__ = ["bound_wait", "ci_wait_refused", "names_wait", "pick_wait"]
+__all__ = ["bound_wait", "ci_rule", "ci_wait_refused", "names_wait", "pick_wait"]
 
 
 def bound_wait(
@@ -79,12 +79,19 @@ def pick_wait(pending: list[Wait], kind: WaitKind, name: str | None, run_id: str
     return mine[0]
 
 
+def ci_rule(run_id: str, wait: Wait) -> str:
+    """The rule of a wait for CI, for every refusal of a person's move on it."""
+    return (
+        f"run {run_id} waits on CI ({what(wait)}), which only the forge completes (its "
+        "workflow_run or check_suite webhook, or stageline's polling)"
+    )
+
+
 def ci_wait_refused(run_id: str, wait: Wait) -> InvalidTransition:
     """The error for a person's answer to a wait for CI: only the forge completes one."""
     return InvalidTransition(
-        f"run {run_id} waits on CI ({what(wait)}), which only the forge completes (its "
-        "workflow_run or check_suite webhook, or stageline's polling): a person cannot "
-        f"answer it; to stop the run, cancel it (`stageline cancel {run_id}`)"
+        f"{ci_rule(run_id, wait)}: a person cannot answer it; to stop the run, cancel it "
+        f"(`stageline cancel {run_id}`)"
     )
 
 
