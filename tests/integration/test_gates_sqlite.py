@@ -11,8 +11,10 @@ from typing import Any, TypedDict
 import pytest
 
 from stageline.config import Settings
+from stageline.errors import AlreadyDecided
 from stageline.ledger import RunStatus, WaitStatus
 from stageline.runner import Runner
+from stageline.runner._human import Decisions
 from stageline.stages import StageContext, question_id
 from stageline.templates import Template
 
@@ -143,3 +145,56 @@ async def test_a_halt_past_the_gate_keeps_the_decision_and_retry_does_not_ask_ag
     nodes = [(r.node, r.attempt) for r in retried.records if r.attempt == 2]
     assert nodes == [("ship", 2)]  # neither the gate nor the question ran again
     assert len(rows(settings, "SELECT * FROM stageline_waits WHERE run_id = ?", run_id)) == 2
+
+
+LOOP = Template("sqlite_gate_loop", state=S)
+LOOP.add_stage("write", write)
+LOOP.add_gate("approval", changes_to="write", max_changes=5)
+LOOP.add_edge("write", "approval")
+
+
+class ReadsBefore:
+    """The ledger as a decider saw it before another process decided and advanced the run:
+    its first reads of the run and its waits answer from then; everything else is the ledger."""
+
+    def __init__(self, ledger: Any, run: Any, waits: list[Any]) -> None:
+        self._ledger, self._stale = ledger, {"get_run": run, "waits": waits}
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._ledger, name)
+        if name not in self._stale:
+            return real
+
+        async def read(*args: Any, **kwargs: Any) -> Any:
+            stale = self._stale.pop(name, None)
+            return stale if stale is not None else await real(*args, **kwargs)
+
+        return read
+
+
+async def test_a_decider_whose_reads_another_decision_overtook_hears_it_stands(
+    settings: Settings,
+) -> None:
+    """A decider read the run and its waits at the gate's first visit; before it read the
+    checkpoint, another process asked for changes and the run came back to the gate. The
+    checkpoint (second visit) then disagrees with what it read: that is the ledger having moved,
+    not a damaged checkpoint, so it hears that the first decision stands, and the new visit waits
+    untouched."""
+    async with Runner.open(settings) as runner:
+        runner.load(LOOP)
+        first = await runner.start(LOOP, {})
+        run_id = first.run.run_id
+        seen_at = first.waiting[0].requested_at
+        run, waits = await runner.ledger.get_run(run_id), await runner.ledger.waits(run_id)
+        again = await runner.decisions.decide(run_id, "changes", note="more", actor="first")
+        assert again.status is RunStatus.WAITING and again.waiting[0].wait_id != waits[0].wait_id
+        late = Decisions(
+            ReadsBefore(runner.ledger, run, waits),  # type: ignore[arg-type]
+            runner.graphs,
+            runner.services,
+            runner.advancer,
+        )
+        with pytest.raises(AlreadyDecided, match="first"):
+            await late.decide(run_id, "approve", actor="late", seen_at=seen_at)
+        [pending] = await runner.pending(run_id)
+        assert pending.wait_id == again.waiting[0].wait_id and pending.status is WaitStatus.PENDING

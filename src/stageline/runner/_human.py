@@ -14,7 +14,13 @@ from typing import Any, TypedDict
 
 from langgraph.types import Command
 
-from stageline.errors import AnswerInvalid, InvalidTransition, StaleDecision, UsageError
+from stageline.errors import (
+    AnswerInvalid,
+    CheckpointCorrupt,
+    InvalidTransition,
+    StaleDecision,
+    UsageError,
+)
 from stageline.ledger import (
     Event,
     LedgerStore,
@@ -23,16 +29,22 @@ from stageline.ledger import (
     Wait,
     WaitKind,
     WaitStatus,
-    already_decided,
 )
 from stageline.runner._advance import Advancer
+from stageline.runner._decision_races import (
+    RECHECKS,
+    LedgerMoved,
+    as_now,
+    first_stands,
+    ledger_moved,
+)
 from stageline.runner._graphs import Graphs
 from stageline.runner._interrupts import check_inbox_answer, plain
 from stageline.runner._reads import pending_waits, waiting_on
 from stageline.runner._services import Services
 from stageline.runner._support import RunSummary
 from stageline.runner._trust import check_checkpoint
-from stageline.runner._wait_pick import bound_wait, names_wait, pick_wait
+from stageline.runner._wait_pick import bound_wait, pick_wait
 from stageline.runner._waits import round_event, what
 from stageline.stages import validate_answers
 
@@ -271,13 +283,52 @@ class Decisions:
         wait: Wait | None,
         bind: tuple[str | None, float | None] = (None, None),
     ) -> Callable[[], Awaitable[RunSummary]]:
-        """Check and record the response, and claim the run; returns the advance applying it."""
+        """Check and record the response, and claim the run; returns the advance applying it.
+
+        The run and its waits are read before its checkpoint. When the checkpoint disagrees
+        with them because another process decided and advanced the run in between (the ledger
+        moved), the response is checked again on what the ledger holds now, at most
+        ``RECHECKS`` times: the first decision then stands (``AlreadyDecided``) instead of the
+        checkpoint being called damaged. A disagreement while the ledger stood still is one."""
+        for left in range(RECHECKS, -1, -1):
+            try:
+                return await self._record_once(
+                    run_id,
+                    kind,
+                    name,
+                    respond,
+                    note=note,
+                    services=services,
+                    force=force,
+                    wait=wait,
+                    bind=bind,
+                )
+            except LedgerMoved as moved:
+                if not left:
+                    raise moved.corrupt from moved
+        raise AssertionError("unreachable")
+
+    async def _record_once(
+        self,
+        run_id: str,
+        kind: WaitKind,
+        name: str | None,
+        respond: Callable[[Run, Wait], dict[str, Any]],
+        *,
+        note: str | None,
+        services: Mapping[str, Any] | None,
+        force: bool,
+        wait: Wait | None,
+        bind: tuple[str | None, float | None],
+    ) -> Callable[[], Awaitable[RunSummary]]:
         run = await self.ledger.get_run(run_id)
         waits = await self.ledger.waits(run_id)
+        if wait is not None:  # the visit the caller chose, as the ledger holds it now
+            wait = as_now(wait, waits)
         if wait is None and (bind[0] is not None or bind[1] is not None):
             wait = bound_wait(waits, kind, name, run_id, *bind)
         if wait is None:
-            run, waits = await self._first_stands(run, waits, kind, name)
+            run, waits = await first_stands(self.ledger, run, waits, kind, name)
         if not run.status.waits_for_person:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self.graphs.checked(run, force)
@@ -287,7 +338,12 @@ class Decisions:
         )
         response = {**respond(run, found), "token": found.token}
         # Nothing is recorded, and the run does not move, on a checkpoint stageline did not write.
-        await check_checkpoint(self.graphs.saver(made), run_id, waits, found.node)
+        try:
+            await check_checkpoint(self.graphs.saver(made), run_id, waits, found.node)
+        except CheckpointCorrupt as corrupt:
+            if await ledger_moved(self.ledger, run, waits):
+                raise LedgerMoved(corrupt) from corrupt
+            raise
         said = response.get("decision") or "answered"
         decided = [
             Event(
@@ -364,30 +420,6 @@ class Decisions:
             )
 
         return apply
-
-    async def _first_stands(
-        self, run: Run, waits: list[Wait], kind: WaitKind, name: str | None
-    ) -> tuple[Run, list[Wait]]:
-        """``AlreadyDecided`` when someone came first (a race, or a second answer): the first
-        one stands. The run was read before its waits: when they disagree (the wait applied,
-        the run still waiting for a person), both are read again, since another process may
-        have decided and advanced the run between the two reads."""
-        for fresh in (False, True):
-            if fresh:
-                run = await self.ledger.get_run(run.run_id)
-                waits = await self.ledger.waits(run.run_id)
-            mine = [w for w in waits if w.kind is kind and (name is None or names_wait(w, name))]
-            taken = [w for w in mine if w.status in (WaitStatus.DECIDED, WaitStatus.APPLIED)]
-            latest = max(taken, key=lambda w: w.decided_at or 0) if taken else None
-            if latest is None or any(w.status is WaitStatus.PENDING for w in mine):
-                break
-            if (
-                name is not None
-                or latest.status is WaitStatus.DECIDED
-                or not run.status.waits_for_person
-            ):
-                raise already_decided(latest)
-        return run, waits
 
     # -- reading ----------------------------------------------------------------------------
 
