@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from langgraph.types import Command
@@ -81,6 +82,24 @@ class DecisionOptions(TypedDict, total=False):
     """The visit of the gate the decider was shown (the decision binds to it)."""
     seen_at: float | None
     """When the decider looked: the decision binds to the visit waiting then."""
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A person's (or the forge's) response, to check and record at the wait it is for."""
+
+    run_id: str
+    kind: WaitKind
+    name: str | None
+    respond: Callable[[Run, Wait], dict[str, Any]]
+    """The response to record, from the run and the wait found (or a refusal)."""
+    note: str | None = None
+    services: Mapping[str, Any] | None = None
+    force: bool = False
+    wait: Wait | None = None
+    """The visit the caller chose, if any."""
+    bind: tuple[str | None, float | None] = (None, None)
+    """The visit's id, or when the caller looked: the visit waiting then."""
 
 
 class Decisions:
@@ -161,15 +180,17 @@ class Decisions:
             }
 
         apply = await self._record(
-            run_id,
-            WaitKind.GATE,
-            gate,
-            respond,
-            note=note,
-            services=services,
-            force=force,
-            wait=wait,
-            bind=(wait_id, seen_at),
+            _Asked(
+                run_id,
+                WaitKind.GATE,
+                gate,
+                respond,
+                note=note,
+                services=services,
+                force=force,
+                wait=wait,
+                bind=(wait_id, seen_at),
+            )
         )
         return await apply()
 
@@ -196,15 +217,16 @@ class Decisions:
             return {"question_id": found.wait_id, "answers": checked, "actor": _actor(actor)}
 
         apply = await self._record(
-            run_id,
-            WaitKind.QUESTION,
-            question_id,
-            respond,
-            note=None,
-            services=services,
-            force=force,
-            wait=wait,
-            bind=(None, seen_at),
+            _Asked(
+                run_id,
+                WaitKind.QUESTION,
+                question_id,
+                respond,
+                services=services,
+                force=force,
+                wait=wait,
+                bind=(None, seen_at),
+            )
         )
         return await apply()
 
@@ -239,15 +261,16 @@ class Decisions:
             return {"value": plain(answer), "actor": _actor(actor)}
 
         apply = await self._record(
-            run_id,
-            WaitKind.INTERRUPT,
-            None,
-            respond,
-            note=None,
-            services=services,
-            force=force,
-            wait=wait,
-            bind=(wait_id, seen_at),
+            _Asked(
+                run_id,
+                WaitKind.INTERRUPT,
+                None,
+                respond,
+                services=services,
+                force=force,
+                wait=wait,
+                bind=(wait_id, seen_at),
+            )
         )
         return await apply()
 
@@ -266,23 +289,9 @@ class Decisions:
                 )
             return {"ci": plain(dict(result)), "actor": actor}
 
-        return await self._record(
-            run_id, WaitKind.CI, None, respond, note=None, services=None, force=False, wait=wait
-        )
+        return await self._record(_Asked(run_id, WaitKind.CI, None, respond, wait=wait))
 
-    async def _record(
-        self,
-        run_id: str,
-        kind: WaitKind,
-        name: str | None,
-        respond: Callable[[Run, Wait], dict[str, Any]],
-        *,
-        note: str | None,
-        services: Mapping[str, Any] | None,
-        force: bool,
-        wait: Wait | None,
-        bind: tuple[str | None, float | None] = (None, None),
-    ) -> Callable[[], Awaitable[RunSummary]]:
+    async def _record(self, asked: _Asked) -> Callable[[], Awaitable[RunSummary]]:
         """Check and record the response, and claim the run; returns the advance applying it.
 
         The run and its waits are read before its checkpoint. When the checkpoint disagrees
@@ -292,35 +301,15 @@ class Decisions:
         checkpoint being called damaged. A disagreement while the ledger stood still is one."""
         for left in range(RECHECKS, -1, -1):
             try:
-                return await self._record_once(
-                    run_id,
-                    kind,
-                    name,
-                    respond,
-                    note=note,
-                    services=services,
-                    force=force,
-                    wait=wait,
-                    bind=bind,
-                )
+                return await self._record_once(asked)
             except LedgerMoved as moved:
                 if not left:
                     raise moved.corrupt from moved
         raise AssertionError("unreachable")
 
-    async def _record_once(
-        self,
-        run_id: str,
-        kind: WaitKind,
-        name: str | None,
-        respond: Callable[[Run, Wait], dict[str, Any]],
-        *,
-        note: str | None,
-        services: Mapping[str, Any] | None,
-        force: bool,
-        wait: Wait | None,
-        bind: tuple[str | None, float | None],
-    ) -> Callable[[], Awaitable[RunSummary]]:
+    async def _record_once(self, asked: _Asked) -> Callable[[], Awaitable[RunSummary]]:
+        run_id, kind, name, wait = asked.run_id, asked.kind, asked.name, asked.wait
+        respond, note, force, bind = asked.respond, asked.note, asked.force, asked.bind
         run = await self.ledger.get_run(run_id)
         waits = await self.ledger.waits(run_id)
         if wait is not None:  # the visit the caller chose, as the ledger holds it now
@@ -332,7 +321,7 @@ class Decisions:
         if not run.status.waits_for_person:
             raise InvalidTransition(f"run {run_id} is {run.status}, not waiting for a person")
         made = self.graphs.checked(run, force)
-        services = await self.services.resolve(services)
+        services = await self.services.resolve(asked.services)
         found = wait or pick_wait(
             [w for w in waits if w.status is WaitStatus.PENDING], kind, name, run_id
         )
