@@ -138,7 +138,11 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def start_stageline(name: str, folder: Path, database_url: str, workers: int) -> Served:
+def start_stageline(
+    name: str, folder: Path, database_url: str, workers: int, launcher: list[str] | None = None
+) -> Served:
+    """``stageline serve`` on the bench project; ``launcher`` runs the CLI instead of
+    ``python -m stageline.cli`` (``bench_api_counts.py`` counts the server's SQL so)."""
     make_project(folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGELINE_")}
     env.update(
@@ -158,7 +162,7 @@ def start_stageline(name: str, folder: Path, database_url: str, workers: int) ->
     )
     port = free_port()
     log = folder / "serve.log"
-    command = [*cli, "serve", "--port", str(port), "--log-level", "warning"]
+    command = [*(launcher or cli), "serve", "--port", str(port), "--log-level", "warning"]
     if workers != 1:
         command += ["--workers", str(workers)]
     with log.open("wb") as out:
@@ -296,23 +300,24 @@ def report(servers: list[Served], levels: list[int]) -> None:
 # -- databases and processes ------------------------------------------------------------------
 
 
-def _admin() -> Any:
+def _admin(url: str = ADMIN_URL) -> Any:
     import psycopg
 
-    return psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5)
+    return psycopg.connect(url, autocommit=True, connect_timeout=5)
 
 
 @contextlib.contextmanager
-def fresh_database(suffix: str) -> Iterator[str]:
+def fresh_database(suffix: str, admin_url: str = ADMIN_URL) -> Iterator[str]:
+    """A new database on ``admin_url``'s server (its URL), dropped afterwards."""
     name = f"{DB_NAME}_{suffix}"
-    with _admin() as admin:
+    with _admin(admin_url) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield urlsplit(ADMIN_URL)._replace(path=f"/{name}").geturl()
+        yield urlsplit(admin_url)._replace(path=f"/{name}").geturl()
     finally:
         try:
-            with _admin() as admin:
+            with _admin(admin_url) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         except Exception as exc:
             print(f"could not drop database {name}: {exc}", file=sys.stderr)

@@ -334,7 +334,7 @@ class SqlLedger(
         try:
             async with self._tx() as x:
                 if lease is not None:
-                    await self._take_lease(x, run_id, *lease)
+                    await self._lease_in(x, run_id, *lease)
                 # Before the staged rows are taken: a round found moved rolls back, nothing lost.
                 said = await self._change_waits(x, run_id, waits) if waits else []
                 evs = said + list(events)

@@ -95,7 +95,7 @@ class LeaseSql:
     async def _claim_in(self, x: Executor, run_id: str, claim: RunClaim) -> Run:
         """``claim``'s lease and status change, in the caller's transaction (its events are the
         caller's to write); ``LeaseHeld`` or ``InvalidTransition`` if refused."""
-        await self._take_lease(x, run_id, claim.holder, claim.ttl)
+        await self._lease_in(x, run_id, claim.holder, claim.ttl)
         values = {**claim.fields, "status": str(claim.status), "updated_at": time.time()}
         allowed = [str(s) for s in claim.expect]
         rows = await self._update_run(x, run_id, values, allowed, [], False)
@@ -182,17 +182,31 @@ class LeaseSql:
             return await self._take_lease(x, run_id, holder, ttl)
 
     async def _take_lease(self, x: Executor, run_id: str, holder: str, ttl: float) -> Run:
-        """The lease, taken in the caller's transaction (``LeaseHeld`` if a live holder has it)."""
+        """The lease, taken in the caller's transaction (``LeaseHeld`` if a live holder has it);
+        the run as it stands then."""
+        current = await self._lease_in(x, run_id, holder, ttl, read_back=True)
+        assert current is not None  # read back when asked
+        return current
+
+    async def _lease_in(
+        self, x: Executor, run_id: str, holder: str, ttl: float, *, read_back: bool = False
+    ) -> Run | None:
+        """The lease, taken in the caller's transaction (``LeaseHeld`` if a live holder has it).
+        The run is read when the update matched nothing (to name the holder, or take a dead
+        one's lease) and, with ``read_back``, after it; a caller that changes the run next in
+        this transaction (and reads it from that change) needs no read of its own."""
         now = time.time()
         count = await x.execute(
             self._sql(TAKE_LEASE),
             {"run_id": run_id, "holder": holder, "expires": now + ttl, "now": now},
         )
-        rows = await x.fetch(self._sql(SELECT_RUN), {"run_id": run_id})
-        if not rows:
-            raise RunNotFound(run_id)
-        current = Run.from_row(rows[0])
-        if count == 0 and current.lease_holder and holder_is_dead(current.lease_holder):
+        current: Run | None = None
+        if count == 0 or read_back:
+            rows = await x.fetch(self._sql(SELECT_RUN), {"run_id": run_id})
+            if not rows:
+                raise RunNotFound(run_id)
+            current = Run.from_row(rows[0])
+        if count == 0 and current and current.lease_holder and holder_is_dead(current.lease_holder):
             # Same host, process gone: its lease cannot be renewed, so take it now.
             count = await x.execute(
                 self._sql(STEAL_LEASE),
@@ -209,6 +223,7 @@ class LeaseSql:
             found = await x.fetch(self._sql(MAX_SEQ), {"run_id": run_id})
             self._seq[run_id] = int(found[0]["s"] or 0)
         if count == 0:
+            assert current is not None  # read above
             raise LeaseHeld(
                 run_id,
                 current.lease_holder or "?",

@@ -26,8 +26,9 @@ __all__ = ["LANGGRAPH_JSON", "graph_files", "langgraph_graphs", "load_listed_gra
 
 LANGGRAPH_JSON = "langgraph.json"
 
-_READ: dict[str, tuple[float, dict[str, str]]] = {}
-"""A langgraph.json file -> (its modification time, its graphs), read once while unchanged."""
+_READ: dict[str, tuple[tuple[int, int, int], dict[str, str]]] = {}
+"""A langgraph.json file (as given, absolute) -> (its stat, its graphs), read once while
+unchanged: a server asks several times per request, without resolving the path each time."""
 _PREPARED: set[str] = set()
 """langgraph.json files whose dependencies and env this process took in already."""
 _MADE: dict[tuple[str, str, int], GraphTemplate] = {}
@@ -46,8 +47,8 @@ def graph_files(template_dirs: Any) -> list[Path]:
 
 def langgraph_graphs(path: Path) -> dict[str, str]:
     """``graphs`` of the langgraph.json at ``path``: name -> ``file.py:attr``."""
-    key = str(path.resolve())
-    stamp = path.stat().st_mtime
+    key = str(path.absolute())
+    stamp = _stamp(path)
     hit = _READ.get(key)
     if hit is not None and hit[0] == stamp:
         return hit[1]
