@@ -241,8 +241,8 @@ async def test_ci_that_never_reports_times_out_as_a_failure(
     runner: Runner, fake_github: Any, git_remote: GitRemote
 ) -> None:
     """[github] ci_timeout (2h by default): a CI wait older than it ends timed_out, answered
-    by github; verify sends the run back to build saying so, and after the builds allowed the
-    run parks."""
+    by github, and the workflow run it waited on is cancelled on GitHub; verify sends the run
+    back to build saying so, and after the builds allowed the run parks."""
     waiting = await planned(runner)
     run_id = waiting.run.run_id
     [ci] = waiting.waiting
@@ -260,6 +260,14 @@ async def test_ci_that_never_reports_times_out_as_a_failure(
     [ended] = [w for w in again.waits if w.kind is WaitKind.CI and w.response]
     assert ended.actor == "github" and ended.response is not None
     assert ended.response["ci"]["conclusion"] == "timed_out"
+    # A dispatched workflow run is cancelled on GitHub; a commit's check suites are the apps'.
+    workflow = bool(ci.payload["ci"].get("workflow"))
+    assert ended.response["ci"]["cancelled_on_forge"] is workflow
+    cancels = [r.path for r in fake_github.requests if r.path.endswith("/cancel")]
+    assert len(cancels) == int(workflow), cancels
+    if workflow:
+        [cancelled] = [r for r in fake_github.runs if f"/runs/{r.id}/cancel" in cancels[0]]
+        assert (cancelled.status, cancelled.conclusion) == ("completed", "cancelled")
     assert "timed_out: " in " ".join(str(line) for line in qa_lines([ended]))
     assert "(not reported within 2h00m)" in " ".join(str(line) for line in qa_lines([ended]))
     logs = [e.data for e in await runner.ledger.events(run_id) if e.kind == "stage.log"]

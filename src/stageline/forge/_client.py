@@ -230,6 +230,14 @@ class GitHubClient:
         )
         return CiRun.from_workflow_run(data)
 
+    async def cancel_workflow_run(self, repo: str, run_id: int) -> None:
+        """Ask GitHub to cancel workflow run ``run_id`` (202: it stops soon after)."""
+        owner, name = _split(repo)
+        await self._call(
+            f"cancelling workflow run {run_id} of {repo}",
+            self._gh.rest.actions.async_cancel_workflow_run(owner, name, run_id),
+        )
+
     async def check_suites(self, repo: str, sha: str) -> list[CiRun]:
         """The check suites of commit ``sha`` (one per app that checks it)."""
         owner, name = _split(repo)

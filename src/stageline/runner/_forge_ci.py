@@ -13,7 +13,9 @@ audited record (actor ``github``), the first one winning:
   ``policy_step`` (a CI wait has no deadline policy): the ledger's compare-and-set on it lets
   one process make each poll, however many look. A wait older than its ``ci_timeout``
   (``[github]``, kept in its payload) is polled once more and, CI not having reported, ends
-  ``timed_out`` (a failure; ``timed_out_after`` says it was stageline's timeout).
+  ``timed_out`` (a failure; ``timed_out_after`` says it was stageline's timeout). The workflow
+  run it waited on, if one was found, is cancelled on GitHub (``cancelled_on_forge``), so it
+  uses no more CI minutes; a refused cancel is logged and the wait times out all the same.
 
 Recording the answer claims the run (one transaction); the advance that applies it then runs
 in a task of this process (``idle`` waits for them), so a webhook is answered at once.
@@ -202,6 +204,7 @@ class ForgeCi:
                     continue
             if result is None and late:
                 result = _timed_out(ci, deadline - wait.requested_at)
+                result["cancelled_on_forge"] = await self._cancel(ci)
                 _log.warning("CI of run %s did not report in time: timed_out", wait.run_id)
             if result is not None and await self._complete(wait, result):
                 moved.append(wait.run_id)
@@ -228,20 +231,38 @@ class ForgeCi:
 
     async def _read(self, ci: Mapping[str, Any]) -> dict[str, Any] | None:
         """How the CI a wait waits on ended, or None while it runs (or has not started)."""
-        assert self.forge is not None
-        client, repo = self.forge.client, str(ci.get("repository"))
         if not ci.get("workflow"):
             return await self._suites(ci)
-        found: CiRun | None
-        if ci.get("id"):
-            found = await client.workflow_run(repo, int(ci["id"]))
-        else:
-            runs = await client.workflow_runs(repo, ci["workflow"], head_sha=ci.get("head_sha"))
-            new = [r for r in runs if r.id not in (ci.get("known_ids") or ())]
-            found = min(new, key=lambda r: r.id) if new else None
+        found = await self._workflow_run(ci)
         if found is None or not found.completed:
             return None
         return _result(ci, found, found.conclusion)
+
+    async def _workflow_run(self, ci: Mapping[str, Any]) -> CiRun | None:
+        """The workflow run a wait waits on: its ``id``, else the first run of the workflow
+        on the pushed commit that was not there before the dispatch; None before it starts."""
+        assert self.forge is not None
+        client, repo = self.forge.client, str(ci.get("repository"))
+        if ci.get("id"):
+            return await client.workflow_run(repo, int(ci["id"]))
+        runs = await client.workflow_runs(repo, ci["workflow"], head_sha=ci.get("head_sha"))
+        new = [r for r in runs if r.id not in (ci.get("known_ids") or ())]
+        return min(new, key=lambda r: r.id) if new else None
+
+    async def _cancel(self, ci: Mapping[str, Any]) -> bool:
+        """Cancel the workflow run of a wait that timed out; whether GitHub took the cancel.
+        (Check suites of the commit belong to their apps: they are left.)"""
+        if self.forge is None or not ci.get("workflow"):
+            return False
+        try:
+            found = await self._workflow_run(ci)
+            if found is None or found.completed:
+                return False
+            await self.forge.client.cancel_workflow_run(str(ci.get("repository")), found.id)
+        except StagelineError as exc:
+            _log.warning("could not cancel the timed-out CI run: %s", exc)
+            return False
+        return True
 
     async def _suites(self, ci: Mapping[str, Any]) -> dict[str, Any] | None:
         if self.forge is None:
