@@ -19,7 +19,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from stageline.errors import ConfigError
 
@@ -112,7 +119,13 @@ class GitHubConfig(BaseModel):
     api_url: str = Field(default="https://api.github.com", pattern=r"^https?://\S+$")
     """GitHub's REST API (GitHub Enterprise: ``https://HOST/api/v3``)."""
     token_env: str = "GITHUB_TOKEN"
-    """The variable holding the token (a fine-grained token or a GitHub App's)."""
+    """The variable holding the token (a fine-grained or classic personal access token)."""
+    app_id: int | None = Field(default=None, gt=0)
+    """A GitHub App to sign in as, instead of a token (with ``installation_id``)."""
+    installation_id: int | None = Field(default=None, gt=0)
+    """The App's installation on the repositories' account."""
+    app_private_key_env: str = "GITHUB_APP_PRIVATE_KEY"
+    """The variable holding the App's private key (PEM)."""
     webhook_secret_env: str = "GITHUB_WEBHOOK_SECRET"
     """The variable holding the webhook secret; unset: the webhook route answers 404."""
     intake_label: str = Field(default="stageline", min_length=1)
@@ -140,6 +153,15 @@ class GitHubConfig(BaseModel):
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+", name):
                 raise ValueError(f"{name!r} is not a repository name such as 'acme/app'")
         return value
+
+    @model_validator(mode="after")
+    def _app_and_installation(self) -> GitHubConfig:
+        if (self.app_id is None) != (self.installation_id is None):
+            raise ValueError(
+                "app_id and installation_id go together: a GitHub App signs in to one "
+                "installation (or set neither, and use token_env)"
+            )
+        return self
 
     @property
     def enabled(self) -> bool:

@@ -4,14 +4,17 @@ refusals as one ``ForgeError`` (status and GitHub's message, never the token).""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from fake_github import FakeGitHub
+from fake_github_app import FakeApp
 
 from forge_fixtures import REPO, TOKEN, GitRemote
 from stageline.errors import ForgeError
 from stageline.forge import GitHubClient, GitHubSettings, PullRequest, RepoSettings
+from stageline.forge._settings import AppSignIn
 
 
 def forge_settings(fake: FakeGitHub, checkout: Path, token: str = TOKEN) -> GitHubSettings:
@@ -181,3 +184,49 @@ async def test_refusals_are_one_forge_error_without_the_token(
     assert down.value.status is None
     for error in (caught.value, down.value):
         assert TOKEN not in str(error) and "ghp-wrong" not in str(error)
+
+
+async def test_a_github_app_signs_in_and_reuses_its_installation_token(
+    fake_github: FakeGitHub, git_remote: GitRemote
+) -> None:
+    """Signed in as a GitHub App: a JWT signed with its private key buys an installation
+    token, which the calls then send (one token for many calls, till it nears its expiry). A
+    key GitHub does not know is refused 401; one that cannot sign is one ForgeError, and
+    neither says the key."""
+    app = FakeApp()
+    fake_github.app = app
+    fake_github.add_issue(REPO, 3, "Add a flag")
+    signed_in = replace(
+        forge_settings(fake_github, git_remote.checkout),
+        token=None,
+        app=AppSignIn(
+            app_id=app.app_id, installation_id=app.installation_id, private_key=app.private_pem
+        ),
+    )
+    async with GitHubClient(signed_in) as client:
+        assert (await client.get_issue(REPO, 3)).title == "Add a flag"
+        await client.comment(REPO, 3, "hi")
+    assert len(app.issued) == 1 and app.refused == []
+    asked = [r for r in fake_github.requests if r.path.endswith("/access_tokens")]
+    assert [r.path for r in asked] == [f"/app/installations/{app.installation_id}/access_tokens"]
+    stranger = FakeApp()  # an App GitHub does not know, signing in to this installation
+    other = replace(
+        signed_in,
+        app=replace(signed_in.app, app_id=stranger.app_id, private_key=stranger.private_pem),
+    )
+    async with GitHubClient(other) as client:
+        with pytest.raises(ForgeError, match=r"HTTP 401: signing in as the GitHub App") as refused:
+            await client.get_issue(REPO, 3)
+    assert app.refused and len(app.issued) == 1
+    broken_id = FakeApp().app_id  # nothing cached for it: it must sign
+    broken = replace(
+        signed_in, app=replace(signed_in.app, app_id=broken_id, private_key=BROKEN_PEM)
+    )
+    async with GitHubClient(broken) as client:
+        with pytest.raises(ForgeError, match=r"private key cannot sign") as unsigned:
+            await client.get_issue(REPO, 3)
+    for error in (refused.value, unsigned.value):
+        assert "PRIVATE KEY" not in str(error) and "MII" not in str(error)
+
+
+BROKEN_PEM = "-----BEGIN PRIVATE KEY-----\nMIInotakey\n-----END PRIVATE KEY-----\n"

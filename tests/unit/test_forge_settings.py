@@ -70,6 +70,25 @@ def test_no_repositories_or_no_token_is_a_config_error(tmp_path: Path) -> None:
         github_settings(settings, {"GITHUB_TOKEN": "t"})
 
 
+def test_a_github_app_signs_in_with_its_key_instead_of_a_token(tmp_path: Path) -> None:
+    """app_id + installation_id: the App's private key (PEM) from app_private_key_env, kept
+    out of repr; a PEM on one line with its breaks written as \\n is taken too."""
+    text = GOOD.replace("[github]\n", "[github]\napp_id = 12\ninstallation_id = 34\n")
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIsecret\n-----END PRIVATE KEY-----"
+    forge = github_settings(settings_of(tmp_path, text), {"GITHUB_APP_PRIVATE_KEY": pem})
+    assert forge.token is None and forge.app is not None
+    assert (forge.app.app_id, forge.app.installation_id) == (12, 34)
+    assert forge.app.private_key == pem + "\n" and "MIIsecret" not in repr(forge)
+    one_line = {"GITHUB_APP_PRIVATE_KEY": pem.replace("\n", "\\n")}
+    assert github_settings(settings_of(tmp_path, text), one_line).app == forge.app
+    with pytest.raises(ConfigError, match=r"GITHUB_APP_PRIVATE_KEY .* is not set"):
+        github_settings(settings_of(tmp_path, text), {"GITHUB_TOKEN": "t"})
+    with pytest.raises(ConfigError, match=r"GITHUB_APP_PRIVATE_KEY .* is not a PEM private key"):
+        github_settings(settings_of(tmp_path, text), {"GITHUB_APP_PRIVATE_KEY": "12"})
+    with pytest.raises(ConfigError, match=r"app_id and installation_id go together"):
+        settings_of(tmp_path, GOOD.replace("[github]\n", "[github]\napp_id = 12\n"))
+
+
 def test_a_repository_not_listed_is_refused_by_name(tmp_path: Path) -> None:
     forge = github_settings(settings_of(tmp_path, GOOD), {"GITHUB_TOKEN": "t"})
     with pytest.raises(ConfigError, match=r"'evil/repo' is not in \[github\.repositories\]"):

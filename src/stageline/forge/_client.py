@@ -13,7 +13,8 @@ from collections.abc import Awaitable
 from typing import Any, Literal, TypeVar
 
 import httpx
-from githubkit import GitHub, TokenAuthStrategy
+import jwt
+from githubkit import AppInstallationAuthStrategy, GitHub, TokenAuthStrategy
 from githubkit.exception import GraphQLFailed, RequestFailed, RequestTimeout
 from githubkit.exception import RequestError as GitHubRequestError
 
@@ -66,8 +67,11 @@ class GitHubClient:
 
     def __init__(self, settings: GitHubSettings, *, timeout: float = 30.0) -> None:
         self.settings = settings
-        self._gh: GitHub[TokenAuthStrategy] = GitHub(
-            TokenAuthStrategy(settings.token),
+        app, auth = settings.app, None
+        if app is not None:
+            auth = AppInstallationAuthStrategy(app.app_id, app.private_key, app.installation_id)
+        self._gh: GitHub[Any] = GitHub(
+            auth or TokenAuthStrategy(settings.token or ""),
             base_url=settings.api_url + "/",
             timeout=timeout,
             http_cache=False,
@@ -96,6 +100,14 @@ class GitHubClient:
             raise ForgeError(action, 200, said) from None
         except GitHubRequestError as exc:
             cause = exc.exc
+            if isinstance(cause, RequestFailed):  # the App's sign-in, refused
+                said = f"signing in as the GitHub App: {_message(cause)}"
+                raise ForgeError(action, cause.response.status_code, said) from None
+            if isinstance(cause, ValueError | jwt.PyJWTError) and self.settings.app is not None:
+                said = type(cause).__name__  # never the key's text
+                raise ForgeError(
+                    action, None, f"the GitHub App's private key cannot sign its sign-in ({said})"
+                ) from None
             what = type(cause).__name__ if isinstance(cause, httpx.HTTPError) else "error"
             raise ForgeError(action, None, f"cannot reach GitHub ({what})") from None
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from stageline.config import Settings
 from stageline.errors import ConfigError
 
-__all__ = ["GitHubSettings", "RepoSettings", "github_settings"]
+__all__ = ["AppSignIn", "GitHubSettings", "RepoSettings", "github_settings"]
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -46,11 +46,23 @@ class RepoSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AppSignIn:
+    """A GitHub App's installation to sign in as: githubkit makes its installation token
+    (from a JWT signed with the private key) and makes a new one before it expires."""
+
+    app_id: int
+    installation_id: int
+    private_key: str = field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class GitHubSettings:
     """What the forge needs, secrets included (kept out of ``repr``)."""
 
     api_url: str
-    token: str = field(repr=False)
+    token: str | None = field(default=None, repr=False)
+    """A token to send as it is; None when signing in as an App (``app``)."""
+    app: AppSignIn | None = None
     webhook_secret: str | None = field(default=None, repr=False)
     """None when the variable ``[github] webhook_secret_env`` names is unset."""
     intake_label: str = "stageline"
@@ -84,12 +96,28 @@ def github_settings(settings: Settings, env: Mapping[str, str] | None = None) ->
             'stageline.toml has no [github.repositories."OWNER/NAME"] table: '
             "configure the repositories stageline may touch"
         )
-    token = env.get(conf.token_env, "").strip()
-    if not token:
-        raise ConfigError(
-            f"github.token_env: the environment variable {conf.token_env} (the GitHub token) "
-            "is not set"
+    token: str | None = None
+    app: AppSignIn | None = None
+    if conf.app_id is not None and conf.installation_id is not None:
+        key = env.get(conf.app_private_key_env, "").strip()
+        if "\n" not in key:  # a PEM kept on one line, its line breaks written as \n
+            key = key.replace("\\n", "\n")
+        if "PRIVATE KEY-----" not in key:
+            raise ConfigError(
+                f"github.app_private_key_env: the environment variable "
+                f"{conf.app_private_key_env} (the GitHub App's private key, PEM) is "
+                + ("not set" if not key else "not a PEM private key")
+            )
+        app = AppSignIn(
+            app_id=conf.app_id, installation_id=conf.installation_id, private_key=key + "\n"
         )
+    else:
+        token = env.get(conf.token_env, "").strip()
+        if not token:
+            raise ConfigError(
+                f"github.token_env: the environment variable {conf.token_env} (the GitHub "
+                "token) is not set; or sign in as a GitHub App (app_id, installation_id)"
+            )
     repositories = {
         name: RepoSettings(
             name=name,
@@ -103,6 +131,7 @@ def github_settings(settings: Settings, env: Mapping[str, str] | None = None) ->
     return GitHubSettings(
         api_url=conf.api_url.rstrip("/"),
         token=token,
+        app=app,
         webhook_secret=env.get(conf.webhook_secret_env) or None,
         intake_label=conf.intake_label,
         intake_template=conf.intake_template,
