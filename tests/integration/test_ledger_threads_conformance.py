@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
 from pathlib import Path
@@ -149,3 +150,40 @@ async def test_a_database_made_before_thread_metadata_is_upgraded(tmp_path: Path
         assert await ledger.thread_meta("old") is None
     finally:
         await opened.aclose()
+
+
+async def test_two_processes_creating_one_thread_at_once_make_it_once(
+    shared_backend: Backend, shared_backend_url: str
+) -> None:
+    """Two ledgers on one database (as two server processes) create the same thread ids at
+    once: each id is made once, and the other creation is refused as 'already exists' (never a
+    database error); setting metadata of a thread being made at once loses no row either."""
+    other = await open_backend(shared_backend_url, checkpoint_serde())
+    try:
+        ids = [uid() for _ in range(20)]
+
+        async def create(ledger: LedgerStore, thread: str) -> bool:
+            try:
+                await ledger.put_thread(ThreadMeta(run_id=thread))
+            except InvalidTransition as exc:
+                assert "already exists" in str(exc)
+                return False
+            return True
+
+        made = await asyncio.gather(
+            *(create(b.ledger, t) for t in ids for b in (shared_backend, other))
+        )
+        assert [made[2 * i] + made[2 * i + 1] for i in range(len(ids))] == [1] * len(ids)
+        tagged = [uid() for _ in range(20)]
+        await asyncio.gather(
+            *(
+                b.ledger.set_thread_metadata(t, {"by": n})
+                for t in tagged
+                for n, b in enumerate((shared_backend, other))
+            )
+        )
+        for thread in tagged:
+            found = await shared_backend.ledger.thread_meta(thread)
+            assert found is not None and found.metadata["by"] in (0, 1)
+    finally:
+        await other.aclose()

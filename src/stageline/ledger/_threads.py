@@ -107,13 +107,16 @@ class ThreadsSql:
         def _tx(self) -> AbstractAsyncContextManager[Executor]: ...
         def _read(self) -> AbstractAsyncContextManager[Executor]: ...
         def _sql(self, stmt: Any) -> str: ...
+        def _insert_ignoring(self, table: Any, keys: list[str]) -> Any: ...
 
     async def put_thread(self, meta: ThreadMeta) -> ThreadMeta:
-        """Record an empty thread; a thread id taken already is refused."""
+        """Record an empty thread; a thread id taken already is refused. One statement (insert
+        unless there), so of two processes creating one id at once, one is refused: a check
+        first and an insert after could both pass the check."""
         async with self._tx() as x:
-            if await x.fetch(self._sql(_SELECT_THREAD), {"run_id": meta.run_id}):
+            added = await x.execute(self._sql(self._insert_ignoring(_m, ["run_id"])), meta.to_row())
+            if not added:
                 raise _exists(meta.run_id)
-            await x.execute(self._sql(_INSERT_THREAD), meta.to_row())
         return meta
 
     async def thread_meta(self, run_id: str) -> ThreadMeta | None:
@@ -133,14 +136,13 @@ class ThreadsSql:
             rows = await x.fetch(self._sql(_SELECT_THREAD), {"run_id": run_id})
             found = ThreadMeta.from_row(rows[0]) if rows else ThreadMeta(run_id=run_id)
             meta = replace(found, metadata=dict(metadata), updated_at=time.time())
-            if rows:
-                row = meta.to_row()
-                await x.execute(
-                    self._sql(_UPDATE_THREAD),
-                    {"run_id": run_id, "meta": row["metadata"], "now": meta.updated_at},
-                )
-            else:
-                await x.execute(self._sql(_INSERT_THREAD), meta.to_row())
+            insert = self._sql(self._insert_ignoring(_m, ["run_id"]))
+            if not rows and await x.execute(insert, meta.to_row()):
+                return meta  # (another process's row made meanwhile is updated instead)
+            await x.execute(
+                self._sql(_UPDATE_THREAD),
+                {"run_id": run_id, "meta": meta.to_row()["metadata"], "now": meta.updated_at},
+            )
         return meta
 
     async def add_api_run(self, run: ApiRun) -> ApiRun:
@@ -193,7 +195,6 @@ class ThreadsSql:
 _m, _a = thread_meta, api_runs
 _SELECT_THREAD = select(_m).where(_m.c.run_id == bindparam("run_id"))
 _SELECT_THREADS = select(_m).order_by(_m.c.created_at, _m.c.run_id)
-_INSERT_THREAD = insert(_m)
 _UPDATE_THREAD = (
     update(_m)
     .where(_m.c.run_id == bindparam("run_id"))
