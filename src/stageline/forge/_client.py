@@ -67,11 +67,14 @@ class GitHubClient:
 
     def __init__(self, settings: GitHubSettings, *, timeout: float = 30.0) -> None:
         self.settings = settings
-        app, auth = settings.app, None
-        if app is not None:
-            auth = AppInstallationAuthStrategy(app.app_id, app.private_key, app.installation_id)
+        app = settings.app
+        auth = (
+            TokenAuthStrategy(settings.token or "")
+            if app is None
+            else AppInstallationAuthStrategy(app.app_id, app.private_key, app.installation_id)
+        )
         self._gh: GitHub[Any] = GitHub(
-            auth or TokenAuthStrategy(settings.token or ""),
+            auth,
             base_url=settings.api_url + "/",
             timeout=timeout,
             http_cache=False,

@@ -114,10 +114,13 @@ class ThreadsSql:
         unless there), so of two processes creating one id at once, one is refused: a check
         first and an insert after could both pass the check."""
         async with self._tx() as x:
-            added = await x.execute(self._sql(self._insert_ignoring(_m, ["run_id"])), meta.to_row())
-            if not added:
+            if not await x.execute(self._sql(self._insert_thread()), meta.to_row()):
                 raise _exists(meta.run_id)
         return meta
+
+    def _insert_thread(self) -> Any:
+        """Insert a thread's row unless its id is there (0 rows then)."""
+        return self._insert_ignoring(_m, ["run_id"])
 
     async def thread_meta(self, run_id: str) -> ThreadMeta | None:
         async with self._read() as x:
@@ -136,8 +139,7 @@ class ThreadsSql:
             rows = await x.fetch(self._sql(_SELECT_THREAD), {"run_id": run_id})
             found = ThreadMeta.from_row(rows[0]) if rows else ThreadMeta(run_id=run_id)
             meta = replace(found, metadata=dict(metadata), updated_at=time.time())
-            insert = self._sql(self._insert_ignoring(_m, ["run_id"]))
-            if not rows and await x.execute(insert, meta.to_row()):
+            if not rows and await x.execute(self._sql(self._insert_thread()), meta.to_row()):
                 return meta  # (another process's row made meanwhile is updated instead)
             await x.execute(
                 self._sql(_UPDATE_THREAD),

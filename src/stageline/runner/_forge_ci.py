@@ -192,8 +192,9 @@ class ForgeCi:
             ci = wait.payload.get("ci") or {}
             late = now >= deadline
             result: dict[str, Any] | None = None
+            running: CiRun | None = None  # the workflow run this poll saw still running
             try:
-                result = await self._read(ci)
+                result, running = await self._read(ci)
             except StagelineError as exc:  # GitHub said no, or was away: the next poll tries
                 _log.warning("could not poll CI of run %s: %s", wait.run_id, exc)
                 if not late:
@@ -204,7 +205,7 @@ class ForgeCi:
                     continue
             if result is None and late:
                 result = _timed_out(ci, deadline - wait.requested_at)
-                result["cancelled_on_forge"] = await self._cancel(ci)
+                result["cancelled_on_forge"] = await self._cancel(ci, running)
                 _log.warning("CI of run %s did not report in time: timed_out", wait.run_id)
             if result is not None and await self._complete(wait, result):
                 moved.append(wait.run_id)
@@ -229,14 +230,15 @@ class ForgeCi:
             for task in late:
                 task.cancel()
 
-    async def _read(self, ci: Mapping[str, Any]) -> dict[str, Any] | None:
-        """How the CI a wait waits on ended, or None while it runs (or has not started)."""
+    async def _read(self, ci: Mapping[str, Any]) -> tuple[dict[str, Any] | None, CiRun | None]:
+        """How the CI a wait waits on ended, or None while it runs (or has not started); and
+        the workflow run found still running, if any."""
         if not ci.get("workflow"):
-            return await self._suites(ci)
+            return await self._suites(ci), None
         found = await self._workflow_run(ci)
         if found is None or not found.completed:
-            return None
-        return _result(ci, found, found.conclusion)
+            return None, found
+        return _result(ci, found, found.conclusion), None
 
     async def _workflow_run(self, ci: Mapping[str, Any]) -> CiRun | None:
         """The workflow run a wait waits on: its ``id``, else the first run of the workflow
@@ -249,16 +251,13 @@ class ForgeCi:
         new = [r for r in runs if r.id not in (ci.get("known_ids") or ())]
         return min(new, key=lambda r: r.id) if new else None
 
-    async def _cancel(self, ci: Mapping[str, Any]) -> bool:
-        """Cancel the workflow run of a wait that timed out; whether GitHub took the cancel.
-        (Check suites of the commit belong to their apps: they are left.)"""
-        if self.forge is None or not ci.get("workflow"):
+    async def _cancel(self, ci: Mapping[str, Any], running: CiRun | None) -> bool:
+        """Cancel the workflow run a timed-out wait's last poll saw running; whether GitHub
+        took the cancel. (Check suites of the commit belong to their apps: they are left.)"""
+        if self.forge is None or running is None:
             return False
         try:
-            found = await self._workflow_run(ci)
-            if found is None or found.completed:
-                return False
-            await self.forge.client.cancel_workflow_run(str(ci.get("repository")), found.id)
+            await self.forge.client.cancel_workflow_run(str(ci.get("repository")), running.id)
         except StagelineError as exc:
             _log.warning("could not cancel the timed-out CI run: %s", exc)
             return False
