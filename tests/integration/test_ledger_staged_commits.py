@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
 
 from stageline.checkpoints import checkpoint_serde
 from stageline.ledger import Backend, Event, Run, RunStatus, open_backend
@@ -106,3 +107,78 @@ async def test_rows_of_runs_leased_elsewhere_are_still_flushed_after_a_commit(
     await ledger.commit_with_staged([])
     assert [e.kind for e in await ledger.events(mine)] == ["mine"]
     assert await _kinds_once_written(ledger, other) == ["other"]
+
+
+_INSERT_KEY = text("INSERT INTO group_rows (k) VALUES (:k)")
+
+
+async def _scratch_table(ledger: SqlLedger) -> str:
+    """A table of keys for the tests' own rows (each test has a database of its own)."""
+    async with ledger.lock:
+        await ledger._x.execute("CREATE TABLE group_rows (k VARCHAR(20) PRIMARY KEY)", {})
+        await ledger._x.commit()
+    return ledger._sql(_INSERT_KEY)
+
+
+async def _keys(ledger: SqlLedger) -> list[str]:
+    async with ledger.lock:
+        rows = await ledger._x.fetch("SELECT k FROM group_rows ORDER BY k", {})
+    return [row["k"] for row in rows]
+
+
+def _count_commits(ledger: SqlLedger) -> list[int]:
+    """Counts the checkpoint transactions the ledger sends from now on."""
+    counted = [0]
+    write_and_commit = ledger._x.write_and_commit
+
+    async def counting(*args: object, **kwargs: object) -> list[str]:
+        counted[0] += 1
+        return await write_and_commit(*args, **kwargs)  # type: ignore[arg-type]
+
+    ledger._x.write_and_commit = counting  # type: ignore[method-assign]
+    return counted
+
+
+async def _queued_behind_the_connection(ledger: SqlLedger, *calls: object) -> list[object]:
+    """Start the commits while another holds the connection, then let it go: their outcomes."""
+    async with ledger.lock:
+        tasks = [asyncio.ensure_future(c) for c in calls]  # type: ignore[call-overload]
+        await asyncio.sleep(0.05)  # each has queued its rows and waits for the connection
+        assert not any(t.done() for t in tasks)
+    return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+
+async def test_checkpoints_queued_behind_a_commit_ride_one_commit_together(
+    ledger: SqlLedger,
+) -> None:
+    """Group commit: three checkpoints that queued while the connection was busy are committed
+    in one transaction, with the staged rows, and none returns before it."""
+    insert = await _scratch_table(ledger)
+    run_id = await _leased_run(ledger)
+    ledger.stage_event(Event(run_id=run_id, kind="staged"))
+    commits = _count_commits(ledger)
+    outcomes = await _queued_behind_the_connection(
+        ledger, *(ledger.commit_with_staged([(insert, [{"k": k}])]) for k in "abc")
+    )
+    assert outcomes == [None, None, None]
+    assert commits == [1]
+    assert await _keys(ledger) == ["a", "b", "c"]
+    assert [e.kind for e in await ledger.events(run_id)] == ["staged"]
+
+
+async def test_one_bad_checkpoint_in_a_group_fails_alone(ledger: SqlLedger) -> None:
+    """A group whose transaction fails gives its members back: each commits alone, so the bad
+    one gets its own error and the others are written (the staged rows too)."""
+    insert = await _scratch_table(ledger)
+    run_id = await _leased_run(ledger)
+    ledger.stage_event(Event(run_id=run_id, kind="staged"))
+    outcomes = await _queued_behind_the_connection(
+        ledger,
+        ledger.commit_with_staged([(insert, [{"k": "a"}])]),
+        ledger.commit_with_staged([("INSERT INTO no_such_table VALUES (1)", [{}])]),
+        ledger.commit_with_staged([(insert, [{"k": "c"}])]),
+    )
+    assert outcomes[0] is None and outcomes[2] is None
+    assert "no_such_table" in str(outcomes[1])
+    assert await _keys(ledger) == ["a", "c"]
+    assert [e.kind for e in await ledger.events(run_id)] == ["staged"]

@@ -38,6 +38,7 @@ from stageline.errors import InvalidTransition, RunNotFound
 from stageline.ledger._assistants import AssistantsSql
 from stageline.ledger._base import Publisher
 from stageline.ledger._chat import ChatSql
+from stageline.ledger._commit_groups import CommitGroups
 from stageline.ledger._crons import CronsSql
 from stageline.ledger._executor import Check, Executor, Op
 from stageline.ledger._human import WaitChanges
@@ -110,6 +111,8 @@ class SqlLedger(
         self._staged_outcomes: dict[tuple[str, str, int, int], Outcome] = {}
         self._staged_writes: list[Op] = []
         """Checkpoint writes waiting for the step's checkpoint (see ``commit_writes``)."""
+        self._groups = CommitGroups()
+        """Checkpoint commits queued for the connection (see ``commit_with_staged``)."""
         self._running: dict[str, set[tuple[str, int, int]]] = {}
         """Run -> its nodes whose latest staged record says running (task, attempt, try)."""
         self._seq: dict[str, int] = {}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from stageline.errors import RunNotFound
 from stageline.ledger._base import Publisher
+from stageline.ledger._commit_groups import CommitGroups, Pending
 from stageline.ledger._executor import Check, Executor, Op
 from stageline.ledger._outcomes import Outcome
 from stageline.ledger._schema import node_records, runs
@@ -44,6 +45,7 @@ class StagingSql:
         _staged_events: list[Event]
         _staged_outcomes: dict[tuple[str, str, int, int], Outcome]
         _staged_writes: list[Op]
+        _groups: CommitGroups
         _flush_handle: asyncio.TimerHandle | None
         _loop: asyncio.AbstractEventLoop | None
         _flush_task: asyncio.Task[None] | None
@@ -189,14 +191,32 @@ class StagingSql:
         """Commit ``ops`` (a checkpoint's rows) together with the staged ledger rows: one
         transaction, one commit, one round trip; then tell the watchers of runs flagged for
         cancelling. So a node's record is durable exactly when the checkpoint that marks the
-        node done is."""
+        node done is. Checkpoints that queued meanwhile ride in the same commit
+        (``CommitGroups``): returns once a commit holds ``ops``."""
+        pending = self._groups.join(ops)
         async with self._lock:
-            staged, written, undo = self.take_staged()
-            try:
-                flagged = await self._x.write_and_commit([*ops, *staged], self.cancel_check())
-            except BaseException:
-                undo()
+            if not pending.committed:
+                await self._commit_group(self._groups.take(pending))
+
+    async def _commit_group(self, group: list[Pending]) -> None:
+        """Commit ``group`` (its leader first) with the staged rows. Should that fail, the
+        others are given back (each commits alone when it gets the connection) and the
+        leader's rows are tried alone, now."""
+        staged, written, undo = self.take_staged()
+        try:
+            flagged = await self._x.write_and_commit(
+                [*self._groups.ops(group), *staged], self.cancel_check()
+            )
+        except Exception:
+            undo()
+            if len(group) == 1:
                 raise
+            await self._commit_group(group[:1])
+            return
+        except BaseException:
+            undo()
+            raise
+        self._groups.committed(group)
         self._publish(written)
         self.cancels_seen(flagged)
 
