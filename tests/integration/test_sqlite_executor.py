@@ -13,7 +13,7 @@ import pytest
 
 from stageline.errors import RunNotFound, StorageError
 from stageline.ledger import Run, RunStatus
-from stageline.ledger._sqlite import open_sqlite_ledger, sqlite_path
+from stageline.ledger._sqlite import _until_free, open_sqlite_ledger, sqlite_path
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -93,3 +93,42 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_storage_error_and_writes_n
         assert await ledger.create_run(run) == run  # the connection is usable afterwards
     finally:
         await executor.close()
+
+
+def _busy_error() -> sqlite3.OperationalError:
+    exc = sqlite3.OperationalError("database is locked")
+    exc.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+    return exc
+
+
+def test_a_call_that_meets_the_lock_is_tried_again_until_it_is_free() -> None:
+    """The wait for another process's write lock: short pauses, the call run again from the
+    start each time, until the lock is let go (here: the third try)."""
+    tries: list[int] = []
+
+    def write() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise _busy_error()
+        return "written"
+
+    assert _until_free(write, (), timeout=60) == "written"
+    assert len(tries) == 3
+
+
+def test_only_a_busy_error_is_tried_again_and_only_until_the_timeout() -> None:
+    calls: list[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise sqlite3.OperationalError("no such table: t")
+
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        _until_free(broken, (), timeout=60)
+    assert len(calls) == 1
+
+    def held() -> None:
+        raise _busy_error()
+
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _until_free(held, (), timeout=0)  # the deadline has passed: the busy error stands
