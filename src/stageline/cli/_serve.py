@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import socket
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -86,7 +85,18 @@ def serve(
     from stageline.cli._logs import redact_logs
 
     if processes > 1:
-        _serve_processes(host, port, log_level, processes)
+        from stageline.cli._serve_processes import serve_processes
+
+        code = serve_processes(
+            host,
+            port,
+            log_level.lower(),
+            processes,
+            graceful=GRACEFUL_SHUTDOWN,
+            startup_failure=STARTUP_FAILURE,
+        )
+        if code:
+            raise typer.Exit(code)
         return
     from stageline.server import create_app
 
@@ -104,38 +114,6 @@ def serve(
         server.run()
     if not server.started:
         raise typer.Exit(STARTUP_FAILURE)  # uvicorn said why (the port is taken, ...)
-
-
-def _serve_processes(host: str, port: int, log_level: str, processes: int) -> None:
-    """``processes`` servers on one socket (uvicorn's supervisor: it binds the port, starts
-    them, starts one again if it dies, and stops them all on SIGTERM or Ctrl-C). Each is a
-    whole server over the one database: whichever gets a request answers it from the ledger."""
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
-
-    config = uvicorn.Config(
-        f"{__name__}:worker_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=processes,
-        log_level=log_level.lower(),
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
-        server_header=False,
-    )
-    try:
-        sock = config.bind_socket()
-    except SystemExit:  # uvicorn said why (the port is taken, ...)
-        raise typer.Exit(STARTUP_FAILURE) from None
-    # uvicorn makes the socket without naming TCP, so asyncio leaves Nagle's algorithm on for
-    # the connections it accepts (each small answer then waits ~40 ms for the client's delayed
-    # ACK); the connections inherit the listening socket's TCP_NODELAY.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            Multiprocess(config, sockets=[sock]).run()
-    finally:
-        sock.close()
 
 
 def worker_app() -> Any:
