@@ -187,3 +187,26 @@ async def test_two_processes_creating_one_thread_at_once_make_it_once(
             assert found is not None and found.metadata["by"] in (0, 1)
     finally:
         await other.aclose()
+
+
+async def test_the_latest_checkpoint_id_is_read_without_its_checkpoint(backend: Backend) -> None:
+    """What a run about to go on from its thread's state needs to know (where its stream
+    starts): the id of the newest checkpoint at the root, None before the first."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    run_id = uid()
+    await backend.ledger.create_run(
+        Run(run_id=run_id, template="t", template_version="1", status=RunStatus.QUEUED)
+    )
+    assert await backend.ledger.latest_checkpoint_id(run_id) is None
+    assert backend.saver is not None
+    config = RunnableConfig(configurable={"thread_id": run_id, "checkpoint_ns": ""})
+    saved = []
+    for _ in range(2):
+        checkpoint = empty_checkpoint()
+        config = await backend.saver.aput(config, checkpoint, {"step": len(saved)}, {})
+        saved.append(checkpoint["id"])
+    inner = RunnableConfig(configurable={"thread_id": run_id, "checkpoint_ns": "sub:1"})
+    await backend.saver.aput(inner, empty_checkpoint(), {"step": 0}, {})  # a subgraph's
+    assert await backend.ledger.latest_checkpoint_id(run_id) == max(saved) == saved[-1]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, Text, bindparam, cast, delete, insert, select, update
+from sqlalchemy import Table, Text, bindparam, cast, delete, func, insert, select, update
 
 from stageline.errors import InvalidTransition
 from stageline.ledger._schema import (
@@ -163,6 +163,13 @@ class ThreadsSql:
             rows = await x.fetch(self._sql(_SELECT_API_RUNS), {"run_id": run_id})
         return [ApiRun.from_row(r) for r in rows]
 
+    async def latest_checkpoint_id(self, run_id: str) -> str | None:
+        """The id of the run's latest checkpoint (None: it has none yet): one indexed read,
+        nothing decoded, for a run about to go on from it (where its stream starts)."""
+        async with self._read() as x:
+            rows = await x.fetch(self._sql(_LATEST_CHECKPOINT_ID), {"run_id": run_id, "ns": ""})
+        return rows[0]["checkpoint_id"] if rows else None
+
     async def copy_checkpoints(self, from_run_id: str, to_run_id: str) -> None:
         """Copy every checkpoint of a run (with its pending writes and channel values) to
         another run id, in one transaction: ``threads.copy`` keeps the whole history."""
@@ -204,6 +211,9 @@ _UPDATE_THREAD = (
 )
 _INSERT_API_RUN = insert(_a)
 _SELECT_API_RUN = select(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
+_LATEST_CHECKPOINT_ID = select(func.max(checkpoints.c.checkpoint_id).label("checkpoint_id")).where(
+    checkpoints.c.thread_id == bindparam("run_id"), checkpoints.c.checkpoint_ns == bindparam("ns")
+)
 _DELETE_API_RUN = delete(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
 _SELECT_API_RUNS = (
     select(_a)

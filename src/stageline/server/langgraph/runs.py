@@ -63,8 +63,7 @@ async def accept_run(
             run = None
         if await tracker.busy_anywhere(runner, thread_id):
             raise HTTPException(409, f"thread {thread_id} is busy with another run")
-        latest = await snapshot(runner, run)
-        start = latest.config["configurable"].get("checkpoint_id") if latest else None
+        start = await runner.ledger.latest_checkpoint_id(thread_id) if run else None
         work = await plan(runner, advancer, body, thread_id, run, actor)
         api_run = await runner.ledger.add_api_run(
             ApiRun(
