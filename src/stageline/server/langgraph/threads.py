@@ -79,10 +79,10 @@ async def create_thread(
     with unprocessable():
         thread_id = check_run_id(body.thread_id, "thread_id") if body.thread_id else (new_run_id())
     async with ApiRuns.of(request).lock(thread_id):
-        try:
-            existing = await find_thread(runner, thread_id)
-        except HTTPException:
-            existing = None
+        existing = None
+        if body.thread_id:  # an id this server just made is nobody's yet: no read for it
+            with contextlib.suppress(HTTPException):
+                existing = await find_thread(runner, thread_id)
         if existing is not None:
             if body.if_exists == "do_nothing":
                 return await describe(request, runner, thread_id, existing)
