@@ -78,12 +78,14 @@ def github_toml(
     workflow: str | None = "ci.yml",
     label: str = "stageline",
     extra: str = "",
+    poll_interval: str = "1s",
 ) -> str:
     """The ``[github]`` tables of a stageline.toml for ``acme/app`` (token and secret in
     ``GITHUB_TOKEN`` and ``GITHUB_WEBHOOK_SECRET``)."""
     flow = f'workflow = "{workflow}"\n' if workflow else ""
     return (
-        f'[github]\napi_url = "{api_url}"\nintake_label = "{label}"\npoll_interval = "1s"\n'
+        f'[github]\napi_url = "{api_url}"\nintake_label = "{label}"\n'
+        f'poll_interval = "{poll_interval}"\n'
         f"{extra}"
         f'\n[github.repositories."{REPO}"]\ncheckout = "{checkout.as_posix()}"\n'
         f'base = "main"\n{flow}'

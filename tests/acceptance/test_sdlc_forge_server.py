@@ -29,9 +29,18 @@ ISSUE = 7
 
 
 @pytest.fixture
-def served(tmp_path: Path, fake_github: FakeGitHub, git_remote: GitRemote) -> Iterator[Server]:
+def poll_interval() -> str:
+    """How often the server polls a CI wait (a test of webhooks polls not at all, in effect,
+    lest a poll move the run between CI's completion and the webhook's delivery)."""
+    return "1s"
+
+
+@pytest.fixture
+def served(
+    tmp_path: Path, fake_github: FakeGitHub, git_remote: GitRemote, poll_interval: str
+) -> Iterator[Server]:
     server = make_project(tmp_path / "project", env=ENV)
-    toml = github_toml(fake_github.url, git_remote.checkout)
+    toml = github_toml(fake_github.url, git_remote.checkout, poll_interval=poll_interval)
     (server.project / "stageline.toml").write_text(toml)
     server.start()
     yield server
@@ -163,6 +172,7 @@ def told_in_order(bodies: list[str]) -> bool:
     return True
 
 
+@pytest.mark.parametrize("poll_interval", ["1h"])
 def test_ci_by_webhooks_fails_then_passes_and_ends_at_a_draft_pr(
     served: Server, fake_github: FakeGitHub, git_remote: GitRemote
 ) -> None:
