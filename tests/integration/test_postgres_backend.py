@@ -26,12 +26,14 @@ from stageline.ledger import (
     NodeStatus,
     Run,
     RunStatus,
+    ThreadMeta,
     _sql_staging,
     open_backend,
 )
 from stageline.ledger._migrations import MIGRATIONS
 from stageline.ledger._postgres import PostgresOptions
 from stageline.ledger._schema import schema_version
+from stageline.ledger._sql import SqlLedger
 from stageline.runner import Runner
 from stageline.templates import Template
 
@@ -351,4 +353,59 @@ async def test_a_cancelled_ledger_call_leaves_its_connection_idle(
         assert (await backend.ledger.get_run(run.run_id)).status is RunStatus.QUEUED
     finally:
         await backend.aclose()
+    assert "returned connection" not in caplog.text  # the pool had nothing to clean up
+
+
+# -- what waits for the ledger's lock -----------------------------------------------------------
+
+
+async def test_reads_and_one_statement_writes_do_not_wait_for_a_transaction(
+    postgres_url: str,
+) -> None:
+    """A process's transactions go one at a time (they number events, take staged rows); its
+    reads and its writes of one statement take connections of their own beside them."""
+    backend = await open_backend(postgres_url, checkpoint_serde())
+    ledger = backend.ledger
+    try:
+        run = await ledger.create_run(make_run())
+        async with ledger.lock:  # a transaction of this process in flight
+            found = await asyncio.wait_for(ledger.get_run(run.run_id), 30)
+            made = await asyncio.wait_for(
+                ledger.put_thread(ThreadMeta(run_id=f"t-{uuid.uuid4().hex[:8]}")), 30
+            )
+        assert found.run_id == run.run_id
+        assert await ledger.thread_meta(made.run_id) == made
+    finally:
+        await backend.aclose()
+
+
+async def test_a_transactions_writes_go_with_its_commit_and_fail_it_whole(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Writes nobody reads back wait for the transaction's next statement or its COMMIT; one
+    that fails there fails the whole transaction, and the connection goes back clean."""
+    table = f"scratch_{uuid.uuid4().hex[:8]}"
+    insert = f"INSERT INTO {table} (a) VALUES (%(a)s)"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (a int PRIMARY KEY)")
+    backend = await open_backend(postgres_url + "?pool_max_size=1", checkpoint_serde())
+    ledger = backend.ledger
+    assert isinstance(ledger, SqlLedger)
+    try:
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            async with ledger._tx() as x:
+                await x.execute_many(insert, [{"a": 1}, {"a": 2}])
+                await x.execute_many(insert, [{"a": 1}])  # fails at the COMMIT
+        async with ledger._tx() as x:
+            await x.execute_many(insert, [{"a": 3}])
+            await x.execute_many(insert, [{"a": 4}])
+            seen = await x.fetch(f"SELECT count(*) AS n FROM {table}", {})  # sent with them
+        assert seen == [{"n": 2}]
+        async with ledger._read() as x:
+            rows = await x.fetch(f"SELECT a FROM {table} ORDER BY a", {})
+        assert [r["a"] for r in rows] == [3, 4]
+    finally:
+        await backend.aclose()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {table}")
     assert "returned connection" not in caplog.text  # the pool had nothing to clean up

@@ -3,16 +3,18 @@
 ``postgresql://USER:PASSWORD@HOST:PORT/DB`` takes these options in its query string, beside
 libpq's own (``sslmode``, ...):
 
-- ``pool_min_size`` (default 1) and ``pool_max_size`` (default 4): the connection pool. One
-  process makes one database call at a time (the ledger's lock is held around each), so scale
-  out with processes, not a bigger pool.
+- ``pool_min_size`` (default 1) and ``pool_max_size`` (default 4): the connection pool. A
+  process's transactions go one at a time (the ledger's lock: they number events and take
+  staged rows); its reads, and writes of one statement, each take a connection of their own
+  beside them, as many at once as the pool holds.
 - ``pool_timeout`` (default 30): seconds a call waits for a connection (after the server went
   away, say) before it fails with a ``StorageError``.
 - ``prepare=false``: no server-side prepared statements, for poolers that cannot keep them
   (PgBouncer in transaction mode).
 
 Node records and events ride in the checkpoint write's own pipeline (``StagelineSaver`` over
-``PgExecutor.write_and_commit``): one round trip and one commit per step, as on SQLite. A
+``PgExecutor.write_and_commit``): one round trip and one commit per step, as on SQLite; a
+transaction's other writes go with its next statement or its COMMIT. A
 connection found dead (the server was restarted) is replaced and the call retried once, where
 nothing of it can have committed.
 """

@@ -153,12 +153,24 @@ class SqlLedger(
                 self._seq = seqs
                 await self._x.rollback()
                 raise
-            await self._x.commit()
+            try:
+                await self._x.commit()  # on Postgres it may carry the block's writes
+            except BaseException:
+                self._seq = seqs
+                raise
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[Executor]:
         async with self._lock:
             yield self._x
+
+    @asynccontextmanager
+    async def _autocommit(self) -> AsyncIterator[Executor]:
+        """A block of one write statement (its own transaction) that touches nothing this
+        process keeps (event numbers, staged rows). Here a transaction like any other; Postgres
+        sends it alone on a connection of its own, beside the ledger's lock."""
+        async with self._tx() as x:
+            yield x
 
     async def _lock_schema(self, x: Executor) -> None:
         """Take the database's write lock for a migration's check-and-apply (a backend's part:

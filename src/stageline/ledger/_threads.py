@@ -106,6 +106,7 @@ class ThreadsSql:
 
         def _tx(self) -> AbstractAsyncContextManager[Executor]: ...
         def _read(self) -> AbstractAsyncContextManager[Executor]: ...
+        def _autocommit(self) -> AbstractAsyncContextManager[Executor]: ...
         def _sql(self, stmt: Any) -> str: ...
         def _insert_ignoring(self, table: Any, keys: list[str]) -> Any: ...
 
@@ -113,7 +114,7 @@ class ThreadsSql:
         """Record an empty thread; a thread id taken already is refused. One statement (insert
         unless there), so of two processes creating one id at once, one is refused: a check
         first and an insert after could both pass the check."""
-        async with self._tx() as x:
+        async with self._autocommit() as x:
             if not await x.execute(self._sql(self._insert_thread()), meta.to_row()):
                 raise _exists(meta.run_id)
         return meta
@@ -148,7 +149,7 @@ class ThreadsSql:
         return meta
 
     async def add_api_run(self, run: ApiRun) -> ApiRun:
-        async with self._tx() as x:
+        async with self._autocommit() as x:
             await x.execute(self._sql(_INSERT_API_RUN), run.to_row())
         return run
 
@@ -189,7 +190,7 @@ class ThreadsSql:
     async def set_api_run_status(
         self, api_run_id: str, status: ApiRunStatus | str, error: str | None = None
     ) -> None:
-        async with self._tx() as x:
+        async with self._autocommit() as x:
             await x.execute(
                 self._sql(_SET_API_RUN),
                 {
