@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, select
 
 from stageline.ledger._base import LedgerStore
 from stageline.ledger._deltas import chain_query, missing_values, rebuild
 from stageline.ledger._schema import checkpoint_writes, checkpoints
+from stageline.ledger._sql_statements import latest_checkpoint_id
 
 __all__ = ["SavedCheckpoint", "SavedInterrupt", "Unsure", "is_state_channel", "latest_checkpoint"]
 
@@ -133,14 +134,7 @@ _LATEST = select(checkpoints.c.checkpoint_id, checkpoints.c.type, checkpoints.c.
     checkpoints.c.thread_id == bindparam("run"),
     checkpoints.c.checkpoint_ns == bindparam("ns"),
     checkpoints.c.checkpoint_id
-    == (
-        select(func.max(checkpoints.c.checkpoint_id))
-        .where(
-            checkpoints.c.thread_id == bindparam("run"),
-            checkpoints.c.checkpoint_ns == bindparam("ns"),
-        )
-        .scalar_subquery()
-    ),
+    == latest_checkpoint_id(bindparam("run"), bindparam("ns")).scalar_subquery(),
 )
 _WRITES = (
     select(

@@ -37,7 +37,6 @@ from sqlalchemy import (
     bindparam,
     cast,
     delete,
-    func,
     literal_column,
     null,
     select,
@@ -56,6 +55,7 @@ from stageline.ledger._deltas import (
 )
 from stageline.ledger._schema import checkpoint_writes, checkpoints
 from stageline.ledger._sql import Op, SqlLedger
+from stageline.ledger._sql_statements import latest_checkpoint_id
 
 __all__ = ["StagelineSaver"]
 
@@ -67,14 +67,9 @@ _THIS_CHECKPOINT = and_(
     _cp.checkpoint_ns == bindparam("checkpoint_ns"),
     _cp.checkpoint_id == bindparam("checkpoint_id"),
 )
-_LATEST_ID = (
-    select(func.max(_cp.checkpoint_id))
-    .where(
-        _cp.thread_id == bindparam("thread_id"),
-        _cp.checkpoint_ns == bindparam("checkpoint_ns"),
-    )
-    .scalar_subquery()
-)
+_LATEST_ID = latest_checkpoint_id(
+    bindparam("thread_id"), bindparam("checkpoint_ns")
+).scalar_subquery()
 _SELECT_WRITES = select(_w.task_id, _w.task_path, _w.idx, _w.channel, _w.type, _w.value).where(
     _w.thread_id == bindparam("thread_id"),
     _w.checkpoint_ns == bindparam("checkpoint_ns"),

@@ -54,6 +54,7 @@ __all__ = [
     "TAKE_LEASE",
     "TERMINAL",
     "cancels_flagged",
+    "latest_checkpoint_id",
 ]
 
 INSERT_VERSION = insert(schema_version)
@@ -160,3 +161,11 @@ def cancels_flagged(run_ids: list[str]) -> tuple[Select[tuple[str]], dict[str, s
         stmt = select(runs.c.run_id).where(and_(runs.c.run_id.in_(ids), runs.c.cancel_requested))
         _FLAGGED[size] = stmt
     return stmt, {f"r{i}": run_ids[min(i, len(run_ids) - 1)] for i in range(size)}
+
+
+def latest_checkpoint_id(thread: Any, ns: Any) -> Select[tuple[str]]:
+    """The id of the newest checkpoint of ``thread`` in namespace ``ns`` (bind parameters, named
+    as the caller's statement names them); checkpoint ids sort by the time they were made."""
+    return select(func.max(checkpoints.c.checkpoint_id).label("checkpoint_id")).where(
+        checkpoints.c.thread_id == thread, checkpoints.c.checkpoint_ns == ns
+    )

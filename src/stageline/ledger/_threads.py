@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, Text, bindparam, cast, delete, func, insert, select, update
+from sqlalchemy import Table, Text, bindparam, cast, delete, insert, select, update
 
 from stageline.errors import InvalidTransition
 from stageline.ledger._schema import (
@@ -26,6 +26,7 @@ from stageline.ledger._schema import (
     checkpoints,
     thread_meta,
 )
+from stageline.ledger._sql_statements import latest_checkpoint_id
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -212,9 +213,7 @@ _UPDATE_THREAD = (
 )
 _INSERT_API_RUN = insert(_a)
 _SELECT_API_RUN = select(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
-_LATEST_CHECKPOINT_ID = select(func.max(checkpoints.c.checkpoint_id).label("checkpoint_id")).where(
-    checkpoints.c.thread_id == bindparam("run_id"), checkpoints.c.checkpoint_ns == bindparam("ns")
-)
+_LATEST_CHECKPOINT_ID = latest_checkpoint_id(bindparam("run_id"), bindparam("ns"))
 _DELETE_API_RUN = delete(_a).where(_a.c.api_run_id == bindparam("api_run_id"))
 _SELECT_API_RUNS = (
     select(_a)
