@@ -38,23 +38,29 @@ def _listener(host: str, port: int) -> socket.socket:
     process only once it serves). ``TCP_NODELAY`` is inherited by the connections it accepts
     (uvicorn's sockets leave Nagle's algorithm on: a small answer then waits ~40 ms for the
     client's delayed ACK)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    family, address = _address(host, port)
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host.strip("[]"), port))
+    sock.bind(address)
     return sock
+
+
+def _address(host: str, port: int) -> tuple[socket.AddressFamily, tuple[str, int]]:
+    """The socket family and bind address of ``host`` (an IPv6 one may come in brackets)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return family, (host.strip("[]"), port)
 
 
 def port_free(host: str, port: int) -> str | None:
     """Why the port cannot be served (another process listens on it), or None. Bound without
     ``SO_REUSEPORT``, so that even another stageline's processes count as taking it."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    family, address = _address(host, port)
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((host.strip("[]"), port))
+            probe.bind(address)
         except OSError as exc:
             return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
     return None
