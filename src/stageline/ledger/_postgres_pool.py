@@ -182,14 +182,14 @@ class PgExecutor:
         async def op(conn: psycopg.AsyncConnection[Any]) -> list[str]:
             flags: psycopg.AsyncCursor[Any] | None = None
             # One round trip for all: the pipeline's one Sync at its end. Results are read
-            # after it (a fetch inside it would wait for them: a round trip more).
+            # after it (a fetch inside it would wait for them: a round trip more). No BEGIN or
+            # COMMIT: what comes before a Sync is one transaction (implicit), committed at the
+            # Sync, rolled back whole at its first error.
             async with conn.pipeline(), conn.cursor() as cur:
-                await cur.execute("BEGIN", prepare=False)
                 await _send(conn, ops, cur)
                 if check is not None:  # the watched runs' cancel flags, on a cursor of its
                     flags = conn.cursor()  # own: read in the transaction, not one of their own
                     await flags.execute(*check)
-                await cur.execute("COMMIT", prepare=False)
             if flags is None:
                 return []
             try:
@@ -329,7 +329,7 @@ async def _send(
 
 
 async def _to_pipeline(conn: psycopg.AsyncConnection[Any], ops: Sequence[Op]) -> None:
-    """``ops`` in one round trip (autocommitted: each statement its own transaction)."""
+    """``ops`` in one round trip, and one transaction (the pipeline's, see ``write_and_commit``)."""
     async with conn.pipeline():
         await _send(conn, ops)
 
