@@ -176,9 +176,7 @@ class PgExecutor:
 
         await self._call(op)
 
-    async def write_and_commit(
-        self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
-    ) -> list[str]:
+    async def write_and_commit(self, ops: Sequence[Op], check: Check | None) -> list[str]:
         async def op(conn: psycopg.AsyncConnection[Any]) -> list[str]:
             flags: psycopg.AsyncCursor[Any] | None = None
             # One round trip for all: the pipeline's one Sync at its end. Results are read

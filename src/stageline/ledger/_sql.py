@@ -153,11 +153,9 @@ class SqlLedger(
                 self._seq = seqs
                 await self._x.rollback()
                 raise
-            try:
-                await self._x.commit()  # on Postgres it may carry the block's writes
-            except BaseException:
-                self._seq = seqs
-                raise
+            # Not restored if the COMMIT fails: it may have committed (a cancellation is raised
+            # after the round trip's end), and a seq used twice would collide; one skipped is not.
+            await self._x.commit()  # on Postgres it may carry the block's writes
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[Executor]:
