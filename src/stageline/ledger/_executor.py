@@ -13,7 +13,7 @@ from sqlalchemy.engine.interfaces import Dialect
 
 __all__ = ["Check", "Executor", "Op"]
 
-Op = tuple[str, list[dict[str, Any]]]
+Op = tuple[str, Sequence[Mapping[str, Any]]]
 """One ``executemany``: SQL and its rows."""
 
 Check = tuple[str, dict[str, Any]]
@@ -31,7 +31,7 @@ class Executor(Protocol):
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None: ...
 
-    async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
+    async def execute_batch(self, ops: Sequence[Op]) -> None:
         """Several ``execute_many`` calls in one round trip where the driver allows it."""
         ...
 
@@ -39,9 +39,7 @@ class Executor(Protocol):
 
     async def rollback(self) -> None: ...
 
-    async def write_and_commit(
-        self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], check: Check | None
-    ) -> list[str]:
+    async def write_and_commit(self, ops: Sequence[Op], check: Check | None) -> list[str]:
         """``ops`` and ``check`` (the watched runs' cancel flags, one query) in one transaction,
         and its commit: all in one round trip (one hop to SQLite's thread). Returns the run ids
         whose flag is set."""

@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.engine.interfaces import Dialect
 
 from stageline.errors import StorageError
-from stageline.ledger._executor import Check
+from stageline.ledger._executor import Check, Op
 from stageline.ledger._schema import metadata
 from stageline.ledger._sql import SqlLedger
 
@@ -27,7 +27,6 @@ SETUP_LOCK = 0x5354_4147_454C_494E
 """Advisory lock key ("STAGELIN") that serializes setup across processes starting at once."""
 
 _T = TypeVar("_T")
-Op = tuple[str, Sequence[Mapping[str, Any]]]
 
 
 def connection_lost(exc: BaseException) -> bool:
@@ -172,7 +171,7 @@ class PgExecutor:
             return
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> None:
-            await _to_pipeline(conn, ops)
+            await _pipelined(conn, ops)
 
         await self._call(op)
 
@@ -216,8 +215,7 @@ class PgExecutor:
 
     async def release(self) -> None:
         """End a block of reads: the connection goes back to the pool."""
-        self._queued = []
-        await self._end("ROLLBACK")
+        await self.rollback()
 
     async def _end(self, command: str, queued: Sequence[Op] = ()) -> None:
         conn, in_tx = self._conn, self._in_tx
@@ -326,19 +324,22 @@ async def _send(
             await cur.executemany(sql, [dict(r) for r in rows])
 
 
-async def _to_pipeline(conn: psycopg.AsyncConnection[Any], ops: Sequence[Op]) -> None:
-    """``ops`` in one round trip, and one transaction (the pipeline's, see ``write_and_commit``)."""
+async def _pipelined(
+    conn: psycopg.AsyncConnection[Any], ops: Sequence[Op], then: str | None = None
+) -> None:
+    """``ops``, then the command ``then``, in one round trip. Outside a transaction, ``ops`` are
+    one of their own: the pipeline's (see ``write_and_commit``)."""
     async with conn.pipeline():
         await _send(conn, ops)
+        if then is not None:
+            await conn.execute(then, prepare=False)
 
 
 async def _commit(conn: psycopg.AsyncConnection[Any], queued: Sequence[Op]) -> None:
     """The writes still queued and the COMMIT, in one round trip."""
-    if not queued:
-        await conn.execute("COMMIT", prepare=False)
-        return
-    async with conn.pipeline():
-        await _send(conn, queued)
+    if queued:
+        await _pipelined(conn, queued, "COMMIT")
+    else:
         await conn.execute("COMMIT", prepare=False)
 
 

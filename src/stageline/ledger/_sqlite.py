@@ -26,7 +26,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Dialect
 
 from stageline.errors import ConfigError, StorageError
-from stageline.ledger._executor import Check
+from stageline.ledger._executor import Check, Op
 from stageline.ledger._migrations import MIGRATIONS
 from stageline.ledger._sql import SqlLedger
 from stageline.ledger._sqlite_read import sqlite_path
@@ -151,11 +151,11 @@ class _SqliteExecutor:
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
         await self._call(self._conn.executemany, sql, [dict(p) for p in params])
 
-    async def execute_batch(self, ops: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> None:
+    async def execute_batch(self, ops: Sequence[Op]) -> None:
         if ops:
             await self._call(_run_batch, self._conn, ops)
 
-    async def write_and_commit(self, ops: Ops, check: Check | None) -> list[str]:
+    async def write_and_commit(self, ops: Sequence[Op], check: Check | None) -> list[str]:
         return await self._call(
             _run_batch_and_commit, self._conn, ops, check, threaded=self._commit_threaded
         )
@@ -235,9 +235,6 @@ class SqliteLedger(SqlLedger):
         await super().setup()
 
 
-Ops = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
-
-
 def _fetch(raw: sqlite3.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     cur = raw.execute(sql, params)
     try:
@@ -255,13 +252,15 @@ def _execute(raw: sqlite3.Connection, sql: str, params: dict[str, Any]) -> int:
         cur.close()
 
 
-def _run_batch(raw: sqlite3.Connection, ops: Ops) -> None:
+def _run_batch(raw: sqlite3.Connection, ops: Sequence[Op]) -> None:
     for sql, rows in ops:
         if rows:
             raw.executemany(sql, rows)
 
 
-def _run_batch_and_commit(raw: sqlite3.Connection, ops: Ops, check: Check | None) -> list[str]:
+def _run_batch_and_commit(
+    raw: sqlite3.Connection, ops: Sequence[Op], check: Check | None
+) -> list[str]:
     """Rows, the watched runs' cancel flags (read in the same transaction), the commit (a
     rollback if a statement failed): the runs flagged."""
     try:
