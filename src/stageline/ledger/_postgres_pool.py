@@ -225,7 +225,7 @@ class PgExecutor:
         try:
             if command == "COMMIT" and in_tx:
                 try:
-                    await _to_the_end(_commit(conn, queued))
+                    await _to_the_end(_pipelined(conn, queued, "COMMIT"))
                 except psycopg.OperationalError as exc:
                     raise_if_lost(exc, self._where)
                     raise
@@ -327,20 +327,16 @@ async def _send(
 async def _pipelined(
     conn: psycopg.AsyncConnection[Any], ops: Sequence[Op], then: str | None = None
 ) -> None:
-    """``ops``, then the command ``then``, in one round trip. Outside a transaction, ``ops`` are
-    one of their own: the pipeline's (see ``write_and_commit``)."""
+    """``ops``, then the command ``then``, in one round trip (a command alone is sent without a
+    pipeline). Outside a transaction, ``ops`` are one of their own: the pipeline's (see
+    ``write_and_commit``)."""
+    if not ops and then is not None:
+        await conn.execute(then, prepare=False)
+        return
     async with conn.pipeline():
         await _send(conn, ops)
         if then is not None:
             await conn.execute(then, prepare=False)
-
-
-async def _commit(conn: psycopg.AsyncConnection[Any], queued: Sequence[Op]) -> None:
-    """The writes still queued and the COMMIT, in one round trip."""
-    if queued:
-        await _pipelined(conn, queued, "COMMIT")
-    else:
-        await conn.execute("COMMIT", prepare=False)
 
 
 async def _settle(conn: psycopg.AsyncConnection[Any]) -> None:
